@@ -1,0 +1,35 @@
+#include "autograd/accumulate_grad.h"
+
+#include "autograd/grad_mode.h"
+#include "tensor/ops.h"
+
+namespace ember::autograd {
+
+AccumulateGrad::AccumulateGrad(Tensor variable) : variable_(std::move(variable)) {
+  mutable_output_meta().push_back({variable_.shape(), variable_.dtype(), variable_.device()});
+}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
+  Tensor g = std::move(grad_outputs[0]);
+  AutogradMeta& meta = *variable_.autograd_meta();
+  for (const auto& hook : meta.hooks) {
+    Tensor r = hook(g);
+    if (r.defined()) g = std::move(r);
+  }
+  if (!meta.grad.defined()) {
+    if (GradMode::is_enabled()) {
+      meta.grad = g;  // create_graph: keep the history for double backward
+    } else {
+      // Keep the buffer only when nobody else can see it; later in-place updates of .grad must
+      // not write into a tensor the user still holds.
+      const bool exclusive = g.use_count() == 1 && g.storage()->use_count() == 1 && !g.impl()->autograd;
+      meta.grad = exclusive ? g : g.detach().clone();
+    }
+  } else {
+    meta.grad = GradMode::is_enabled() ? add(meta.grad, g) : add(meta.grad, g).detach();
+  }
+  for (const auto& hook : meta.post_accumulate_grad_hooks) hook(variable_);
+  return {};
+}
+
+}  // namespace ember::autograd

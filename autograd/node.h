@@ -1,0 +1,82 @@
+// A node of the backward graph: it maps the gradients of a forward op's outputs to the gradients
+// of its inputs and points (edges) at the nodes that produced those inputs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace ember::autograd {
+
+class Node;
+
+// Where a gradient goes: input `input_nr` of node `fn`. An edge without fn carries nothing.
+struct Edge {
+  std::shared_ptr<Node> fn;
+  uint32_t input_nr = 0;
+  bool valid() const { return fn != nullptr; }
+};
+
+// What the engine needs to make a zero gradient for an output that received none.
+struct TensorMeta {
+  Shape shape;
+  DType dtype;
+  Device device;
+};
+
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  Node();
+  virtual ~Node() = default;
+  // A primitive is built as a value and moved to the heap when recorded; the copy is a fresh
+  // node (new sequence number, no edges), which is all it has at that point.
+  Node(const Node&) : Node() {}
+  Node& operator=(const Node&) = delete;
+
+  // The forward op's name ("mul", "sum", ...); error messages add "backward of".
+  virtual const char* name() const = 0;
+  // Gradients for each input edge from the gradients of each output (none undefined: the engine
+  // fills missing ones with zeros). An undefined result means "no gradient" for that edge.
+  virtual std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) = 0;
+  // Frees what was saved for backward (after a backward without retain_graph).
+  virtual void release_saved() {}
+
+  // Nodes created later run first when both are ready: a topological order for one thread.
+  uint64_t sequence_nr() const { return sequence_nr_; }
+  const std::vector<Edge>& next_edges() const { return next_edges_; }
+  std::vector<Edge>& mutable_next_edges() { return next_edges_; }
+  const std::vector<TensorMeta>& output_meta() const { return output_meta_; }
+  std::vector<TensorMeta>& mutable_output_meta() { return output_meta_; }
+  // Hooks on the gradient of output `output_nr`, run before apply() in registration order.
+  void add_pre_hook(uint32_t output_nr, GradHook hook) { pre_hooks_.emplace_back(output_nr, std::move(hook)); }
+  const std::vector<std::pair<uint32_t, GradHook>>& pre_hooks() const { return pre_hooks_; }
+
+ private:
+  uint64_t sequence_nr_;
+  std::vector<Edge> next_edges_;
+  std::vector<TensorMeta> output_meta_;
+  std::vector<std::pair<uint32_t, GradHook>> pre_hooks_;
+};
+
+// Per-tensor autograd state, allocated only for tensors that require grad or have a grad_fn.
+struct AutogradMeta {
+  bool requires_grad = false;  // set on leaves by requires_grad_()
+  bool retains_grad = false;
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;
+  uint32_t output_nr = 0;
+  std::weak_ptr<Node> grad_accumulator;  // leaves: the AccumulateGrad node, created on demand
+  std::vector<GradHook> hooks;           // leaves: run on the incoming gradient
+  std::vector<PostAccumulateGradHook> post_accumulate_grad_hooks;
+  // Non-leaves after retain_grad(): the gradient cell its hook fills (shared, so no cycle).
+  std::shared_ptr<Tensor> retained_grad;
+};
+
+// The edge a gradient for `t` should flow into: its grad_fn, its leaf accumulator, or none.
+Edge gradient_edge(const Tensor& t);
+
+}  // namespace ember::autograd

@@ -1,0 +1,94 @@
+// CPU kernels of the elementwise primitives, one template each, instantiated over the op lists.
+#include "cpu/loops.h"
+#include "tensor/convert.h"
+#include "tensor/primitives/elementwise.h"
+
+namespace ember {
+
+namespace {
+
+template <class T>
+constexpr bool is_numeric_v = !std::is_same_v<T, bool>;
+
+[[noreturn]] void unsupported(const char* op, DType dt) {
+  throw DTypeError(std::string(op) + ": not supported for dtype " + dtype_name(dt));
+}
+
+}  // namespace
+
+template <class Op>
+void Unary<Op>::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  visit(in[0].dtype(), [&]<class T>() {
+    constexpr bool ok = UnaryTraits<Op>::kind == UnaryKind::Floating ? is_float_type_v<T> : is_numeric_v<T>;
+    if constexpr (ok) {
+      using C = compute_t<T>;
+      const Op op = op_;
+      cpu::map_elements<T, T, 1>(out[0], {&in[0]}, [op](T x) { return convert<T>(op(static_cast<C>(x))); });
+    } else {
+      unsupported(name(), in[0].dtype());
+    }
+  });
+}
+
+template <class Op>
+void Binary<Op>::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  visit(in[0].dtype(), [&]<class T>() {
+    using C = compute_t<T>;
+    if constexpr (BinaryTraits<Op>::kind == BinaryKind::Compare) {
+      cpu::map_elements<bool, T, 2>(out[0], {&in[0], &in[1]},
+                                    [](T a, T b) { return Op{}(static_cast<C>(a), static_cast<C>(b)); });
+    } else if constexpr (is_numeric_v<T>) {
+      cpu::map_elements<T, T, 2>(out[0], {&in[0], &in[1]}, [](T a, T b) {
+        return convert<T>(Op{}(static_cast<C>(a), static_cast<C>(b)));
+      });
+    } else {
+      unsupported(name(), in[0].dtype());
+    }
+  });
+}
+
+void Where::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  visit(out[0].dtype(), [&]<class T>() {
+    const auto ops = cpu::make_operands<4>(out[0], {&in[0], &in[1], &in[2]});
+    cpu::for_each_row<4>(out[0].shape(), ops, [](const std::array<char*, 4>& p, int64_t n, const std::array<int64_t, 4>& s) {
+      for (int64_t i = 0; i < n; ++i) {
+        const bool c = *reinterpret_cast<const bool*>(p[1] + i * s[1]);
+        *reinterpret_cast<T*>(p[0] + i * s[0]) = *reinterpret_cast<const T*>(c ? p[2] + i * s[2] : p[3] + i * s[3]);
+      }
+    });
+  });
+}
+
+namespace {
+// dst = src converted, broadcasting src to dst's shape; any dtype pair.
+void convert_into(const Tensor& dst, const Tensor& src) {
+  visit(dst.dtype(), [&]<class O>() {
+    visit(src.dtype(), [&]<class I>() {
+      cpu::map_elements<O, I, 1>(dst, {&src}, [](I x) { return convert<O>(x); });
+    });
+  });
+}
+}  // namespace
+
+void Cast::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) { convert_into(out[0], in[0]); }
+
+void CopyInto::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) { convert_into(out[0], in[1]); }
+
+void Fill::eval_cpu(const std::vector<Tensor>&, std::vector<Tensor>& out) {
+  visit(out[0].dtype(), [&]<class T>() {
+    const T v = value_.is_floating() ? convert<T>(value_.to_double()) : convert<T>(value_.to_int());
+    const auto ops = cpu::make_operands<1>(out[0], {});
+    cpu::for_each_row<1>(out[0].shape(), ops, [v](const std::array<char*, 1>& p, int64_t n, const std::array<int64_t, 1>& s) {
+      for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p[0] + i * s[0]) = v;
+    });
+  });
+}
+
+#define EMBER_INSTANTIATE_UNARY(F, ...) template void Unary<ew::F>::eval_cpu(const std::vector<Tensor>&, std::vector<Tensor>&);
+EMBER_UNARY_OPS(EMBER_INSTANTIATE_UNARY)
+#undef EMBER_INSTANTIATE_UNARY
+#define EMBER_INSTANTIATE_BINARY(F, ...) template void Binary<ew::F>::eval_cpu(const std::vector<Tensor>&, std::vector<Tensor>&);
+EMBER_BINARY_OPS(EMBER_INSTANTIATE_BINARY)
+#undef EMBER_INSTANTIATE_BINARY
+
+}  // namespace ember

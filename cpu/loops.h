@@ -1,0 +1,132 @@
+// The strided loop under every CPU elementwise kernel: N operands (output first) viewed with the
+// output's shape, inputs broadcast through zero strides. Dims are coalesced, rows split across
+// threads, and the innermost run is handed to the kernel with its byte strides.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "cpu/parallel.h"
+#include "tensor/tensor.h"
+
+namespace ember::cpu {
+
+template <int N>
+struct Operands {
+  std::array<char*, N> base;
+  std::array<Strides, N> strides;  // bytes, all of the output's rank
+};
+
+// Operands of `out` and `inputs` broadcast to out's shape.
+template <int N>
+Operands<N> make_operands(const Tensor& out, const std::array<const Tensor*, N - 1>& inputs) {
+  Operands<N> ops;
+  const Shape& shape = out.shape();
+  auto fill = [&](int k, const Tensor& t) {
+    const int64_t es = dtype_size(t.dtype());
+    ops.base[k] = static_cast<char*>(t.raw_data());
+    Strides s = broadcast_strides(t.shape(), t.strides(), shape);
+    for (auto& x : s) x *= es;
+    ops.strides[k] = s;
+  };
+  fill(0, out);
+  for (int k = 1; k < N; ++k) fill(k, *inputs[k - 1]);
+  return ops;
+}
+
+// Calls row(ptrs, n, inner_strides) for every innermost run of elements of `shape`.
+template <int N, class Row>
+void for_each_row(const Shape& shape, const Operands<N>& ops, Row&& row) {
+  // Coalesce: drop size-1 dims, merge a dim into the next when every operand allows it.
+  int64_t sizes[kMaxDims];
+  int64_t strides[N][kMaxDims];
+  int nd = 0;
+  for (int d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    if (nd > 0) {
+      bool mergeable = true;
+      for (int k = 0; k < N; ++k) mergeable = mergeable && strides[k][nd - 1] == ops.strides[k][d] * shape[d];
+      if (mergeable) {
+        sizes[nd - 1] *= shape[d];
+        for (int k = 0; k < N; ++k) strides[k][nd - 1] = ops.strides[k][d];
+        continue;
+      }
+    }
+    sizes[nd] = shape[d];
+    for (int k = 0; k < N; ++k) strides[k][nd] = ops.strides[k][d];
+    ++nd;
+  }
+  if (nd == 0) {  // a single element
+    sizes[0] = 1;
+    for (int k = 0; k < N; ++k) strides[k][0] = 0;
+    nd = 1;
+  }
+  for (int64_t s : shape)
+    if (s == 0) return;
+
+  const int64_t inner = sizes[nd - 1];
+  std::array<int64_t, N> inner_strides;
+  for (int k = 0; k < N; ++k) inner_strides[k] = strides[k][nd - 1];
+  int64_t rows = 1;
+  for (int d = 0; d < nd - 1; ++d) rows *= sizes[d];
+
+  parallel_for(rows, inner, [&](int64_t begin, int64_t end) {
+    int64_t idx[kMaxDims] = {};
+    int64_t r = begin;
+    for (int d = nd - 2; d >= 0; --d) {
+      idx[d] = r % sizes[d];
+      r /= sizes[d];
+    }
+    for (int64_t rr = begin; rr < end; ++rr) {
+      std::array<char*, N> p;
+      for (int k = 0; k < N; ++k) {
+        int64_t off = 0;
+        for (int d = 0; d < nd - 1; ++d) off += idx[d] * strides[k][d];
+        p[k] = ops.base[k] + off;
+      }
+      row(p, inner, inner_strides);
+      for (int d = nd - 2; d >= 0; --d) {
+        if (++idx[d] < sizes[d]) break;
+        idx[d] = 0;
+      }
+    }
+  });
+}
+
+// Applies out = f(in...) elementwise. Out holds O, inputs hold I; f maps compute values.
+template <class O, class I, int NI, class F>
+void map_elements(const Tensor& out, const std::array<const Tensor*, NI>& inputs, F f) {
+  constexpr int N = NI + 1;
+  const Operands<N> ops = make_operands<N>(out, inputs);
+  for_each_row<N>(out.shape(), ops, [&](const std::array<char*, N>& p, int64_t n, const std::array<int64_t, N>& s) {
+    O* o = reinterpret_cast<O*>(p[0]);
+    bool dense = s[0] == static_cast<int64_t>(sizeof(O));
+    for (int k = 1; k < N; ++k) dense = dense && s[k] == static_cast<int64_t>(sizeof(I));
+    if constexpr (NI == 1) {
+      const I* a = reinterpret_cast<const I*>(p[1]);
+      if (dense) {
+        for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+      } else {
+        for (int64_t i = 0; i < n; ++i)
+          *reinterpret_cast<O*>(p[0] + i * s[0]) = f(*reinterpret_cast<const I*>(p[1] + i * s[1]));
+      }
+    } else if constexpr (NI == 2) {
+      const I* a = reinterpret_cast<const I*>(p[1]);
+      const I* b = reinterpret_cast<const I*>(p[2]);
+      if (dense) {
+        for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+      } else if (s[0] == static_cast<int64_t>(sizeof(O)) && s[1] == static_cast<int64_t>(sizeof(I)) && s[2] == 0) {
+        const I bv = *b;  // tensor op scalar: the most common broadcast
+        for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);
+      } else {
+        for (int64_t i = 0; i < n; ++i)
+          *reinterpret_cast<O*>(p[0] + i * s[0]) =
+              f(*reinterpret_cast<const I*>(p[1] + i * s[1]), *reinterpret_cast<const I*>(p[2] + i * s[2]));
+      }
+    } else {
+      static_assert(NI == 2 || NI == 1, "map_elements handles one or two inputs");
+    }
+  });
+}
+
+}  // namespace ember::cpu

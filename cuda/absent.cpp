@@ -1,0 +1,41 @@
+// The CUDA side of a build without CUDA: no devices, and every CUDA entry point raises a
+// DeviceError that says so. Linked instead of cuda/*.cu when the toolkit is absent or disabled.
+#include "tensor/primitives/all.h"
+
+namespace ember {
+
+namespace {
+[[noreturn]] void no_cuda(const char* what) {
+  throw DeviceError(std::string(what) + ": ember was built without CUDA (configure with -Dcuda=enabled on a "
+                    "machine with the CUDA toolkit)");
+}
+}  // namespace
+
+namespace backend {
+int cuda_device_count() { return 0; }
+void* cuda_allocate(Device, size_t) { no_cuda("allocate"); }
+void cuda_deallocate(Device, void*) {}
+void cuda_copy_bytes(void*, Device, const void*, Device, size_t, bool) { no_cuda("copy"); }
+}  // namespace backend
+
+#define EMBER_NO_CUDA(P) \
+  void P::eval_cuda(const std::vector<Tensor>&, std::vector<Tensor>&) { no_cuda(name()); }
+EMBER_KERNEL_PRIMITIVES(EMBER_NO_CUDA)
+#undef EMBER_NO_CUDA
+
+template <class Op>
+void Unary<Op>::eval_cuda(const std::vector<Tensor>&, std::vector<Tensor>&) {
+  no_cuda(name());
+}
+template <class Op>
+void Binary<Op>::eval_cuda(const std::vector<Tensor>&, std::vector<Tensor>&) {
+  no_cuda(name());
+}
+#define EMBER_NO_CUDA_UNARY(F, ...) template void Unary<ew::F>::eval_cuda(const std::vector<Tensor>&, std::vector<Tensor>&);
+EMBER_UNARY_OPS(EMBER_NO_CUDA_UNARY)
+#undef EMBER_NO_CUDA_UNARY
+#define EMBER_NO_CUDA_BINARY(F, ...) template void Binary<ew::F>::eval_cuda(const std::vector<Tensor>&, std::vector<Tensor>&);
+EMBER_BINARY_OPS(EMBER_NO_CUDA_BINARY)
+#undef EMBER_NO_CUDA_BINARY
+
+}  // namespace ember

@@ -1,0 +1,51 @@
+#include "tensor/dtype.h"
+
+namespace ember {
+
+const char* dtype_name(DType d) {
+  switch (d) {
+    case DType::f32: return "float32";
+    case DType::f16: return "float16";
+    case DType::bf16: return "bfloat16";
+    case DType::f64: return "float64";
+    case DType::i32: return "int32";
+    case DType::i64: return "int64";
+    case DType::u8: return "uint8";
+    case DType::boolean: return "bool";
+  }
+  return "?";
+}
+
+int64_t dtype_size(DType d) {
+  return visit(d, []<class T>() { return static_cast<int64_t>(sizeof(T)); });
+}
+
+bool is_floating(DType d) {
+  return d == DType::f32 || d == DType::f16 || d == DType::bf16 || d == DType::f64;
+}
+
+bool is_integral(DType d, bool include_bool) {
+  return d == DType::i32 || d == DType::i64 || d == DType::u8 || (include_bool && d == DType::boolean);
+}
+
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  // Table from PyTorch's c10/core/ScalarType.cpp (promoteTypes), restricted to ember's dtypes.
+  // Notable entries: f16 with bf16 gives f32; u8 with any signed int gives the signed int.
+  constexpr DType f32 = DType::f32, f16 = DType::f16, b16 = DType::bf16, f64 = DType::f64,
+                  i32 = DType::i32, i64 = DType::i64, u8 = DType::u8, bo = DType::boolean;
+  static constexpr DType table[8][8] = {
+      //        f32  f16  bf16  f64  i32  i64  u8   bool
+      /* f32 */ {f32, f32, f32, f64, f32, f32, f32, f32},
+      /* f16 */ {f32, f16, f32, f64, f16, f16, f16, f16},
+      /* bf16*/ {f32, f32, b16, f64, b16, b16, b16, b16},
+      /* f64 */ {f64, f64, f64, f64, f64, f64, f64, f64},
+      /* i32 */ {f32, f16, b16, f64, i32, i64, i32, i32},
+      /* i64 */ {f32, f16, b16, f64, i64, i64, i64, i64},
+      /* u8  */ {f32, f16, b16, f64, i32, i64, u8, u8},
+      /* bool*/ {f32, f16, b16, f64, i32, i64, u8, bo},
+  };
+  return table[static_cast<int>(a)][static_cast<int>(b)];
+}
+
+}  // namespace ember

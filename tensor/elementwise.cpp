@@ -1,0 +1,336 @@
+// Front ends and vjps of the elementwise primitives.
+#include <cmath>
+#include <limits>
+
+#include "tensor/ops.h"
+#include "tensor/primitives/elementwise.h"
+
+namespace ember {
+
+namespace {
+
+// Floating ops compute integer and bool inputs in the default float type (exp(int) is float).
+Tensor floating_input(const Tensor& x) { return is_floating(x.dtype()) ? x : x.to(kDefaultFloat); }
+
+void require_numeric(const char* op, const Tensor& x) {
+  if (x.dtype() == DType::boolean)
+    throw DTypeError(std::string(op) + ": not supported for bool tensors; convert with to() first");
+}
+
+template <class Op>
+Tensor unary(const Tensor& x, Op op = {}) {
+  if constexpr (UnaryTraits<Op>::kind == UnaryKind::Floating) {
+    return run1(Unary<Op>(op), {floating_input(x)});
+  } else {
+    require_numeric(UnaryTraits<Op>::name, x);
+    return run1(Unary<Op>(op), {x});
+  }
+}
+
+template <class Op>
+Tensor& unary_(Tensor& self, Op op = {}) {
+  if (UnaryTraits<Op>::kind == UnaryKind::Floating && !is_floating(self.dtype()))
+    throw DTypeError(std::string(UnaryTraits<Op>::name) + "_: result type float can't be written into a " +
+                     dtype_name(self.dtype()) + " tensor");
+  require_numeric(UnaryTraits<Op>::name, self);
+  run_inplace(Unary<Op>(op), {self});
+  return self;
+}
+
+template <class Op>
+DType binary_dtype(const Tensor& a, const Tensor& b) {
+  DType dt = result_type(a, b);
+  if (std::is_same_v<Op, ew::Div> && !is_floating(dt)) dt = kDefaultFloat;  // true division
+  if (BinaryTraits<Op>::kind == BinaryKind::Arith && dt == DType::boolean)
+    throw DTypeError(std::string(BinaryTraits<Op>::name) + ": not supported for bool tensors; convert with to() first");
+  return dt;
+}
+
+template <class Op>
+Tensor binary(const Tensor& a, const Tensor& b) {
+  const DType dt = binary_dtype<Op>(a, b);
+  return run1(Binary<Op>{}, {a.to(dt), b.to(dt)});
+}
+
+template <class Op>
+Tensor binary(const Tensor& a, Scalar b) {
+  return binary<Op>(a, wrapped_scalar(b, a.device()));
+}
+
+template <class Op>
+Tensor& binary_(Tensor& self, const Tensor& other) {
+  const DType dt = binary_dtype<Op>(self, other);
+  if (promote_types(dt, self.dtype()) != self.dtype() && !(is_floating(self.dtype()) && is_floating(dt)))
+    throw DTypeError(std::string(BinaryTraits<Op>::name) + "_: result type " + dtype_name(dt) +
+                     " can't be cast to the in-place output type " + dtype_name(self.dtype()));
+  run_inplace(Binary<Op>{}, {self, other.to(self.dtype())});
+  return self;
+}
+
+}  // namespace
+
+// ---- unary front ends
+Tensor neg(const Tensor& x) { return unary<ew::Neg>(x); }
+Tensor abs(const Tensor& x) { return unary<ew::Abs>(x); }
+Tensor sign(const Tensor& x) { return unary<ew::Sign>(x); }
+Tensor square(const Tensor& x) { return unary<ew::Square>(x); }
+Tensor relu(const Tensor& x) { return unary<ew::Relu>(x); }
+Tensor exp(const Tensor& x) { return unary<ew::Exp>(x); }
+Tensor log(const Tensor& x) { return unary<ew::Log>(x); }
+Tensor log1p(const Tensor& x) { return unary<ew::Log1p>(x); }
+Tensor sqrt(const Tensor& x) { return unary<ew::Sqrt>(x); }
+Tensor rsqrt(const Tensor& x) { return unary<ew::Rsqrt>(x); }
+Tensor sin(const Tensor& x) { return unary<ew::Sin>(x); }
+Tensor cos(const Tensor& x) { return unary<ew::Cos>(x); }
+Tensor tanh(const Tensor& x) { return unary<ew::Tanh>(x); }
+Tensor sigmoid(const Tensor& x) { return unary<ew::Sigmoid>(x); }
+Tensor gelu(const Tensor& x, bool tanh_approximation) {
+  return tanh_approximation ? unary<ew::GeluTanh>(x) : unary<ew::GeluErf>(x);
+}
+Tensor silu(const Tensor& x) { return unary<ew::Silu>(x); }
+Tensor erf(const Tensor& x) { return unary<ew::Erf>(x); }
+Tensor reciprocal(const Tensor& x) { return unary<ew::Reciprocal>(x); }
+
+namespace {
+ew::Clamp clamp_op(std::optional<double> min, std::optional<double> max) {
+  if (!min && !max) throw ValueError("clamp: at least one of min and max must be given");
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  return {min.value_or(-inf), max.value_or(inf)};
+}
+}  // namespace
+
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  return unary<ew::Clamp>(x, clamp_op(min, max));
+}
+Tensor pow(const Tensor& x, Scalar exponent) { return unary<ew::PowScalar>(x, {exponent.to_double()}); }
+
+Tensor& neg_(Tensor& self) { return unary_<ew::Neg>(self); }
+Tensor& exp_(Tensor& self) { return unary_<ew::Exp>(self); }
+Tensor& relu_(Tensor& self) { return unary_<ew::Relu>(self); }
+Tensor& sigmoid_(Tensor& self) { return unary_<ew::Sigmoid>(self); }
+Tensor& tanh_(Tensor& self) { return unary_<ew::Tanh>(self); }
+Tensor& sqrt_(Tensor& self) { return unary_<ew::Sqrt>(self); }
+Tensor& clamp_(Tensor& self, std::optional<double> min, std::optional<double> max) {
+  return unary_<ew::Clamp>(self, clamp_op(min, max));
+}
+
+// ---- binary front ends
+#define EMBER_BINARY_FRONT(F, fn)                                                 \
+  Tensor fn(const Tensor& a, const Tensor& b) { return binary<ew::F>(a, b); } \
+  Tensor fn(const Tensor& a, Scalar b) { return binary<ew::F>(a, b); }
+EMBER_BINARY_FRONT(Add, add)
+EMBER_BINARY_FRONT(Sub, sub)
+EMBER_BINARY_FRONT(Mul, mul)
+EMBER_BINARY_FRONT(Div, div)
+EMBER_BINARY_FRONT(Maximum, maximum)
+EMBER_BINARY_FRONT(Minimum, minimum)
+EMBER_BINARY_FRONT(Eq, eq)
+EMBER_BINARY_FRONT(Ne, ne)
+EMBER_BINARY_FRONT(Lt, lt)
+EMBER_BINARY_FRONT(Le, le)
+EMBER_BINARY_FRONT(Gt, gt)
+EMBER_BINARY_FRONT(Ge, ge)
+#undef EMBER_BINARY_FRONT
+Tensor pow(const Tensor& a, const Tensor& b) { return binary<ew::Pow>(a, b); }
+Tensor logical_not(const Tensor& x) { return eq(x.to(DType::boolean), wrapped_scalar(false, x.device())); }
+
+Tensor& add_(Tensor& self, const Tensor& other) { return binary_<ew::Add>(self, other); }
+Tensor& sub_(Tensor& self, const Tensor& other) { return binary_<ew::Sub>(self, other); }
+Tensor& mul_(Tensor& self, const Tensor& other) { return binary_<ew::Mul>(self, other); }
+Tensor& div_(Tensor& self, const Tensor& other) { return binary_<ew::Div>(self, other); }
+Tensor& add_(Tensor& self, Scalar other) { return add_(self, wrapped_scalar(other, self.device())); }
+Tensor& sub_(Tensor& self, Scalar other) { return sub_(self, wrapped_scalar(other, self.device())); }
+Tensor& mul_(Tensor& self, Scalar other) { return mul_(self, wrapped_scalar(other, self.device())); }
+Tensor& div_(Tensor& self, Scalar other) { return div_(self, wrapped_scalar(other, self.device())); }
+
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, Scalar b) { return add(a, b); }
+Tensor operator-(const Tensor& a, Scalar b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, Scalar b) { return div(a, b); }
+Tensor operator+(Scalar a, const Tensor& b) { return add(wrapped_scalar(a, b.device()), b); }
+Tensor operator-(Scalar a, const Tensor& b) { return sub(wrapped_scalar(a, b.device()), b); }
+Tensor operator*(Scalar a, const Tensor& b) { return mul(wrapped_scalar(a, b.device()), b); }
+Tensor operator/(Scalar a, const Tensor& b) { return div(wrapped_scalar(a, b.device()), b); }
+
+// ---- where, masks, fills
+
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  if (condition.dtype() != DType::boolean)
+    throw DTypeError(std::string("where: condition must be bool, got ") + dtype_name(condition.dtype()));
+  const DType dt = result_type(a, b);
+  return run1(Where{}, {condition, a.to(dt), b.to(dt)});
+}
+
+std::vector<OutputSpec> Where::infer(const std::vector<Tensor>& in) const {
+  Shape s = broadcast_shapes(broadcast_shapes(in[0].shape(), in[1].shape(), "where"), in[2].shape(), "where");
+  return {{s, in[1].dtype()}};
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
+  Tensor v = wrapped_scalar(value, x.device()).to(x.dtype());
+  return where(mask, v, x);
+}
+
+Tensor& masked_fill_(Tensor& self, const Tensor& mask, Scalar value) {
+  Tensor filled = masked_fill(self, mask, value);
+  return copy_(self, filled);
+}
+
+Tensor& fill_(Tensor& self, Scalar value) {
+  run_inplace(Fill(value), {self});
+  return self;
+}
+Tensor& zero_(Tensor& self) { return fill_(self, 0); }
+
+bool all_finite(const Tensor& x) {
+  if (!is_floating(x.dtype())) return true;
+  NoGradGuard no_grad;
+  // |x| < inf is false exactly for NaN and ±inf.
+  const Tensor finite = lt(abs(x), std::numeric_limits<double>::infinity());
+  return amin(finite.to(DType::u8)).item<int64_t>() == 1 || x.numel() == 0;
+}
+
+bool equal(const Tensor& a, const Tensor& b) {
+  if (!(a.shape() == b.shape()) || a.dtype() != b.dtype()) return false;
+  if (a.numel() == 0) return true;
+  NoGradGuard no_grad;
+  return amin(eq(a, b).to(DType::u8)).item<int64_t>() == 1;
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  NoGradGuard no_grad;
+  if (a.numel() == 0 && b.numel() == 0) return true;
+  const Tensor ad = a.to(DType::f64), bd = b.to(DType::f64);
+  const Tensor ok = le(abs(ad - bd), add(mul(abs(bd), rtol), atol));
+  return amin(ok.to(DType::u8)).item<int64_t>() == 1;
+}
+
+// ---- vjps. g is the output cotangent, x the input, y the output (where saved).
+namespace {
+
+using ew::Abs, ew::Clamp, ew::Cos, ew::Erf, ew::Exp, ew::GeluErf, ew::GeluTanh, ew::Log, ew::Log1p, ew::Neg,
+    ew::PowScalar, ew::Reciprocal, ew::Relu, ew::Rsqrt, ew::Sigmoid, ew::Sign, ew::Silu, ew::Sin, ew::Sqrt,
+    ew::Square, ew::Tanh;
+
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
+
+Tensor d(const Neg&, const Tensor& g, const Tensor&, const Tensor&) { return neg(g); }
+Tensor d(const Abs&, const Tensor& g, const Tensor& x, const Tensor&) { return g * sign(x); }
+Tensor d(const Sign&, const Tensor& g, const Tensor&, const Tensor&) { return zeros_like(g); }
+Tensor d(const Square&, const Tensor& g, const Tensor& x, const Tensor&) { return g * (x * 2); }
+Tensor d(const Relu&, const Tensor& g, const Tensor&, const Tensor& y) { return where(gt(y, 0), g, zeros_like(g)); }
+Tensor d(const Clamp& c, const Tensor& g, const Tensor& x, const Tensor&) {
+  // The gradient passes where the input was inside [lo, hi] (PyTorch includes the bounds).
+  return masked_fill(masked_fill(g, lt(x, c.lo), 0), gt(x, c.hi), 0);
+}
+Tensor d(const Exp&, const Tensor& g, const Tensor&, const Tensor& y) { return g * y; }
+Tensor d(const Log&, const Tensor& g, const Tensor& x, const Tensor&) { return g / x; }
+Tensor d(const Log1p&, const Tensor& g, const Tensor& x, const Tensor&) { return g / (x + 1); }
+Tensor d(const Sqrt&, const Tensor& g, const Tensor&, const Tensor& y) { return g / (y * 2); }
+Tensor d(const Rsqrt&, const Tensor& g, const Tensor&, const Tensor& y) { return g * (y * y * y) * -0.5; }
+Tensor d(const Sin&, const Tensor& g, const Tensor& x, const Tensor&) { return g * cos(x); }
+Tensor d(const Cos&, const Tensor& g, const Tensor& x, const Tensor&) { return neg(g * sin(x)); }
+Tensor d(const Tanh&, const Tensor& g, const Tensor&, const Tensor& y) { return g * (1 - y * y); }
+Tensor d(const Sigmoid&, const Tensor& g, const Tensor&, const Tensor& y) { return g * (y * (1 - y)); }
+// d/dx x*Phi(x) = Phi(x) + x*phi(x)
+Tensor d(const GeluErf&, const Tensor& g, const Tensor& x, const Tensor&) {
+  const Tensor cdf = (erf(x * 0.70710678118654752440) + 1) * 0.5;
+  const Tensor pdf = exp(x * x * -0.5) * kInvSqrt2Pi;
+  return g * (cdf + x * pdf);
+}
+Tensor d(const GeluTanh&, const Tensor& g, const Tensor& x, const Tensor&) {
+  const Tensor x2 = x * x;
+  const Tensor t = tanh((x + x2 * x * 0.044715) * kSqrt2OverPi);
+  const Tensor dinner = (x2 * (3 * 0.044715) + 1) * kSqrt2OverPi;
+  return g * ((t + 1) * 0.5 + x * 0.5 * (1 - t * t) * dinner);
+}
+Tensor d(const Silu&, const Tensor& g, const Tensor& x, const Tensor&) {
+  const Tensor s = sigmoid(x);
+  return g * (s * (x * (1 - s) + 1));
+}
+Tensor d(const Erf&, const Tensor& g, const Tensor& x, const Tensor&) {
+  return g * exp(neg(x * x)) * 1.12837916709551257390;  // 2 / sqrt(pi)
+}
+Tensor d(const Reciprocal&, const Tensor& g, const Tensor&, const Tensor& y) { return neg(g * (y * y)); }
+Tensor d(const PowScalar& p, const Tensor& g, const Tensor& x, const Tensor&) {
+  if (p.exponent == 0) return zeros_like(g);
+  return g * (pow(x, p.exponent - 1) * p.exponent);
+}
+
+using ew::Add, ew::Div, ew::Maximum, ew::Minimum, ew::Mul, ew::Pow, ew::Sub;
+struct Grads {
+  Tensor a, b;
+};
+Grads d(const Add&, const Tensor& g, const Tensor&, const Tensor&, const Tensor&) { return {g, g}; }
+Grads d(const Sub&, const Tensor& g, const Tensor&, const Tensor&, const Tensor&) { return {g, neg(g)}; }
+Grads d(const Mul&, const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&) { return {g * b, g * a}; }
+Grads d(const Div&, const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&) {
+  return {g / b, neg(g * a / (b * b))};
+}
+Grads d(const Pow&, const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
+  // d/db a^b = a^b log a, taken as 0 where a == 0 and b >= 0 (PyTorch's convention).
+  const Tensor gb = masked_fill(g * y * log(a), where(eq(a, 0), ge(b, 0), eq(a, 0)), 0);
+  return {g * b * pow(a, b - 1), gb};
+}
+// Ties split the gradient evenly, as PyTorch does.
+Grads d(const Maximum&, const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&) {
+  const Tensor wa = gt(a, b).to(g.dtype()) + eq(a, b).to(g.dtype()) * 0.5;
+  return {g * wa, g * (1 - wa)};
+}
+Grads d(const Minimum&, const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&) {
+  const Tensor wa = lt(a, b).to(g.dtype()) + eq(a, b).to(g.dtype()) * 0.5;
+  return {g * wa, g * (1 - wa)};
+}
+template <class Op>
+Grads d(const Op&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  throw AutogradError(std::string(BinaryTraits<Op>::name) + " is not differentiable");
+}
+
+}  // namespace
+
+template <class Op>
+std::vector<Tensor> Unary<Op>::vjp(const std::vector<Tensor>& g, const std::vector<Tensor>& in,
+                                   const std::vector<Tensor>& out) {
+  return {d(op_, g[0], in[0], out[0])};
+}
+
+template <class Op>
+std::vector<OutputSpec> Binary<Op>::infer(const std::vector<Tensor>& in) const {
+  const Shape s = broadcast_shapes(in[0].shape(), in[1].shape(), name());
+  return {{s, BinaryTraits<Op>::kind == BinaryKind::Compare ? DType::boolean : in[0].dtype()}};
+}
+
+template <class Op>
+std::vector<Tensor> Binary<Op>::vjp(const std::vector<Tensor>& g, const std::vector<Tensor>& in,
+                                    const std::vector<Tensor>& out) {
+  Grads r = d(Op{}, g[0], in[0], in[1], out[0]);
+  return {input_needs_grad(0) ? sum_to(r.a, input_meta(0).shape) : Tensor(),
+          input_needs_grad(1) ? sum_to(r.b, input_meta(1).shape) : Tensor()};
+}
+
+std::vector<Tensor> Where::vjp(const std::vector<Tensor>& g, const std::vector<Tensor>& in,
+                               const std::vector<Tensor>&) {
+  const Tensor zero = zeros_like(g[0]);
+  return {Tensor(), sum_to(where(in[0], g[0], zero), input_meta(1).shape),
+          sum_to(where(in[0], zero, g[0]), input_meta(2).shape)};
+}
+
+#define EMBER_INSTANTIATE_UNARY(F, ...)                                                                      \
+  template std::vector<Tensor> Unary<ew::F>::vjp(const std::vector<Tensor>&, const std::vector<Tensor>&, \
+                                                 const std::vector<Tensor>&);
+EMBER_UNARY_OPS(EMBER_INSTANTIATE_UNARY)
+#undef EMBER_INSTANTIATE_UNARY
+#define EMBER_INSTANTIATE_BINARY(F, ...)                                                                      \
+  template std::vector<OutputSpec> Binary<ew::F>::infer(const std::vector<Tensor>&) const;                \
+  template std::vector<Tensor> Binary<ew::F>::vjp(const std::vector<Tensor>&, const std::vector<Tensor>&, \
+                                                  const std::vector<Tensor>&);
+EMBER_BINARY_OPS(EMBER_INSTANTIATE_BINARY)
+#undef EMBER_INSTANTIATE_BINARY
+
+}  // namespace ember

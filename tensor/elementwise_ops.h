@@ -1,0 +1,145 @@
+// The elementwise functors, compiled for host and device. Adding an elementwise op is one line in
+// a list below, one functor here, one vjp in tensor/elementwise.cpp and one test row.
+// Functors take and return the compute type (float for f16/bf16).
+#pragma once
+
+#include <cmath>
+
+#include "tensor/half.h"  // EMBER_HD
+
+namespace ember::ew {
+
+// X(Functor, "name", kind, saves). kind: Numeric ops run on every non-bool dtype; Floating ops
+// turn integer inputs into f32 first. saves: what the vjp needs (see SaveMask in primitive.h).
+#define EMBER_UNARY_OPS(X)                  \
+  X(Neg, "neg", Numeric, 0)                 \
+  X(Abs, "abs", Numeric, 1)                 \
+  X(Sign, "sign", Numeric, 0)               \
+  X(Square, "square", Numeric, 1)           \
+  X(Relu, "relu", Numeric, 2)               \
+  X(Clamp, "clamp", Numeric, 1)             \
+  X(Exp, "exp", Floating, 2)                \
+  X(Log, "log", Floating, 1)                \
+  X(Log1p, "log1p", Floating, 1)            \
+  X(Sqrt, "sqrt", Floating, 2)              \
+  X(Rsqrt, "rsqrt", Floating, 2)            \
+  X(Sin, "sin", Floating, 1)                \
+  X(Cos, "cos", Floating, 1)                \
+  X(Tanh, "tanh", Floating, 2)              \
+  X(Sigmoid, "sigmoid", Floating, 2)        \
+  X(GeluErf, "gelu", Floating, 1)           \
+  X(GeluTanh, "gelu_tanh", Floating, 1)     \
+  X(Silu, "silu", Floating, 1)              \
+  X(Erf, "erf", Floating, 1)                \
+  X(Reciprocal, "reciprocal", Floating, 2)  \
+  X(PowScalar, "pow_scalar", Floating, 1)
+
+// X(Functor, "name", kind, saves). kind: Arith keeps the promoted dtype; Compare returns bool.
+#define EMBER_BINARY_OPS(X)         \
+  X(Add, "add", Arith, 0)           \
+  X(Sub, "sub", Arith, 0)           \
+  X(Mul, "mul", Arith, 1)           \
+  X(Div, "div", Arith, 1)           \
+  X(Pow, "pow", Arith, 3)           \
+  X(Maximum, "maximum", Arith, 1)   \
+  X(Minimum, "minimum", Arith, 1)   \
+  X(Eq, "eq", Compare, 0)           \
+  X(Ne, "ne", Compare, 0)           \
+  X(Lt, "lt", Compare, 0)           \
+  X(Le, "le", Compare, 0)           \
+  X(Gt, "gt", Compare, 0)           \
+  X(Ge, "ge", Compare, 0)
+
+template <class T>
+EMBER_HD inline bool is_nan(T x) {
+  return x != x;
+}
+
+struct Neg { template <class T> EMBER_HD T operator()(T x) const { return -x; } };
+struct Abs { template <class T> EMBER_HD T operator()(T x) const { return x < T(0) ? T(-x) : x; } };
+struct Sign {
+  template <class T> EMBER_HD T operator()(T x) const { return T((T(0) < x) - (x < T(0))); }
+};
+struct Square { template <class T> EMBER_HD T operator()(T x) const { return x * x; } };
+struct Relu { template <class T> EMBER_HD T operator()(T x) const { return x < T(0) ? T(0) : x; } };  // NaN passes
+struct Clamp {
+  double lo, hi;  // ±infinity when a bound is absent
+  template <class T> EMBER_HD T operator()(T x) const {
+    if (x < lo) return T(lo);
+    if (x > hi) return T(hi);
+    return x;
+  }
+};
+struct Exp { template <class T> EMBER_HD T operator()(T x) const { return std::exp(x); } };
+struct Log { template <class T> EMBER_HD T operator()(T x) const { return std::log(x); } };
+struct Log1p { template <class T> EMBER_HD T operator()(T x) const { return std::log1p(x); } };
+struct Sqrt { template <class T> EMBER_HD T operator()(T x) const { return std::sqrt(x); } };
+struct Rsqrt { template <class T> EMBER_HD T operator()(T x) const { return T(1) / std::sqrt(x); } };
+struct Sin { template <class T> EMBER_HD T operator()(T x) const { return std::sin(x); } };
+struct Cos { template <class T> EMBER_HD T operator()(T x) const { return std::cos(x); } };
+struct Tanh { template <class T> EMBER_HD T operator()(T x) const { return std::tanh(x); } };
+struct Sigmoid { template <class T> EMBER_HD T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); } };
+// gelu(x) = x * Phi(x) (Hendrycks & Gimpel 2016); the tanh form is their approximation.
+struct GeluErf {
+  template <class T> EMBER_HD T operator()(T x) const {
+    return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+  }
+};
+struct GeluTanh {
+  template <class T> EMBER_HD T operator()(T x) const {
+    const T inner = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);  // sqrt(2/pi)
+    return T(0.5) * x * (T(1) + std::tanh(inner));
+  }
+};
+struct Silu { template <class T> EMBER_HD T operator()(T x) const { return x / (T(1) + std::exp(-x)); } };
+struct Erf { template <class T> EMBER_HD T operator()(T x) const { return std::erf(x); } };
+struct Reciprocal { template <class T> EMBER_HD T operator()(T x) const { return T(1) / x; } };
+struct PowScalar {
+  double exponent;
+  template <class T> EMBER_HD T operator()(T x) const {
+    if (exponent == 2.0) return x * x;
+    return std::pow(x, T(exponent));
+  }
+};
+
+template <class T>
+EMBER_HD inline T int_pow(T base, T e) {
+  if (e < T(0)) return base == T(1) ? T(1) : (base == T(-1) ? ((e & T(1)) ? T(-1) : T(1)) : T(0));
+  T r = 1;
+  while (e) {
+    if (e & T(1)) r *= base;
+    base *= base;
+    e >>= 1;
+  }
+  return r;
+}
+
+struct Add { template <class T> EMBER_HD T operator()(T a, T b) const { return a + b; } };
+struct Sub { template <class T> EMBER_HD T operator()(T a, T b) const { return a - b; } };
+struct Mul { template <class T> EMBER_HD T operator()(T a, T b) const { return a * b; } };
+struct Div { template <class T> EMBER_HD T operator()(T a, T b) const { return a / b; } };
+struct Pow {
+  template <class T> EMBER_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) return int_pow(a, b);
+    else return std::pow(a, b);
+  }
+};
+// maximum/minimum propagate NaN, as PyTorch's do.
+struct Maximum {
+  template <class T> EMBER_HD T operator()(T a, T b) const {
+    return is_nan(a) ? a : (is_nan(b) ? b : (a > b ? a : b));
+  }
+};
+struct Minimum {
+  template <class T> EMBER_HD T operator()(T a, T b) const {
+    return is_nan(a) ? a : (is_nan(b) ? b : (a < b ? a : b));
+  }
+};
+struct Eq { template <class T> EMBER_HD bool operator()(T a, T b) const { return a == b; } };
+struct Ne { template <class T> EMBER_HD bool operator()(T a, T b) const { return a != b; } };
+struct Lt { template <class T> EMBER_HD bool operator()(T a, T b) const { return a < b; } };
+struct Le { template <class T> EMBER_HD bool operator()(T a, T b) const { return a <= b; } };
+struct Gt { template <class T> EMBER_HD bool operator()(T a, T b) const { return a > b; } };
+struct Ge { template <class T> EMBER_HD bool operator()(T a, T b) const { return a >= b; } };
+
+}  // namespace ember::ew

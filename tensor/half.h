@@ -1,0 +1,92 @@
+// 16-bit floating types stored as raw bits: f16 (IEEE 754 binary16) and bf16 (bfloat16).
+// Arithmetic always converts to float first; conversions round to nearest, ties to even.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define EMBER_HD __host__ __device__
+#else
+#define EMBER_HD
+#endif
+
+namespace ember {
+
+namespace detail {
+EMBER_HD inline uint32_t float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+EMBER_HD inline float bits_float(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+}  // namespace detail
+
+// bfloat16: the upper 16 bits of a float32, rounded to nearest even; NaN stays a quiet NaN.
+struct bf16 {
+  uint16_t bits = 0;
+  bf16() = default;
+  EMBER_HD explicit bf16(float f) {
+    uint32_t u = detail::float_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+      bits = static_cast<uint16_t>((u >> 16) | 0x40u);
+    } else {
+      u += 0x7fffu + ((u >> 16) & 1u);
+      bits = static_cast<uint16_t>(u >> 16);
+    }
+  }
+  EMBER_HD explicit bf16(double d) : bf16(static_cast<float>(d)) {}
+  EMBER_HD operator float() const { return detail::bits_float(static_cast<uint32_t>(bits) << 16); }
+  EMBER_HD static bf16 from_bits(uint16_t b) { bf16 h; h.bits = b; return h; }
+};
+
+// IEEE binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits; max 65504, subnormals below 2^-14.
+struct f16 {
+  uint16_t bits = 0;
+  f16() = default;
+  EMBER_HD explicit f16(float f) {
+    const uint32_t u = detail::float_bits(f);
+    const uint32_t sign = (u >> 16) & 0x8000u;
+    const uint32_t abs = u & 0x7fffffffu;
+    if (abs > 0x7f800000u) {  // NaN
+      bits = static_cast<uint16_t>(sign | 0x7e00u);
+    } else if (abs >= 0x477ff000u) {  // rounds to >= 65520: overflow to infinity
+      bits = static_cast<uint16_t>(sign | 0x7c00u);
+    } else if (abs < 0x38800000u) {  // below 2^-14: subnormal half (or zero)
+      // Adding 0.5 in float aligns the value's bits so the float adder does the rounding.
+      const float magic = detail::bits_float(0x3f000000u);  // 0.5
+      const float r = detail::bits_float(abs) + magic;
+      bits = static_cast<uint16_t>(sign | (detail::float_bits(r) - 0x3f000000u));
+    } else {  // normal: rebias exponent 127 -> 15 and round the 13 dropped mantissa bits
+      uint32_t v = abs + 0xc8000fffu + ((abs >> 13) & 1u);  // 0xc8000000 = -(112 << 23)
+      bits = static_cast<uint16_t>(sign | (v >> 13));
+    }
+  }
+  EMBER_HD explicit f16(double d) : f16(static_cast<float>(d)) {}
+  EMBER_HD operator float() const {
+    const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+    const uint32_t exp = (bits >> 10) & 0x1fu;
+    const uint32_t man = bits & 0x3ffu;
+    if (exp == 0x1f) return detail::bits_float(sign | 0x7f800000u | (man << 13));  // inf / NaN
+    if (exp == 0) {  // zero or subnormal: man * 2^-24
+      const float mag = static_cast<float>(man) * detail::bits_float(0x33800000u);
+      return detail::bits_float(sign | detail::float_bits(mag));
+    }
+    return detail::bits_float(sign | ((exp + 112u) << 23) | (man << 13));
+  }
+  EMBER_HD static f16 from_bits(uint16_t b) { f16 h; h.bits = b; return h; }
+};
+
+}  // namespace ember

@@ -1,0 +1,111 @@
+#include "tensor/primitive.h"
+
+#include "tensor/ops.h"
+
+namespace ember {
+
+std::vector<Tensor> Primitive::vjp(const std::vector<Tensor>&, const std::vector<Tensor>&,
+                                   const std::vector<Tensor>&) {
+  throw AutogradError(std::string(name()) + " is not differentiable");
+}
+
+void Primitive::record_inputs(const std::vector<Tensor>& inputs, int saves) {
+  auto& edges = mutable_next_edges();
+  edges.reserve(inputs.size());
+  input_meta_.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    edges.push_back(autograd::gradient_edge(t));
+    input_meta_.push_back({t.shape(), t.dtype(), t.device()});
+  }
+  if (saves & kSaveInputs)
+    for (const Tensor& t : inputs) saved_inputs_.emplace_back(t, /*is_output=*/false);
+}
+
+void Primitive::record_outputs(const std::vector<Tensor>& outputs, int saves) {
+  auto self = shared_from_this();
+  auto& meta = mutable_output_meta();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& t = outputs[i];
+    meta.push_back({t.shape(), t.dtype(), t.device()});
+    if (is_floating(t.dtype())) t.set_grad_fn(self, static_cast<uint32_t>(i));
+  }
+  if (saves & kSaveOutputs)
+    for (const Tensor& t : outputs) saved_outputs_.emplace_back(t, /*is_output=*/true);
+}
+
+std::vector<Tensor> Primitive::apply(std::vector<Tensor>&& grad_outputs) {
+  std::vector<Tensor> inputs(input_meta_.size()), outputs(output_meta().size());
+  for (size_t i = 0; i < saved_inputs_.size(); ++i) inputs[i] = saved_inputs_[i].unpack(*this, static_cast<int>(i));
+  for (size_t i = 0; i < saved_outputs_.size(); ++i)
+    outputs[i] = saved_outputs_[i].unpack(*this, static_cast<int>(saved_inputs_.size() + i));
+  std::vector<Tensor> grads = vjp(grad_outputs, inputs, outputs);
+  if (grads.size() != input_meta_.size())
+    throw AutogradError(std::string("backward of ") + name() + " returned " + std::to_string(grads.size()) +
+                        " gradients for " + std::to_string(input_meta_.size()) + " inputs");
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined() || !input_needs_grad(i)) {
+      grads[i] = Tensor();
+      continue;
+    }
+    const auto& m = input_meta_[i];
+    if (!(grads[i].shape() == m.shape))
+      throw AutogradError(std::string("backward of ") + name() + ": gradient " + std::to_string(i) +
+                          " has shape " + to_string(grads[i].shape()) + ", input has " + to_string(m.shape));
+    // A promoted op's vjp computes in the wider type; the gradient takes its input's dtype.
+    if (grads[i].dtype() != m.dtype) grads[i] = grads[i].to(m.dtype);
+  }
+  return grads;
+}
+
+void Primitive::release_saved() {
+  for (auto& s : saved_inputs_) s.release();
+  for (auto& s : saved_outputs_) s.release();
+}
+
+namespace detail {
+
+Device common_device(const char* op, const std::vector<Tensor>& inputs) {
+  if (inputs.empty()) return kCPU;
+  const Device d = inputs[0].device();
+  for (size_t i = 1; i < inputs.size(); ++i)
+    if (!(inputs[i].device() == d))
+      throw DeviceError(std::string(op) + ": expected all tensors on one device, found " + d.str() + " (input 0) and " +
+                        inputs[i].device().str() + " (input " + std::to_string(i) + ")");
+  return d;
+}
+
+bool any_requires_grad(const std::vector<Tensor>& inputs) {
+  for (const Tensor& t : inputs)
+    if (t.requires_grad()) return true;
+  return false;
+}
+
+void check_finite_outputs(const char* op, const std::vector<Tensor>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& t = outputs[i];
+    if (!is_floating(t.dtype())) continue;
+    NoGradGuard no_grad;
+    if (!all_finite(t))
+      throw AutogradError(std::string("anomaly: ") + op + " produced a non-finite value in output " +
+                          std::to_string(i) + " of shape " + to_string(t.shape()));
+  }
+}
+
+void check_inplace_allowed(const char* op, const Tensor& self) {
+  if (self.is_leaf() && self.requires_grad())
+    throw AutogradError(std::string(op) + "_: a leaf tensor that requires grad is used in an in-place operation; "
+                        "do it under NoGradGuard or on a clone");
+  if (self.impl()->is_view)
+    throw AutogradError(std::string(op) + "_: in-place operation on a view while recording for backward is not "
+                        "supported; use the out-of-place form");
+}
+
+Tensor history_alias(const Tensor& self) {
+  auto* s = self.impl();
+  Tensor alias(make_intrusive<TensorImpl>(s->storage, s->offset, s->shape, s->strides, s->dtype));
+  if (self.grad_fn()) alias.set_grad_fn(self.grad_fn(), self.output_nr());
+  return alias;
+}
+
+}  // namespace detail
+}  // namespace ember

@@ -1,0 +1,138 @@
+// The op idiom (DESIGN.md §2). A primitive is one type holding an op's parameters, with
+//   infer()     output shapes/dtypes and argument checks,
+//   eval_cpu()  defined in cpu/, eval_cuda() defined in cuda/ (link-time backend choice),
+//   vjp()       its backward, written with public ops so double backward comes for free.
+// When grad mode records, the same object becomes the autograd node: run() moves it to the heap,
+// wires its edges and saves what kSaves asks for.
+#pragma once
+
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "autograd/saved_tensor.h"
+
+namespace ember {
+
+struct OutputSpec {
+  Shape shape;
+  DType dtype;
+};
+
+enum SaveMask : int { kSaveNone = 0, kSaveInputs = 1, kSaveOutputs = 2 };
+
+class Primitive : public autograd::Node {
+ public:
+  static constexpr bool kDifferentiable = true;  // a primitive may shadow these two
+  static constexpr int kSaves = kSaveNone;
+
+  // Gradients of the inputs (undefined where an input needs none). `inputs`/`outputs` hold the
+  // saved tensors (undefined when not saved); cotangents are never undefined.
+  virtual std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
+                                  const std::vector<Tensor>& outputs);
+  std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) final;
+  void release_saved() final;
+
+  bool input_needs_grad(size_t i) const { return next_edges()[i].valid(); }
+  const autograd::TensorMeta& input_meta(size_t i) const { return input_meta_[i]; }
+
+  // Used by run(): wires edges to the inputs and saves them or the outputs per `saves`.
+  void record_inputs(const std::vector<Tensor>& inputs, int saves);
+  void record_outputs(const std::vector<Tensor>& outputs, int saves);
+
+ private:
+  std::vector<autograd::TensorMeta> input_meta_;
+  std::vector<autograd::SavedTensor> saved_inputs_;
+  std::vector<autograd::SavedTensor> saved_outputs_;
+};
+
+namespace detail {
+Device common_device(const char* op, const std::vector<Tensor>& inputs);
+bool any_requires_grad(const std::vector<Tensor>& inputs);
+void check_finite_outputs(const char* op, const std::vector<Tensor>& outputs);
+// Refuses in-place writes that autograd cannot follow (leaves requiring grad, views of them).
+void check_inplace_allowed(const char* op, const Tensor& self);
+// An alias of `self` carrying its current history: the "before" value of an in-place op.
+Tensor history_alias(const Tensor& self);
+
+template <class P>
+void dispatch(P& p, Device device, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  if (device.is_cpu())
+    p.eval_cpu(in, out);
+  else
+    p.eval_cuda(in, out);
+  if (autograd::AnomalyMode::is_enabled()) check_finite_outputs(p.name(), out);
+}
+}  // namespace detail
+
+// Runs primitive `prim` out of place and records it for backward when grad mode asks.
+template <class P>
+std::vector<Tensor> run(P prim, const std::vector<Tensor>& inputs) {
+  const Device device = detail::common_device(prim.name(), inputs);
+  const std::vector<OutputSpec> specs = prim.infer(inputs);
+  std::vector<Tensor> outputs;
+  outputs.reserve(specs.size());
+  for (const auto& s : specs) outputs.push_back(Tensor::empty(s.shape, TensorOptions(s.dtype).with_device(device)));
+
+  const bool record =
+      P::kDifferentiable && autograd::GradMode::is_enabled() && detail::any_requires_grad(inputs);
+  if (!record) {
+    detail::dispatch(prim, device, inputs, outputs);
+    return outputs;
+  }
+  auto node = std::make_shared<P>(std::move(prim));
+  node->record_inputs(inputs, P::kSaves);
+  detail::dispatch(*node, device, inputs, outputs);
+  node->record_outputs(outputs, P::kSaves);
+  return outputs;
+}
+
+template <class P>
+Tensor run1(P prim, const std::vector<Tensor>& inputs) {
+  return run(std::move(prim), inputs)[0];
+}
+
+// Runs `prim` writing its single output into inputs[0] (the in-place form), bumping its version.
+template <class P>
+void run_inplace(P prim, const std::vector<Tensor>& inputs) {
+  const Tensor& self = inputs[0];
+  const Device device = detail::common_device(prim.name(), inputs);
+  const std::vector<OutputSpec> specs = prim.infer(inputs);
+  if (!(specs[0].shape == self.shape()))
+    throw ShapeError(std::string(prim.name()) + "_: output with shape " + to_string(self.shape()) +
+                     " doesn't match the broadcast shape " + to_string(specs[0].shape));
+  if (specs[0].dtype != self.dtype())
+    throw DTypeError(std::string(prim.name()) + "_: result type " + dtype_name(specs[0].dtype) +
+                     " can't be written into a " + dtype_name(self.dtype()) + " tensor");
+  std::vector<Tensor> outputs{self};
+  const bool record =
+      P::kDifferentiable && autograd::GradMode::is_enabled() && detail::any_requires_grad(inputs);
+  if (!record) {
+    detail::dispatch(prim, device, inputs, outputs);
+    self.storage()->bump_version();
+    return;
+  }
+  detail::check_inplace_allowed(prim.name(), self);
+  std::vector<Tensor> before = inputs;
+  before[0] = detail::history_alias(self);
+  auto node = std::make_shared<P>(std::move(prim));
+  node->record_inputs(before, P::kSaves);
+  detail::dispatch(*node, device, before, outputs);
+  self.storage()->bump_version();
+  node->record_outputs(outputs, P::kSaves);
+}
+
+// Runs a view primitive: P::make_view(input) returns a tensor sharing input's storage.
+template <class P>
+Tensor run_view(P prim, const Tensor& input) {
+  Tensor out = prim.make_view(input);
+  out.impl()->is_view = true;
+  if (autograd::GradMode::is_enabled() && input.requires_grad()) {
+    auto node = std::make_shared<P>(std::move(prim));
+    node->record_inputs({input}, kSaveNone);
+    node->record_outputs({out}, kSaveNone);
+  }
+  return out;
+}
+
+}  // namespace ember

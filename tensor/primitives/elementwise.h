@@ -1,0 +1,118 @@
+// Elementwise primitives: Unary<Op> and Binary<Op> over the functor lists of
+// tensor/elementwise_ops.h, plus where, casts/copies and fills.
+#pragma once
+
+#include "tensor/elementwise_ops.h"
+#include "tensor/primitive.h"
+#include "tensor/scalar.h"
+
+namespace ember {
+
+enum class UnaryKind { Numeric, Floating };
+enum class BinaryKind { Arith, Compare };
+
+template <class Op> struct UnaryTraits;
+template <class Op> struct BinaryTraits;
+#define EMBER_UNARY_TRAITS(F, NAME, KIND, SAVES)  \
+  template <> struct UnaryTraits<ew::F> {         \
+    static constexpr const char* name = NAME;     \
+    static constexpr UnaryKind kind = UnaryKind::KIND; \
+    static constexpr int saves = SAVES;           \
+  };
+EMBER_UNARY_OPS(EMBER_UNARY_TRAITS)
+#undef EMBER_UNARY_TRAITS
+#define EMBER_BINARY_TRAITS(F, NAME, KIND, SAVES)  \
+  template <> struct BinaryTraits<ew::F> {         \
+    static constexpr const char* name = NAME;      \
+    static constexpr BinaryKind kind = BinaryKind::KIND; \
+    static constexpr int saves = SAVES;            \
+  };
+EMBER_BINARY_OPS(EMBER_BINARY_TRAITS)
+#undef EMBER_BINARY_TRAITS
+
+// y = Op(x); the input dtype is already one Op accepts (the front end converts).
+template <class Op>
+class Unary final : public Primitive {
+ public:
+  static constexpr int kSaves = UnaryTraits<Op>::saves;
+  explicit Unary(Op op = {}) : op_(op) {}
+  const char* name() const override { return UnaryTraits<Op>::name; }
+  std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const { return {{in[0].shape(), in[0].dtype()}}; }
+  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
+  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
+  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
+                          const std::vector<Tensor>& outputs) override;
+  const Op& op() const { return op_; }
+
+ private:
+  Op op_;
+};
+
+// z = Op(a, b) with broadcasting; a and b share one dtype (the front end promotes).
+template <class Op>
+class Binary final : public Primitive {
+ public:
+  static constexpr bool kDifferentiable = BinaryTraits<Op>::kind == BinaryKind::Arith;
+  static constexpr int kSaves = BinaryTraits<Op>::saves;
+  const char* name() const override { return BinaryTraits<Op>::name; }
+  std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
+  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
+  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
+  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
+                          const std::vector<Tensor>& outputs) override;
+};
+
+// out = condition ? a : b, all three broadcast; a and b share one dtype, condition is bool.
+class Where final : public Primitive {
+ public:
+  static constexpr int kSaves = kSaveInputs;
+  const char* name() const override { return "where"; }
+  std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
+  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
+  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
+  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
+                          const std::vector<Tensor>& outputs) override;
+};
+
+// A contiguous copy converted to `dtype` (to(dtype), contiguous(), clone()).
+class Cast final : public Primitive {
+ public:
+  explicit Cast(DType dtype) : dtype_(dtype) {}
+  const char* name() const override { return "to"; }
+  std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const { return {{in[0].shape(), dtype_}}; }
+  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
+  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
+  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
+                          const std::vector<Tensor>& outputs) override;
+
+ private:
+  DType dtype_;
+};
+
+// In place: self = src broadcast and converted to self's dtype (copy_). Inputs {self, src}.
+class CopyInto final : public Primitive {
+ public:
+  const char* name() const override { return "copy"; }
+  std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
+  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
+  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
+  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
+                          const std::vector<Tensor>& outputs) override;
+};
+
+// In place: every element of self = value (fill_, zeros, ones, full). Inputs {self}.
+class Fill final : public Primitive {
+ public:
+  explicit Fill(Scalar value) : value_(value) {}
+  const char* name() const override { return "fill"; }
+  std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const { return {{in[0].shape(), in[0].dtype()}}; }
+  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
+  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
+  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
+                          const std::vector<Tensor>& outputs) override;
+
+ private:
+  Scalar value_;
+};
+
+}  // namespace ember

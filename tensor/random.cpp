@@ -1,0 +1,52 @@
+// Random tensors from the Philox stream, and the default generator.
+#include "tensor/ops.h"
+#include "tensor/primitives/creation.h"
+
+namespace ember {
+
+Generator& default_generator() {
+  static Generator gen(0);
+  return gen;
+}
+
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+uint64_t RandomFill::blocks_for(Kind kind, DType dtype, int64_t n) {
+  const auto count = static_cast<uint64_t>(n);
+  // Per block of four 32-bit words: 4 floats, 2 doubles, 2 normals (Box-Muller pairs), 2 integers.
+  if (kind == Kind::uniform && dtype != DType::f64) return (count + 3) / 4;
+  return (count + 1) / 2;
+}
+
+namespace {
+Tensor random_tensor(RandomFill::Kind kind, const Shape& shape, TensorOptions opts, Generator* gen, int64_t low = 0,
+                     int64_t high = 0) {
+  Generator& g = gen ? *gen : default_generator();
+  Tensor t = Tensor::empty(shape, opts.with_requires_grad(false));
+  RandomFill fill(kind, g.seed(), g.reserve(RandomFill::blocks_for(kind, opts.dtype, t.numel())), low, high);
+  std::vector<Tensor> out{t};
+  detail::dispatch(fill, t.device(), {}, out);
+  if (opts.requires_grad) t.requires_grad_(true);
+  return t;
+}
+}  // namespace
+
+Tensor rand(const Shape& shape, TensorOptions opts, Generator* gen) {
+  if (!is_floating(opts.dtype))
+    throw DTypeError(std::string("rand: expected a floating dtype, got ") + dtype_name(opts.dtype));
+  return random_tensor(RandomFill::Kind::uniform, shape, opts, gen);
+}
+
+Tensor randn(const Shape& shape, TensorOptions opts, Generator* gen) {
+  if (!is_floating(opts.dtype))
+    throw DTypeError(std::string("randn: expected a floating dtype, got ") + dtype_name(opts.dtype));
+  return random_tensor(RandomFill::Kind::normal, shape, opts, gen);
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts, Generator* gen) {
+  if (high <= low)
+    throw ValueError("randint: expected low < high, got low=" + std::to_string(low) + ", high=" + std::to_string(high));
+  return random_tensor(RandomFill::Kind::integer, shape, opts, gen, low, high);
+}
+
+}  // namespace ember
