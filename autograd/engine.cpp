@@ -35,6 +35,7 @@ void check_backward_outputs(const Node& node, const std::vector<Tensor>& grads) 
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!grads[i].defined() || !is_floating(grads[i].dtype())) continue;
     NoGradGuard no_grad;
+    AnomalyModeGuard not_while_checking(false);  // the check runs ops itself
     if (!all_finite(grads[i]))
       throw AutogradError(std::string("anomaly: the backward of ") + node.name() +
                           " returned a non-finite value in gradient " + std::to_string(i));
@@ -122,8 +123,14 @@ void execute(Run& run) {
       for (size_t i = 0; i < grads.size(); ++i)
         if (!grads[i].defined())
           grads[i] = zeros(meta[i].shape, TensorOptions(meta[i].dtype).with_device(meta[i].device));
-      results = node->apply(std::move(grads));
-      if (AnomalyMode::is_enabled()) check_backward_outputs(*node, results);
+      const bool anomaly = AnomalyMode::is_enabled();
+      {
+        // Anomaly mode checks the node's results as a whole, so a report names this backward
+        // rather than an op inside its vjp.
+        AnomalyModeGuard whole_node(false);
+        results = node->apply(std::move(grads));
+      }
+      if (anomaly) check_backward_outputs(*node, results);
       if (!run.keep_graph) node->release_saved();
     }
 

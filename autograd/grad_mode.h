@@ -38,17 +38,24 @@ class EnableGradGuard : public GradModeGuard {
   EnableGradGuard() : GradModeGuard(true) {}
 };
 
-// While alive, the first op (forward) or backward function producing NaN/Inf raises AutogradError
-// naming it. Costs a device-to-host read per op: a debugging tool.
-class DetectAnomalyGuard {
+// Sets anomaly mode for its lifetime and restores the previous mode on destruction.
+class AnomalyModeGuard {
  public:
-  DetectAnomalyGuard() : prev_(AnomalyMode::is_enabled()) { AnomalyMode::set_enabled(true); }
-  ~DetectAnomalyGuard() { AnomalyMode::set_enabled(prev_); }
-  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
-  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
+  explicit AnomalyModeGuard(bool enabled) : prev_(AnomalyMode::is_enabled()) { AnomalyMode::set_enabled(enabled); }
+  ~AnomalyModeGuard() { AnomalyMode::set_enabled(prev_); }
+  AnomalyModeGuard(const AnomalyModeGuard&) = delete;
+  AnomalyModeGuard& operator=(const AnomalyModeGuard&) = delete;
 
  private:
   bool prev_;
+};
+
+// While alive, the first op whose forward produces NaN, or whose backward produces NaN or Inf,
+// raises AutogradError naming it. (A forward ±inf is legitimate: masks, log(0).) Each check reads
+// the values back to the host, so this is a debugging tool.
+class DetectAnomalyGuard : public AnomalyModeGuard {
+ public:
+  DetectAnomalyGuard() : AnomalyModeGuard(true) {}
 };
 
 }  // namespace ember::autograd

@@ -23,7 +23,7 @@ void RandomFill::eval_cpu(const std::vector<Tensor>&, std::vector<Tensor>& out) 
             p[i] = philox::to_unit_double(b.v[lane], b.v[lane + 1]);
           } else {
             const philox::Block b = philox::generate(seed_, first_block_ + i / 4);
-            p[i] = convert<T>(philox::to_unit_float(b.v[i % 4]));
+            p[i] = convert<T>(philox::to_unit_float<significand_digits<T>>(b.v[i % 4]));
           }
         } else if (kind_ == Kind::normal) {
           // Box-Muller on the pair (u1, u2) of block i / 2; even i takes the cosine, odd the sine.

@@ -39,6 +39,12 @@ template <> struct compute_type<f16> { using type = float; };
 template <> struct compute_type<bf16> { using type = float; };
 template <class T> using compute_t = typename compute_type<T>::type;
 
+// Significand bits (with the implicit one) of the floating storage types.
+template <class T> inline constexpr int significand_digits = 24;
+template <> inline constexpr int significand_digits<double> = 53;
+template <> inline constexpr int significand_digits<f16> = 11;
+template <> inline constexpr int significand_digits<bf16> = 8;
+
 template <class T> inline constexpr bool is_float_type_v =
     std::is_floating_point_v<T> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
 

@@ -102,7 +102,16 @@ ew::Clamp clamp_op(std::optional<double> min, std::optional<double> max) {
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
   return unary<ew::Clamp>(x, clamp_op(min, max));
 }
-Tensor pow(const Tensor& x, Scalar exponent) { return unary<ew::PowScalar>(x, {exponent.to_double()}); }
+Tensor pow(const Tensor& x, Scalar exponent) {
+  // An integer tensor to an integer power stays integral (PyTorch); anything else computes in float.
+  if (is_integral(x.dtype(), false) && !exponent.is_floating()) {
+    if (exponent.to_int() < 0)
+      throw ValueError("pow: integers to negative integer powers are not allowed (exponent " +
+                       std::to_string(exponent.to_int()) + ")");
+    return binary<ew::Pow>(x, exponent);
+  }
+  return unary<ew::PowScalar>(x, {exponent.to_double()});
+}
 
 Tensor& neg_(Tensor& self) { return unary_<ew::Neg>(self); }
 Tensor& exp_(Tensor& self) { return unary_<ew::Exp>(self); }
@@ -188,11 +197,11 @@ Tensor& fill_(Tensor& self, Scalar value) {
 Tensor& zero_(Tensor& self) { return fill_(self, 0); }
 
 bool all_finite(const Tensor& x) {
-  if (!is_floating(x.dtype())) return true;
+  if (!is_floating(x.dtype()) || x.numel() == 0) return true;
   NoGradGuard no_grad;
   // |x| < inf is false exactly for NaN and ±inf.
   const Tensor finite = lt(abs(x), std::numeric_limits<double>::infinity());
-  return amin(finite.to(DType::u8)).item<int64_t>() == 1 || x.numel() == 0;
+  return amin(finite.to(DType::u8)).item<int64_t>() == 1;
 }
 
 bool equal(const Tensor& a, const Tensor& b) {

@@ -38,8 +38,6 @@ Tensor wrapped_scalar(Scalar value, Device device) {
 }
 
 namespace {
-int category(DType d) { return d == DType::boolean ? 0 : (is_floating(d) ? 2 : 1); }
-
 // PyTorch's combine_categories (c10 TensorIterator result_type): the higher-priority group wins
 // unless the lower one is of a higher category (bool < integer < floating).
 std::optional<DType> combine(std::optional<DType> higher, std::optional<DType> lower) {

@@ -33,8 +33,13 @@ EMBER_HD inline Block generate(uint64_t seed, uint64_t counter) {
   return {{c0, c1, c2, c3}};
 }
 
-// A uniform float in [0, 1) from the top 24 bits.
-EMBER_HD inline float to_unit_float(uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
+// A uniform value in [0, 1) from the top `Digits` bits of x, where Digits is the significand
+// width of the target type (24 for f32, 11 for f16, 8 for bf16): every result is exactly
+// representable there, so rounding to the type can never produce 1.0.
+template <int Digits>
+EMBER_HD inline float to_unit_float(uint32_t x) {
+  return static_cast<float>(x >> (32 - Digits)) * (1.0f / static_cast<float>(1u << Digits));
+}
 // A uniform double in [0, 1) from 53 bits of two words.
 EMBER_HD inline double to_unit_double(uint32_t hi, uint32_t lo) {
   const uint64_t bits = (static_cast<uint64_t>(hi) << 21) ^ (lo >> 11);

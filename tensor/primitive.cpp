@@ -9,7 +9,7 @@ std::vector<Tensor> Primitive::vjp(const std::vector<Tensor>&, const std::vector
   throw AutogradError(std::string(name()) + " is not differentiable");
 }
 
-void Primitive::record_inputs(const std::vector<Tensor>& inputs, int saves) {
+void Primitive::record_inputs(const std::vector<Tensor>& inputs, int saves, unsigned saved_input_mask) {
   auto& edges = mutable_next_edges();
   edges.reserve(inputs.size());
   input_meta_.reserve(inputs.size());
@@ -18,7 +18,8 @@ void Primitive::record_inputs(const std::vector<Tensor>& inputs, int saves) {
     input_meta_.push_back({t.shape(), t.dtype(), t.device()});
   }
   if (saves & kSaveInputs)
-    for (const Tensor& t : inputs) saved_inputs_.emplace_back(t, /*is_output=*/false);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      saved_inputs_.emplace_back((saved_input_mask >> i) & 1u ? inputs[i] : Tensor(), /*is_output=*/false);
 }
 
 void Primitive::record_outputs(const std::vector<Tensor>& outputs, int saves) {
@@ -80,14 +81,15 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-void check_finite_outputs(const char* op, const std::vector<Tensor>& outputs) {
+void check_nan_outputs(const char* op, const std::vector<Tensor>& outputs) {
+  NoGradGuard no_grad;
+  autograd::AnomalyModeGuard not_while_checking(false);  // the check runs ops itself
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& t = outputs[i];
-    if (!is_floating(t.dtype())) continue;
-    NoGradGuard no_grad;
-    if (!all_finite(t))
-      throw AutogradError(std::string("anomaly: ") + op + " produced a non-finite value in output " +
-                          std::to_string(i) + " of shape " + to_string(t.shape()));
+    if (!is_floating(t.dtype()) || t.numel() == 0) continue;
+    if (amax(ne(t, t).to(DType::u8)).item<int64_t>() != 0)
+      throw AutogradError(std::string("anomaly: ") + op + " produced a NaN in output " + std::to_string(i) +
+                          " of shape " + to_string(t.shape()));
   }
 }
 
@@ -100,11 +102,11 @@ void check_inplace_allowed(const char* op, const Tensor& self) {
                         "supported; use the out-of-place form");
 }
 
-Tensor history_alias(const Tensor& self) {
+Tensor value_before_write(const Tensor& self, bool keep_values) {
   auto* s = self.impl();
   Tensor alias(make_intrusive<TensorImpl>(s->storage, s->offset, s->shape, s->strides, s->dtype));
   if (self.grad_fn()) alias.set_grad_fn(self.grad_fn(), self.output_nr());
-  return alias;
+  return keep_values ? clone(alias) : alias;
 }
 
 }  // namespace detail

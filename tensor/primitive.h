@@ -23,8 +23,9 @@ enum SaveMask : int { kSaveNone = 0, kSaveInputs = 1, kSaveOutputs = 2 };
 
 class Primitive : public autograd::Node {
  public:
-  static constexpr bool kDifferentiable = true;  // a primitive may shadow these two
+  static constexpr bool kDifferentiable = true;  // a primitive may shadow these three
   static constexpr int kSaves = kSaveNone;
+  static constexpr unsigned kSavedInputMask = ~0u;  // with kSaveInputs: bit i saves input i
 
   // Gradients of the inputs (undefined where an input needs none). `inputs`/`outputs` hold the
   // saved tensors (undefined when not saved); cotangents are never undefined.
@@ -37,7 +38,7 @@ class Primitive : public autograd::Node {
   const autograd::TensorMeta& input_meta(size_t i) const { return input_meta_[i]; }
 
   // Used by run(): wires edges to the inputs and saves them or the outputs per `saves`.
-  void record_inputs(const std::vector<Tensor>& inputs, int saves);
+  void record_inputs(const std::vector<Tensor>& inputs, int saves, unsigned saved_input_mask = ~0u);
   void record_outputs(const std::vector<Tensor>& outputs, int saves);
 
  private:
@@ -49,11 +50,12 @@ class Primitive : public autograd::Node {
 namespace detail {
 Device common_device(const char* op, const std::vector<Tensor>& inputs);
 bool any_requires_grad(const std::vector<Tensor>& inputs);
-void check_finite_outputs(const char* op, const std::vector<Tensor>& outputs);
+void check_nan_outputs(const char* op, const std::vector<Tensor>& outputs);
 // Refuses in-place writes that autograd cannot follow (leaves requiring grad, views of them).
 void check_inplace_allowed(const char* op, const Tensor& self);
-// An alias of `self` carrying its current history: the "before" value of an in-place op.
-Tensor history_alias(const Tensor& self);
+// The "before" value of an in-place op on `self`, carrying self's current history: an alias, or
+// a copy when the op's vjp needs the old values (PyTorch's original_self).
+Tensor value_before_write(const Tensor& self, bool keep_values);
 
 template <class P>
 void dispatch(P& p, Device device, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
@@ -61,7 +63,7 @@ void dispatch(P& p, Device device, const std::vector<Tensor>& in, std::vector<Te
     p.eval_cpu(in, out);
   else
     p.eval_cuda(in, out);
-  if (autograd::AnomalyMode::is_enabled()) check_finite_outputs(p.name(), out);
+  if (autograd::AnomalyMode::is_enabled()) check_nan_outputs(p.name(), out);
 }
 }  // namespace detail
 
@@ -81,7 +83,7 @@ std::vector<Tensor> run(P prim, const std::vector<Tensor>& inputs) {
     return outputs;
   }
   auto node = std::make_shared<P>(std::move(prim));
-  node->record_inputs(inputs, P::kSaves);
+  node->record_inputs(inputs, P::kSaves, P::kSavedInputMask);
   detail::dispatch(*node, device, inputs, outputs);
   node->record_outputs(outputs, P::kSaves);
   return outputs;
@@ -114,9 +116,9 @@ void run_inplace(P prim, const std::vector<Tensor>& inputs) {
   }
   detail::check_inplace_allowed(prim.name(), self);
   std::vector<Tensor> before = inputs;
-  before[0] = detail::history_alias(self);
+  before[0] = detail::value_before_write(self, (P::kSaves & kSaveInputs) && (P::kSavedInputMask & 1u));
   auto node = std::make_shared<P>(std::move(prim));
-  node->record_inputs(before, P::kSaves);
+  node->record_inputs(before, P::kSaves, P::kSavedInputMask);
   detail::dispatch(*node, device, before, outputs);
   self.storage()->bump_version();
   node->record_outputs(outputs, P::kSaves);

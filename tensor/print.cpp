@@ -79,11 +79,20 @@ struct Printer {
     for (int64_t i = 0; i < n; ++i)
       if (!cut || i < kEdgeItems || i >= n - kEdgeItems) idx.push_back(i);
     const bool innermost = dim == shape.size() - 1;
-    std::string sep = innermost ? ", " : "," + std::string(shape.size() - dim - 1, '\n') + std::string(indent + 1, ' ');
+    std::string sep = ",";
+    if (innermost) {
+      sep += ' ';
+    } else {
+      sep.append(shape.size() - dim - 1, '\n');
+      sep.append(indent + 1, ' ');
+    }
     std::string out = "[";
     for (size_t k = 0; k < idx.size(); ++k) {
       if (k) out += sep;
-      if (cut && k == static_cast<size_t>(kEdgeItems)) out += "..." + sep;
+      if (cut && k == static_cast<size_t>(kEdgeItems)) {
+        out += innermost ? " ..." : "...";  // PyTorch pads the ellipsis of a row by one space
+        out += sep;
+      }
       out += block(dim + 1, offset + idx[k] * strides[dim], indent + 1);
     }
     return out + "]";

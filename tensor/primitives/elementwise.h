@@ -66,6 +66,7 @@ class Binary final : public Primitive {
 class Where final : public Primitive {
  public:
   static constexpr int kSaves = kSaveInputs;
+  static constexpr unsigned kSavedInputMask = 1u;  // the vjp needs only the condition
   const char* name() const override { return "where"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
   void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
