@@ -1,1 +1,180 @@
-// placeholder: being written
+// CPU kernel of Matmul. f32/f64 go through CBLAS (OpenBLAS) when ember was built with it and Eigen
+// otherwise; integers through Eigen; f16/bf16 are widened to f32 (f32 accumulation) and narrowed
+// back. Operands whose last two strides BLAS can describe are read in place; others are copied.
+#include <Eigen/Core>
+#include <algorithm>
+#include <climits>
+#include <optional>
+
+#include "cpu/loops.h"
+#include "tensor/convert.h"
+#include "tensor/ops.h"
+#include "tensor/primitives/linalg.h"
+
+#if defined(EMBER_HAVE_CBLAS)
+#include <cblas.h>
+#endif
+
+namespace ember {
+
+namespace {
+
+// How GEMM reads a matrix in place: row-major with leading dimension ld, or (transposed) the
+// transpose of such a matrix, i.e. column-major with leading dimension ld.
+struct Layout {
+  bool transposed;
+  int64_t ld;
+};
+
+// The in-place layout of a rows x cols matrix with element strides (rs, cs), when BLAS can read it.
+// The stride of a dim of size 1 is never used, so it is free to take whatever value fits.
+std::optional<Layout> gemm_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  if ((cols == 1 || cs == 1) && (rows == 1 || rs >= cols)) return Layout{false, rows == 1 ? cols : rs};
+  if ((rows == 1 || rs == 1) && (cols == 1 || cs >= rows)) return Layout{true, cols == 1 ? rows : cs};
+  return std::nullopt;
+}
+
+// C (n x m, row-major, contiguous) = A (n x k) @ B (k x m), through Eigen. Integers are computed
+// in their unsigned twin: the same bits as two's complement wrapping, without signed overflow.
+template <class T>
+void eigen_gemm(const T* a, Layout la, const T* b, Layout lb, T* c, int64_t n, int64_t m, int64_t k) {
+  using S = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>, std::type_identity<T>>::type;
+  using RowMajor = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using ColMajor = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+  auto with_map = [](const T* p, int64_t rows, int64_t cols, Layout l, auto&& f) {
+    const S* data = reinterpret_cast<const S*>(p);
+    if (l.transposed)
+      f(Eigen::Map<const ColMajor, Eigen::Unaligned, Eigen::OuterStride<>>(data, rows, cols, Eigen::OuterStride<>(l.ld)));
+    else
+      f(Eigen::Map<const RowMajor, Eigen::Unaligned, Eigen::OuterStride<>>(data, rows, cols, Eigen::OuterStride<>(l.ld)));
+  };
+  Eigen::Map<RowMajor> out(reinterpret_cast<S*>(c), n, m);
+  with_map(a, n, k, la, [&](const auto& A) { with_map(b, k, m, lb, [&](const auto& B) { out.noalias() = A * B; }); });
+}
+
+#if defined(EMBER_HAVE_CBLAS)
+int blas_int(int64_t v) {
+  if (v > INT_MAX) throw ValueError("matmul: size " + std::to_string(v) + " exceeds the BLAS library's int range");
+  return static_cast<int>(v);
+}
+#endif
+
+// C (n x m, row-major, contiguous) = A (n x k) @ B (k x m).
+template <class T>
+void gemm(const T* a, Layout la, const T* b, Layout lb, T* c, int64_t n, int64_t m, int64_t k) {
+#if defined(EMBER_HAVE_CBLAS)
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    const auto ta = la.transposed ? CblasTrans : CblasNoTrans, tb = lb.transposed ? CblasTrans : CblasNoTrans;
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, ta, tb, blas_int(n), blas_int(m), blas_int(k), 1.0f, a, blas_int(la.ld), b,
+                  blas_int(lb.ld), 0.0f, c, blas_int(m));
+    else
+      cblas_dgemm(CblasRowMajor, ta, tb, blas_int(n), blas_int(m), blas_int(k), 1.0, a, blas_int(la.ld), b,
+                  blas_int(lb.ld), 0.0, c, blas_int(m));
+    return;
+  }
+#endif
+  eigen_gemm(a, la, b, lb, c, n, m, k);
+}
+
+// OpenBLAS runs a GEMM with m*n*k <= 65536 * GEMM_MULTITHREAD_THRESHOLD (4 by default) on the calling
+// thread (interface/gemm.c), so batches of such matrices are threaded here without oversubscribing.
+constexpr int64_t kSingleThreadedGemm = 65536 * 4;
+
+// The (batch..., rows) dims of an operand form one run of stride ld: the batch folds into the rows.
+bool batch_folds_into_rows(const Shape& batch, const Strides& batch_strides, int64_t rows, int64_t ld) {
+  int64_t expected = rows * ld;
+  for (int d = batch.size() - 1; d >= 0; --d) {
+    if (batch[d] == 1) continue;
+    if (batch_strides[d] != expected) return false;
+    expected *= batch[d];
+  }
+  return true;
+}
+
+int64_t batch_offset(int64_t i, const Shape& batch, const Strides& strides) {
+  int64_t offset = 0;
+  for (int d = batch.size() - 1; d >= 0; --d) {
+    offset += (i % batch[d]) * strides[d];
+    i /= batch[d];
+  }
+  return offset;
+}
+
+// An operand's matrices as GEMM reads them: x itself when its last two strides allow, else a copy.
+struct Operand {
+  Tensor data;
+  Layout layout;
+  Strides batch_strides;  // elements, broadcast to the output's batch
+};
+
+Operand prepare(const Tensor& x, const Shape& batch) {
+  const int r = x.dim();
+  const int64_t rows = x.shape()[r - 2], cols = x.shape()[r - 1];
+  Tensor data = x;
+  std::optional<Layout> layout = gemm_layout(rows, cols, x.strides()[r - 2], x.strides()[r - 1]);
+  if (!layout) {
+    NoGradGuard no_grad;
+    data = contiguous(x);
+    layout = Layout{false, cols};
+  }
+  Shape own_batch = x.shape();
+  own_batch.resize(r - 2);
+  Strides own_strides = data.strides();
+  own_strides.resize(r - 2);
+  return {data, *layout, broadcast_strides(own_batch, own_strides, batch)};
+}
+
+template <class T>
+void matmul_elements(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const int r = out.dim();
+  const int64_t n = out.shape()[r - 2], m = out.shape()[r - 1], k = a.shape().back();
+  if (out.numel() == 0) return;
+  T* c = out.data<T>();
+  if (k == 0) {
+    std::fill(c, c + out.numel(), T(0));
+    return;
+  }
+  Shape batch = out.shape();
+  batch.resize(r - 2);
+  const Operand A = prepare(a, batch), B = prepare(b, batch);
+  const T *a0 = A.data.data<T>(), *b0 = B.data.data<T>();
+  const int64_t count = numel(batch);
+
+  const bool b_shared = std::all_of(B.batch_strides.begin(), B.batch_strides.end(), [](int64_t s) { return s == 0; });
+  if (count > 1 && b_shared && !A.layout.transposed && batch_folds_into_rows(batch, A.batch_strides, n, A.layout.ld)) {
+    gemm(a0, A.layout, b0, B.layout, c, count * n, m, k);  // (batch * n, k) @ (k, m)
+    return;
+  }
+  auto one = [&](int64_t i) {
+    gemm(a0 + batch_offset(i, batch, A.batch_strides), A.layout, b0 + batch_offset(i, batch, B.batch_strides),
+         B.layout, c + i * n * m, n, m, k);
+  };
+  if (n * m * k <= kSingleThreadedGemm) {
+    cpu::parallel_for(count, n * m * k, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) one(i);
+    });
+  } else {
+    for (int64_t i = 0; i < count; ++i) one(i);  // the GEMM library threads each one
+  }
+}
+
+}  // namespace
+
+void Matmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  visit(out[0].dtype(), [&]<class T>() {
+    if constexpr (std::is_same_v<T, bool>) {
+      throw DTypeError("matmul: not supported for bool tensors");
+    } else if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
+      NoGradGuard no_grad;  // the widened copies are the kernel's temporaries, not graph nodes
+      const Tensor a32 = to(in[0], DType::f32), b32 = to(in[1], DType::f32);
+      const Tensor c32 = Tensor::empty(out[0].shape(), DType::f32);
+      matmul_elements<float>(a32, b32, c32);
+      cpu::map_elements<T, float, 1>(out[0], {&c32}, [](float v) { return convert<T>(v); });
+    } else {
+      matmul_elements<T>(in[0], in[1], out[0]);
+    }
+  });
+}
+
+}  // namespace ember

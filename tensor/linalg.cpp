@@ -1,1 +1,108 @@
-// placeholder: being written
+// Front ends, shape checks and the vjp of matrix multiplication (matmul, mm, bmm).
+#include "tensor/ops.h"
+#include "tensor/primitives/linalg.h"
+
+namespace ember {
+
+namespace {
+
+std::string operands(const Tensor& a, const Tensor& b) { return to_string(a.shape()) + " @ " + to_string(b.shape()); }
+
+// The contracted sizes: a's last dim against b's second-to-last (its only one when 1-D).
+void check_inner_dims(const char* op, const Tensor& a, const Tensor& b) {
+  const int64_t ka = a.shape().back(), kb = b.dim() == 1 ? b.shape()[0] : b.shape()[b.dim() - 2];
+  if (ka != kb)
+    throw ShapeError(std::string(op) + ": " + operands(a, b) + ": inner dims disagree (" + std::to_string(ka) +
+                     " vs " + std::to_string(kb) + ")");
+}
+
+// Mixed inputs compute in their promoted dtype; integers are allowed, bool is not (as in PyTorch).
+DType matmul_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  const DType dt = result_type(a, b);
+  if (dt == DType::boolean) throw DTypeError(std::string(op) + ": not supported for bool tensors; convert with to() first");
+  return dt;
+}
+
+Shape batch_dims(const Shape& s) {
+  Shape out = s;
+  out.resize(s.size() - 2);
+  return out;
+}
+
+Tensor run_matmul(const char* op, const Tensor& a, const Tensor& b) {
+  const DType dt = matmul_dtype(op, a, b);
+  return run1(Matmul{}, {a.to(dt), b.to(dt)});
+}
+
+}  // namespace
+
+std::vector<OutputSpec> Matmul::infer(const std::vector<Tensor>& in) const {
+  const Tensor &a = in[0], &b = in[1];
+  if (a.dim() < 2 || b.dim() < 2)
+    throw ShapeError("matmul: the primitive takes operands of at least 2 dims, got " + operands(a, b));
+  if (a.dtype() != b.dtype())
+    throw DTypeError(std::string("matmul: operands are ") + dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()) +
+                     "; the primitive takes one dtype");
+  check_inner_dims(name(), a, b);
+  const Shape ba = batch_dims(a.shape()), bb = batch_dims(b.shape());
+  const int rank = std::max(ba.size(), bb.size());
+  for (int i = 0; i < rank; ++i) {
+    const int ia = ba.size() - rank + i, ib = bb.size() - rank + i;
+    const int64_t sa = ia >= 0 ? ba[ia] : 1, sb = ib >= 0 ? bb[ib] : 1;
+    if (sa != sb && sa != 1 && sb != 1)
+      throw ShapeError("matmul: " + operands(a, b) + ": batch dims " + to_string(ba) + " and " + to_string(bb) +
+                       " do not broadcast");
+  }
+  Shape out = broadcast_shapes(ba, bb, name());
+  out.push_back(a.shape()[a.dim() - 2]);
+  out.push_back(b.shape().back());
+  return {{out, a.dtype()}};
+}
+
+std::vector<Tensor> Matmul::vjp(const std::vector<Tensor>& g, const std::vector<Tensor>& in,
+                                const std::vector<Tensor>&) {
+  const Tensor &a = in[0], &b = in[1], &gy = g[0];  // a (..., n, k), b (..., k, m), gy (..., n, m)
+  const Shape &a_shape = input_meta(0).shape, &b_shape = input_meta(1).shape;
+  Tensor ga, gb;
+  if (input_needs_grad(0)) ga = sum_to(matmul(gy, transpose(b, -1, -2)), a_shape);  // (..., n, m) @ (..., m, k)
+  if (input_needs_grad(1)) {
+    if (b.dim() == 2 && a.dim() > 2) {
+      // b was shared by the whole batch: fold the batch into the rows, one GEMM and no (..., k, m) temporary.
+      const int64_t k = a_shape.back(), m = b_shape.back();
+      int64_t rows = 1;
+      for (int d = 0; d + 1 < a_shape.size(); ++d) rows *= a_shape[d];
+      gb = matmul(transpose(reshape(a, {rows, k}), 0, 1), reshape(gy, {rows, m}));  // (k, rows) @ (rows, m)
+    } else {
+      gb = sum_to(matmul(transpose(a, -1, -2), gy), b_shape);  // (..., k, n) @ (..., n, m)
+    }
+  }
+  return {ga, gb};
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (a.dim() == 0 || b.dim() == 0)
+    throw ShapeError("matmul: both arguments need at least 1 dim, got " + operands(a, b));
+  check_inner_dims("matmul", a, b);
+  // A 1-D a is a row (1, k), a 1-D b a column (k, 1); the added dims go again afterwards.
+  Tensor out = run_matmul("matmul", a.dim() == 1 ? unsqueeze(a, 0) : a, b.dim() == 1 ? unsqueeze(b, -1) : b);
+  if (b.dim() == 1) out = squeeze(out, -1);
+  if (a.dim() == 1) out = squeeze(out, b.dim() == 1 ? -1 : -2);
+  return out;
+}
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  if (a.dim() != 2 || b.dim() != 2) throw ShapeError("mm: expects 2-D tensors, got " + operands(a, b));
+  check_inner_dims("mm", a, b);
+  return run_matmul("mm", a, b);
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  if (a.dim() != 3 || b.dim() != 3) throw ShapeError("bmm: expects 3-D tensors, got " + operands(a, b));
+  if (a.shape()[0] != b.shape()[0])
+    throw ShapeError("bmm: " + operands(a, b) + ": batch sizes disagree (" + std::to_string(a.shape()[0]) + " vs " +
+                     std::to_string(b.shape()[0]) + ")");
+  check_inner_dims("bmm", a, b);
+  return run_matmul("bmm", a, b);
+}
+
+}  // namespace ember

@@ -1,0 +1,130 @@
+// ember_core_bench: the core engine's performance figures, each beside its baseline and target.
+//   matmul   CPU f32 GEMM on 2 threads: ember::matmul against the GEMM library called directly in
+//            the same run (cblas_sgemm, or Eigen in a build without CBLAS); target ratio >= 0.85.
+//   overhead host time of a tiny op (add of two 1-element f32 tensors), without autograd and while
+//            recording for backward; targets <= 1 us and <= 2 us.
+// Run: build/bench/ember_core_bench
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "tensor/ops.h"
+
+#if defined(EMBER_HAVE_CBLAS)
+#include <cblas.h>
+#else
+#include <Eigen/Core>
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// C = A @ B (or A^T @ B) for row-major n x n matrices, straight through the GEMM library.
+#if defined(EMBER_HAVE_CBLAS)
+constexpr const char* kBaseline = "cblas_sgemm";
+void baseline_gemm(const float* a, bool a_transposed, const float* b, float* c, int n) {
+  cblas_sgemm(CblasRowMajor, a_transposed ? CblasTrans : CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f,
+              c, n);
+}
+#else
+constexpr const char* kBaseline = "Eigen";
+void baseline_gemm(const float* a, bool a_transposed, const float* b, float* c, int n) {
+  using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const Eigen::Map<const Matrix> A(a, n, n), B(b, n, n);
+  Eigen::Map<Matrix> C(c, n, n);
+  if (a_transposed)
+    C.noalias() = A.transpose() * B;
+  else
+    C.noalias() = A * B;
+}
+#endif
+
+struct GemmRow {
+  double ember_s, baseline_s;
+};
+
+// Median times of ember::matmul and the direct call, alternated so that both see the same machine state.
+GemmRow time_gemm(int n, bool a_transposed, int runs) {
+  const ember::Tensor a = ember::randn({n, n}), b = ember::randn({n, n});
+  const ember::Tensor a_op = a_transposed ? a.t() : a;  // a strided view: ember must pass it as CblasTrans
+  std::vector<float> c(static_cast<size_t>(n) * n);
+  std::vector<double> ember_s, baseline_s;
+  for (int r = -2; r < runs; ++r) {  // two warm-up rounds
+    auto start = Clock::now();
+    const ember::Tensor out = ember::matmul(a_op, b);
+    const double te = seconds_since(start);
+    start = Clock::now();
+    baseline_gemm(a.data<float>(), a_transposed, b.data<float>(), c.data(), n);
+    const double tb = seconds_since(start);
+    if (r >= 0) {
+      ember_s.push_back(te);
+      baseline_s.push_back(tb);
+    }
+  }
+  return {median(ember_s), median(baseline_s)};
+}
+
+// Median microseconds per call of f over `batches` batches of `per_batch` calls.
+template <class F>
+double micros_per_call(int batches, int per_batch, F&& f) {
+  std::vector<double> us;
+  for (int i = 0; i < batches; ++i) {
+    const auto start = Clock::now();
+    for (int j = 0; j < per_batch; ++j) f();
+    us.push_back(seconds_since(start) * 1e6 / per_batch);
+  }
+  return median(us);
+}
+
+const char* verdict(bool ok) { return ok ? "ok" : "MISSED"; }
+
+}  // namespace
+
+int main() {
+  constexpr int kThreads = 2;
+  ember::set_num_threads(kThreads);
+  std::printf("ember core bench: %d threads, GEMM baseline %s\n\n", kThreads, kBaseline);
+
+  std::printf("CPU matmul, f32, n x n @ n x n (median of runs; GFLOP/s = 2 n^3 / time)\n");
+  std::printf("  %-16s %10s %9s %15s %9s %7s %8s\n", "n", "ember ms", "GFLOP/s", "baseline ms", "GFLOP/s", "ratio",
+              "target");
+  struct Case {
+    int n;
+    bool a_transposed;
+    int runs;
+  };
+  for (const Case& c : {Case{1024, false, 21}, Case{1024, true, 21}, Case{2048, false, 9}}) {
+    const GemmRow row = time_gemm(c.n, c.a_transposed, c.runs);
+    const double flop = 2.0 * c.n * c.n * static_cast<double>(c.n);
+    const double ratio = row.baseline_s / row.ember_s;
+    char label[32];
+    std::snprintf(label, sizeof label, "%d%s", c.n, c.a_transposed ? " (a^T view)" : "");
+    std::printf("  %-16s %10.2f %9.1f %15.2f %9.1f %7.3f %8s %s\n", label, row.ember_s * 1e3, flop / row.ember_s / 1e9,
+                row.baseline_s * 1e3, flop / row.baseline_s / 1e9, ratio, ">= 0.85", verdict(ratio >= 0.85));
+  }
+
+  std::printf("\nHost overhead of a tiny op: add of two 1-element f32 tensors (median of 200 x 2000 calls)\n");
+  std::printf("  %-36s %8s %8s\n", "mode", "us/op", "target");
+  ember::Tensor x = ember::ones({1}), y = ember::ones({1});
+  double no_grad_us;
+  {
+    ember::NoGradGuard no_grad;
+    no_grad_us = micros_per_call(200, 2000, [&] { ember::add(x, y); });
+  }
+  std::printf("  %-36s %8.3f %8s %s\n", "no grad (NoGradGuard)", no_grad_us, "<= 1", verdict(no_grad_us <= 1.0));
+  x.requires_grad_();
+  y.requires_grad_();
+  const double record_us = micros_per_call(200, 2000, [&] { ember::add(x, y); });
+  std::printf("  %-36s %8.3f %8s %s\n", "recording (inputs require grad)", record_us, "<= 2", verdict(record_us <= 2.0));
+  return 0;
+}
