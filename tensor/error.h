@@ -2,6 +2,7 @@
 // offending values, what was wrong, so callers can catch by kind and users can read the cause.
 #pragma once
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -19,5 +20,24 @@ class IndexError : public Error { using Error::Error; };           // dim or ind
 class ValueError : public Error { using Error::Error; };           // a bad argument value
 class AutogradError : public Error { using Error::Error; };        // misuse of the autograd graph
 class NotImplementedError : public Error { using Error::Error; };  // a valid request not (yet) served
+
+// A failed CUDA, cuBLAS, cuDNN or NCCL call: the message names the call, its file:line and the
+// library's own message. Declared here so CPU-only builds can catch it too.
+class CudaError : public Error { using Error::Error; };
+
+// Device memory exhausted. Carries the request and the device pool's figures, in bytes:
+// allocated (in use by tensors), reserved (held by the pool) and peak (most ever allocated).
+class OutOfMemoryError : public CudaError {
+ public:
+  OutOfMemoryError(const std::string& what, size_t requested, size_t allocated, size_t reserved, size_t peak)
+      : CudaError(what), requested_(requested), allocated_(allocated), reserved_(reserved), peak_(peak) {}
+  size_t requested() const { return requested_; }
+  size_t allocated() const { return allocated_; }
+  size_t reserved() const { return reserved_; }
+  size_t peak() const { return peak_; }
+
+ private:
+  size_t requested_, allocated_, reserved_, peak_;
+};
 
 }  // namespace ember

@@ -1,0 +1,46 @@
+// Kernels of Binary<Op>: arithmetic ops keep the dtype, comparisons write bool.
+#include "cuda/loops.cuh"
+#include "tensor/convert.h"
+
+namespace ember::cuda {
+
+namespace {
+
+namespace kind {
+constexpr bool Arith = false;
+constexpr bool Compare = true;
+}  // namespace kind
+template <class Op> constexpr bool kCompare = false;
+#define EMBER_BINARY_KIND(F, NAME, KIND, SAVES) template <> constexpr bool kCompare<ew::F> = kind::KIND;
+EMBER_BINARY_OPS(EMBER_BINARY_KIND)
+#undef EMBER_BINARY_KIND
+
+template <class T, class Op>
+struct BinaryFn {
+  __device__ void operator()(char* const* p) const {
+    using C = compute_t<T>;
+    const C x = static_cast<C>(at<T>(p[1])), y = static_cast<C>(at<T>(p[2]));
+    if constexpr (kCompare<Op>)
+      at<bool>(p[0]) = Op{}(x, y);
+    else
+      at<T>(p[0]) = convert<T>(Op{}(x, y));
+  }
+};
+
+}  // namespace
+
+template <class Op>
+void launch_binary(DType dtype, const Strided<3>& a, cudaStream_t stream) {
+  visit(dtype, [&]<class T>() {
+    if constexpr (kCompare<Op> || !std::is_same_v<T, bool>)
+      launch_elementwise(a, BinaryFn<T, Op>{}, stream);
+    else
+      unsupported("binary op", dtype);
+  });
+}
+
+#define EMBER_INSTANTIATE(F, ...) template void launch_binary<ew::F>(DType, const Strided<3>&, cudaStream_t);
+EMBER_BINARY_OPS(EMBER_INSTANTIATE)
+#undef EMBER_INSTANTIATE
+
+}  // namespace ember::cuda

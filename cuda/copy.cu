@@ -1,0 +1,45 @@
+// Kernels of where, dtype conversion (cast, copy_) and fill.
+#include "cuda/loops.cuh"
+#include "tensor/convert.h"
+
+namespace ember::cuda {
+
+namespace {
+
+template <class T>
+struct WhereFn {
+  __device__ void operator()(char* const* p) const { at<T>(p[0]) = at<T>(at<bool>(p[1]) ? p[2] : p[3]); }
+};
+
+template <class O, class I>
+struct ConvertFn {
+  __device__ void operator()(char* const* p) const { at<O>(p[0]) = convert<O>(at<I>(p[1])); }
+};
+
+template <class T>
+struct FillFn {
+  T value;
+  __device__ void operator()(char* const* p) const { at<T>(p[0]) = value; }
+};
+
+}  // namespace
+
+void launch_where(DType dtype, const Strided<4>& a, cudaStream_t stream) {
+  visit(dtype, [&]<class T>() { launch_elementwise(a, WhereFn<T>{}, stream); });
+}
+
+void launch_convert(DType out, DType in, const Strided<2>& a, cudaStream_t stream) {
+  visit(out, [&]<class O>() {
+    visit(in, [&]<class I>() { launch_elementwise(a, ConvertFn<O, I>{}, stream); });
+  });
+}
+
+void launch_fill(DType dtype, bool is_floating, double dvalue, int64_t ivalue, const Strided<1>& a,
+                 cudaStream_t stream) {
+  visit(dtype, [&]<class T>() {
+    const T v = is_floating ? convert<T>(dvalue) : convert<T>(ivalue);
+    launch_elementwise(a, FillFn<T>{v}, stream);
+  });
+}
+
+}  // namespace ember::cuda

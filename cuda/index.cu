@@ -1,0 +1,127 @@
+// Kernels of index_select / gather (a read through an index) and index_add / scatter_add (an atomic
+// add through an index). One walk serves each pair: see IndexWalk in cuda/kernels.h.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "cuda/loops.cuh"
+#include "tensor/convert.h"
+
+namespace ember::cuda {
+
+namespace {
+
+// Offsets of walk element i: into the direct operand, the indexed operand (without dim) and the index.
+struct WalkOffsets {
+  int64_t direct = 0, indexed = 0, index = 0;
+};
+
+__device__ __forceinline__ WalkOffsets walk_offsets(const IndexWalk& w, int64_t i) {
+  WalkOffsets o;
+  for (int d = w.nd - 1; d >= 0; --d) {
+    const int64_t c = i % w.sizes[d];
+    i /= w.sizes[d];
+    o.direct += c * w.direct_strides[d];
+    o.index += c * w.index_strides[d];
+    if (d != w.dim) o.indexed += c * w.indexed_strides[d];
+  }
+  return o;
+}
+
+// Leaves the first bad index where the host looks after the next synchronisation.
+__device__ void report_bad_index(const IndexWalk& w, int64_t k) {
+  volatile KernelErrorSlot* slot = w.errors;
+  if (slot->op != 0) return;
+  slot->index = k;
+  slot->bound = w.bound;
+  __threadfence_system();
+  slot->op = w.op;
+}
+
+template <class T, class I>
+__global__ void __launch_bounds__(kThreads) index_gather_kernel(T* direct, const T* indexed, const I* index,
+                                                                IndexWalk w) {
+  const int64_t step = int64_t{blockDim.x} * gridDim.x;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < w.numel; i += step) {
+    const WalkOffsets o = walk_offsets(w, i);
+    const auto k = static_cast<int64_t>(index[o.index]);
+    if (k < 0 || k >= w.bound) {
+      report_bad_index(w, k);
+      continue;
+    }
+    direct[o.direct] = indexed[o.indexed + k * w.indexed_strides[w.dim]];
+  }
+}
+
+__device__ __forceinline__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void atomic_add(double* p, double v) { atomicAdd(p, v); }
+__device__ __forceinline__ void atomic_add(int32_t* p, int32_t v) { atomicAdd(reinterpret_cast<int*>(p), v); }
+__device__ __forceinline__ void atomic_add(int64_t* p, int64_t v) {
+  // Two's-complement addition is the same operation on unsigned words.
+  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+}
+__device__ __forceinline__ void atomic_add(f16* p, f16 v) {
+  atomicAdd(reinterpret_cast<__half*>(p), __ushort_as_half(v.bits));
+}
+__device__ __forceinline__ void atomic_add(bf16* p, bf16 v) {
+  atomicAdd(reinterpret_cast<__nv_bfloat16*>(p), __ushort_as_bfloat16(v.bits));
+}
+
+template <class T>
+constexpr bool kHasAtomicAdd = std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, f16> ||
+                               std::is_same_v<T, bf16> || std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
+
+template <class T, class I>
+__global__ void __launch_bounds__(kThreads) index_scatter_add_kernel(const T* direct, T* indexed, const I* index,
+                                                                     IndexWalk w) {
+  const int64_t step = int64_t{blockDim.x} * gridDim.x;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < w.numel; i += step) {
+    const WalkOffsets o = walk_offsets(w, i);
+    const auto k = static_cast<int64_t>(index[o.index]);
+    if (k < 0 || k >= w.bound) {
+      report_bad_index(w, k);
+      continue;
+    }
+    atomic_add(indexed + o.indexed + k * w.indexed_strides[w.dim], direct[o.direct]);
+  }
+}
+
+template <class F>
+void visit_index(DType index_dtype, F&& f) {
+  if (index_dtype == DType::i64) return f.template operator()<int64_t>();
+  if (index_dtype == DType::i32) return f.template operator()<int32_t>();
+  throw DTypeError(std::string("index: expected an int64 or int32 index, got ") + dtype_name(index_dtype));
+}
+
+}  // namespace
+
+void launch_index_gather(DType dtype, DType index_dtype, void* direct, const void* indexed, const void* index,
+                         const IndexWalk& w, cudaStream_t stream) {
+  if (w.numel == 0) return;
+  visit(dtype, [&]<class T>() {
+    visit_index(index_dtype, [&]<class I>() {
+      index_gather_kernel<T, I><<<grid_blocks(w.numel, kThreads), kThreads, 0, stream>>>(
+          static_cast<T*>(direct), static_cast<const T*>(indexed), static_cast<const I*>(index), w);
+      EMBER_CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
+void launch_index_scatter_add(DType dtype, DType index_dtype, const void* direct, void* indexed, const void* index,
+                              const IndexWalk& w, cudaStream_t stream) {
+  visit(dtype, [&]<class T>() {
+    if constexpr (kHasAtomicAdd<T>) {
+      if (w.numel == 0) return;
+      visit_index(index_dtype, [&]<class I>() {
+        index_scatter_add_kernel<T, I><<<grid_blocks(w.numel, kThreads), kThreads, 0, stream>>>(
+            static_cast<const T*>(direct), static_cast<T*>(indexed), static_cast<const I*>(index), w);
+        EMBER_CUDA_LAUNCH_CHECK();
+      });
+    } else {
+      throw NotImplementedError(std::string(w.op == kIndexAdd ? "index_add" : "scatter_add") +
+                                ": no CUDA atomic add for dtype " + dtype_name(dtype) +
+                                " (supported: float32, float64, float16, bfloat16, int32, int64)");
+    }
+  });
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,54 @@
+// eval_cuda of the reductions and of softmax: the input is seen as (outer, len, inner) by the
+// layout helpers of cpu/reduce.h (device-agnostic shape work), then cuda/reduce.cu folds len.
+#include "cpu/reduce.h"
+#include "cuda/host.h"
+#include "tensor/primitives/linalg.h"
+#include "tensor/primitives/reduce.h"
+
+namespace ember {
+
+namespace {
+// cpu::reduction_layout only permutes and copies with public ops, so it serves CUDA tensors too.
+void reduce(cuda::ReduceKind kind, const Tensor& x, const Shape& dims, const Tensor& out) {
+  cuda::DeviceGuard guard(out.device());
+  const cpu::ReductionLayout l = cpu::reduction_layout(x, dims);
+  cuda::launch_reduce(kind, x.dtype(), l.data.raw_data(), out.raw_data(), l.outer, l.len, l.inner,
+                      cuda::current_stream());
+}
+
+void expect_dtype(const char* op, const Tensor& out, DType expected) {
+  if (out.dtype() != expected)
+    throw DTypeError(std::string(op) + " on CUDA: output dtype " + dtype_name(out.dtype()) + ", kernel writes " +
+                     dtype_name(expected));
+}
+}  // namespace
+
+void Sum::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  expect_dtype(name(), out[0], is_floating(in[0].dtype()) ? in[0].dtype() : DType::i64);
+  reduce(cuda::ReduceKind::sum, in[0], dims_, out[0]);
+}
+
+void Prod::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  expect_dtype(name(), out[0], is_floating(in[0].dtype()) ? in[0].dtype() : DType::i64);
+  reduce(cuda::ReduceKind::prod, in[0], dims_, out[0]);
+}
+
+void Extremum::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  expect_dtype(name(), out[0], in[0].dtype());
+  reduce(is_max_ ? cuda::ReduceKind::max : cuda::ReduceKind::min, in[0], dims_, out[0]);
+}
+
+void ArgExtremum::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  expect_dtype(name(), out[0], DType::i64);
+  const Shape dims = in[0].dim() == 0 ? Shape{} : Shape{dim_};
+  reduce(is_max_ ? cuda::ReduceKind::argmax : cuda::ReduceKind::argmin, in[0], dims, out[0]);
+}
+
+void Softmax::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  cuda::DeviceGuard guard(out[0].device());
+  const cpu::ReductionLayout l = cpu::dim_layout(in[0], dim_);  // out has the same (contiguous) layout
+  cuda::launch_softmax(in[0].dtype(), log_, l.data.raw_data(), out[0].raw_data(), l.outer, l.len, l.inner,
+                       cuda::current_stream());
+}
+
+}  // namespace ember

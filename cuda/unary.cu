@@ -1,0 +1,45 @@
+// Kernels of Unary<Op>: the functors of tensor/elementwise_ops.h in float (f16/bf16) or their own type.
+#include "cuda/loops.cuh"
+#include "tensor/convert.h"
+
+namespace ember::cuda {
+
+namespace {
+
+// Whether an op runs on floating dtypes only (integer inputs were made f32 by the front end).
+namespace kind {
+constexpr bool Floating = true;
+constexpr bool Numeric = false;
+}  // namespace kind
+template <class Op> constexpr bool kFloatingOnly = false;
+#define EMBER_UNARY_KIND(F, NAME, KIND, SAVES) template <> constexpr bool kFloatingOnly<ew::F> = kind::KIND;
+EMBER_UNARY_OPS(EMBER_UNARY_KIND)
+#undef EMBER_UNARY_KIND
+
+template <class T, class Op>
+struct UnaryFn {
+  Op op;
+  __device__ void operator()(char* const* p) const {
+    using C = compute_t<T>;
+    at<T>(p[0]) = convert<T>(op(static_cast<C>(at<T>(p[1]))));
+  }
+};
+
+}  // namespace
+
+template <class Op>
+void launch_unary(const Op& op, DType dtype, const Strided<2>& a, cudaStream_t stream) {
+  visit(dtype, [&]<class T>() {
+    constexpr bool ok = kFloatingOnly<Op> ? is_float_type_v<T> : !std::is_same_v<T, bool>;
+    if constexpr (ok)
+      launch_elementwise(a, UnaryFn<T, Op>{op}, stream);
+    else
+      unsupported("unary op", dtype);
+  });
+}
+
+#define EMBER_INSTANTIATE(F, ...) template void launch_unary<ew::F>(const ew::F&, DType, const Strided<2>&, cudaStream_t);
+EMBER_UNARY_OPS(EMBER_INSTANTIATE)
+#undef EMBER_INSTANTIATE
+
+}  // namespace ember::cuda
