@@ -1,0 +1,983 @@
+// The op-case table (ggml's test-backend-ops, tinygrad's helper_test_op): every op of tensor/ops.h
+// on every dtype it supports and several input layouts (broadcast, transposed, strided, expanded,
+// 0-dim, empty), compared with an independent f64 reference written as plain loops over the
+// inputs' values (rounded to the dtype first). The same table runs on CUDA when there is a GPU.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <optional>
+
+#include "tests/helpers.h"
+
+using namespace ember;
+using namespace ember_test;
+
+namespace {
+
+// ---- input specs
+
+enum class Layout { contiguous, transposed, strided, expanded };
+
+struct In {
+  Shape shape;  // what the op sees
+  Layout layout = Layout::contiguous;
+  Shape base;   // expanded: the stored shape (size-1 dims where `shape` repeats)
+  double lo = -2, hi = 2;
+  bool discrete = false;
+  std::optional<DType> dtype;  // fixed dtype (indices, masks); the row's dtype otherwise
+
+  In range(double l, double h) const { In r = *this; r.lo = l; r.hi = h; return r; }
+  In disc() const { In r = *this; r.discrete = true; return r; }
+  In as(DType d) const { In r = *this; r.dtype = d; return r; }
+};
+
+In spec(Shape s, Layout layout = Layout::contiguous, Shape base = {}) {
+  In r;
+  r.shape = s;
+  r.layout = layout;
+  r.base = base;
+  return r;
+}
+In c(Shape s) { return spec(s); }                                          // contiguous
+In tr(Shape s) { return spec(s, Layout::transposed); }                     // a transposed view
+In st(Shape s) { return spec(s, Layout::strided); }                        // every other row, offset 1
+In ex(Shape base, Shape s) { return spec(s, Layout::expanded, base); }     // expanded from base
+In idx(Shape s, int64_t n) { return c(s).range(0, static_cast<double>(n - 1)).as(DType::i64); }
+In mask(Shape s) { return c(s).as(DType::boolean); }
+
+std::string describe(const In& s) {
+  switch (s.layout) {
+    case Layout::contiguous: return to_string(s.shape);
+    case Layout::transposed: return to_string(s.shape) + "T";
+    case Layout::strided: return to_string(s.shape) + "[1::2]";
+    case Layout::expanded: return to_string(s.base) + "->" + to_string(s.shape);
+  }
+  return "?";
+}
+
+Tensor make_input(const In& s, DType row_dtype, Device device, uint64_t seed) {
+  const DType d = s.dtype.value_or(row_dtype);
+  Shape stored = s.shape;
+  if (s.layout == Layout::transposed) std::swap(stored[stored.size() - 1], stored[stored.size() - 2]);
+  if (s.layout == Layout::strided) stored[0] = 2 * s.shape[0] + 1;
+  if (s.layout == Layout::expanded) stored = s.base;
+  Tensor t = make_tensor(random_values(numel(stored), d, s.lo, s.hi, s.discrete, seed), stored, d, device);
+  switch (s.layout) {
+    case Layout::contiguous: return t;
+    case Layout::transposed: return t.transpose(-1, -2);
+    case Layout::strided: return slice(t, 0, 1, stored[0], 2);
+    case Layout::expanded: return t.expand(s.shape);
+  }
+  return t;
+}
+
+// ---- the table
+
+using Fn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+using Ref = std::function<std::vector<Host>(const std::vector<Host>&)>;
+using OutDType = std::function<DType(DType in, size_t output)>;
+
+struct Case {
+  std::string name;
+  std::vector<DType> dtypes;
+  std::vector<std::vector<In>> configs;
+  Fn fn;
+  Ref ref;
+  OutDType out_dtype = [](DType d, size_t) { return d; };
+};
+
+template <class F>
+Fn one(F f) {
+  return [f](const std::vector<Tensor>& x) { return std::vector<Tensor>{f(x)}; };
+}
+template <class F>
+Ref one_ref(F f) {
+  return [f](const std::vector<Host>& x) { return std::vector<Host>{f(x)}; };
+}
+
+DType same(DType d, size_t) { return d; }
+DType floating_or_f32(DType d, size_t) { return is_floating(d) ? d : DType::f32; }
+DType boolean(DType, size_t) { return DType::boolean; }
+DType i64_for_ints(DType d, size_t) { return is_floating(d) ? d : DType::i64; }
+OutDType fixed(DType out) { return [out](DType, size_t) { return out; }; }
+
+uint64_t seed_of(const std::string& name, size_t config, size_t input, DType d) {
+  uint64_t h = 1469598103934665603ull;
+  for (char ch : name) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
+  return h ^ (config * 7919 + input * 104729 + static_cast<uint64_t>(d) * 1299709);
+}
+
+void run_case(const Case& c, Device device) {
+  for (DType dt : c.dtypes) {
+    for (size_t k = 0; k < c.configs.size(); ++k) {
+      const auto& config = c.configs[k];
+      std::string what = c.name + " " + dtype_name(dt) + " on " + device.str() + ", inputs";
+      for (const In& s : config) what.append(1, ' ').append(describe(s));
+      std::vector<Tensor> xs;
+      std::vector<Host> hs;
+      std::vector<Tensor> ys;
+      try {
+        for (size_t i = 0; i < config.size(); ++i) {
+          xs.push_back(make_input(config[i], dt, device, seed_of(c.name, k, i, dt)));
+          hs.push_back(to_host(xs.back()));
+        }
+        ys = c.fn(xs);
+      } catch (const std::exception& e) {
+        FAIL_CHECK(what, " threw: ", std::string(e.what()));
+        continue;
+      }
+      const std::vector<Host> want = c.ref(hs);
+      CHECK_MESSAGE(ys.size() == want.size(), what);
+      for (size_t o = 0; o < std::min(ys.size(), want.size()); ++o) {
+        const std::string w = what + ", output " + std::to_string(o);
+        const DType expected = c.out_dtype(dt, o);
+        CHECK_MESSAGE(ys[o].dtype() == expected, w, ": dtype ", name(ys[o].dtype()), ", expected ", name(expected));
+        CHECK_MESSAGE(ys[o].device() == device, w, ": on ", ys[o].device().str());
+        Host ref = want[o];
+        for (double& v : ref.v) v = stored_as(expected, v);
+        check_values(ys[o], ref, tolerance(expected), w);
+      }
+    }
+  }
+}
+
+// ---- reference building blocks (plain loops over row-major values)
+
+template <class F>
+Host map1(const Host& x, F f) {
+  Host r{x.shape, x.v};
+  for (double& v : r.v) v = f(v);
+  return r;
+}
+
+template <class F>
+Host map2(const Host& a, const Host& b, F f) {
+  Host r{broadcast(a.shape, b.shape), {}};
+  r.v.resize(static_cast<size_t>(numel(r.shape)));
+  for (int64_t i = 0; i < numel(r.shape); ++i) {
+    const Shape at = unravel(i, r.shape);
+    r.v[i] = f(a.v[broadcast_index(at, a.shape)], b.v[broadcast_index(at, b.shape)]);
+  }
+  return r;
+}
+
+Host where_ref(const Host& cnd, const Host& a, const Host& b) {
+  Host r{broadcast(broadcast(cnd.shape, a.shape), b.shape), {}};
+  r.v.resize(static_cast<size_t>(numel(r.shape)));
+  for (int64_t i = 0; i < numel(r.shape); ++i) {
+    const Shape at = unravel(i, r.shape);
+    r.v[i] = cnd.v[broadcast_index(at, cnd.shape)] != 0 ? a.v[broadcast_index(at, a.shape)]
+                                                        : b.v[broadcast_index(at, b.shape)];
+  }
+  return r;
+}
+
+std::vector<bool> reduced_mask(int ndim, const Shape& dims) {
+  std::vector<bool> red(ndim, dims.empty());
+  for (int64_t d : dims) red[d < 0 ? d + ndim : d] = true;
+  return red;
+}
+
+// Each output element gets the list of its input values (reduced dims in row-major order).
+template <class F>
+Host reduce_ref(const Host& x, const Shape& dims, bool keepdim, F f) {
+  const std::vector<bool> red = reduced_mask(x.shape.size(), dims);
+  Shape out, kept;
+  for (int d = 0; d < x.shape.size(); ++d) {
+    if (!red[d]) out.push_back(x.shape[d]);
+    kept.push_back(red[d] ? 1 : x.shape[d]);
+  }
+  std::vector<std::vector<double>> buckets(static_cast<size_t>(numel(kept)));
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    Shape at = unravel(i, x.shape);
+    for (int d = 0; d < at.size(); ++d)
+      if (red[d]) at[d] = 0;
+    buckets[ravel(at, kept)].push_back(x.v[i]);
+  }
+  Host r{keepdim ? kept : out, {}};
+  for (auto& b : buckets) r.v.push_back(f(b));
+  return r;
+}
+
+// Applies f to every 1-D line of x along dim (softmax-like ops).
+template <class F>
+Host along(const Host& x, int64_t dim, F f) {
+  const int d = dim < 0 ? dim + x.shape.size() : dim;
+  Host r = x;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    Shape at = unravel(i, x.shape);
+    if (at[d] != 0) continue;
+    std::vector<double> line;
+    for (int64_t j = 0; j < x.shape[d]; ++j) {
+      at[d] = j;
+      line.push_back(x.v[ravel(at, x.shape)]);
+    }
+    const std::vector<double> out = f(line);
+    for (int64_t j = 0; j < x.shape[d]; ++j) {
+      at[d] = j;
+      r.v[ravel(at, x.shape)] = out[j];
+    }
+  }
+  return r;
+}
+
+Host reshape_ref(const Host& x, Shape s) { return {s, x.v}; }
+
+Host permute_ref(const Host& x, const Shape& dims) {
+  Shape s;
+  for (int64_t d : dims) s.push_back(x.shape[d]);
+  Host r{s, std::vector<double>(x.v.size())};
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    const Shape at = unravel(i, s);
+    Shape src = at;
+    for (int k = 0; k < dims.size(); ++k) src[dims[k]] = at[k];
+    r.v[i] = x.v[ravel(src, x.shape)];
+  }
+  return r;
+}
+
+Shape swapped_dims(int ndim, int a, int b) {
+  Shape d;
+  for (int i = 0; i < ndim; ++i) d.push_back(i);
+  std::swap(d[a < 0 ? a + ndim : a], d[b < 0 ? b + ndim : b]);
+  return d;
+}
+
+// Elements start, start + step, ... (count n) along dim.
+Host slice_ref(const Host& x, int dim, int64_t start, int64_t n, int64_t step) {
+  Shape s = x.shape;
+  s[dim] = n;
+  Host r{s, std::vector<double>(static_cast<size_t>(numel(s)))};
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    Shape at = unravel(i, s);
+    at[dim] = start + at[dim] * step;
+    r.v[i] = x.v[ravel(at, x.shape)];
+  }
+  return r;
+}
+
+Host expand_ref(const Host& x, const Shape& s) {
+  Host r{s, std::vector<double>(static_cast<size_t>(numel(s)))};
+  for (int64_t i = 0; i < r.numel(); ++i) r.v[i] = x.v[broadcast_index(unravel(i, s), x.shape)];
+  return r;
+}
+
+Host cat_ref(const std::vector<Host>& xs, int dim) {
+  Shape s = xs[0].shape;
+  s[dim] = 0;
+  for (const Host& x : xs) s[dim] += x.shape[dim];
+  Host r{s, std::vector<double>(static_cast<size_t>(numel(s)))};
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    Shape at = unravel(i, s);
+    size_t k = 0;
+    while (at[dim] >= xs[k].shape[dim]) at[dim] -= xs[k++].shape[dim];
+    r.v[i] = xs[k].v[ravel(at, xs[k].shape)];
+  }
+  return r;
+}
+
+std::vector<Host> split_ref(const Host& x, const std::vector<int64_t>& sizes, int dim) {
+  std::vector<Host> out;
+  int64_t start = 0;
+  for (int64_t n : sizes) {
+    out.push_back(slice_ref(x, dim, start, n, 1));
+    start += n;
+  }
+  return out;
+}
+
+Host matmul_ref(const Host& a, const Host& b) {
+  const bool a1 = a.shape.size() == 1, b1 = b.shape.size() == 1;
+  const Shape as = a1 ? Shape{1, a.shape[0]} : a.shape;
+  const Shape bs = b1 ? Shape{b.shape[0], 1} : b.shape;
+  Shape abatch, bbatch;
+  for (int d = 0; d < as.size() - 2; ++d) abatch.push_back(as[d]);
+  for (int d = 0; d < bs.size() - 2; ++d) bbatch.push_back(bs[d]);
+  const Shape batch = broadcast(abatch, bbatch);
+  const int64_t n = as[as.size() - 2], k = as[as.size() - 1], m = bs[bs.size() - 1];
+  Shape s = batch;
+  if (!a1) s.push_back(n);
+  if (!b1) s.push_back(m);
+  Host r{s, {}};
+  for (int64_t bi = 0; bi < numel(batch); ++bi) {
+    const Shape at = unravel(bi, batch);
+    const int64_t ia = broadcast_index(at, abatch) * n * k, ib = broadcast_index(at, bbatch) * k * m;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) {
+        double acc = 0;
+        for (int64_t q = 0; q < k; ++q) acc += a.v[ia + i * k + q] * b.v[ib + q * m + j];
+        r.v.push_back(acc);
+      }
+  }
+  return r;
+}
+
+double sum_of(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
+double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+double argmax_of(const std::vector<double>& v) { return static_cast<double>(std::max_element(v.begin(), v.end()) - v.begin()); }
+double argmin_of(const std::vector<double>& v) { return static_cast<double>(std::min_element(v.begin(), v.end()) - v.begin()); }
+double var_of(const std::vector<double>& v, int correction) {
+  const double m = sum_of(v) / static_cast<double>(v.size());
+  double ss = 0;
+  for (double x : v) ss += (x - m) * (x - m);
+  return ss / static_cast<double>(static_cast<int64_t>(v.size()) - correction);
+}
+
+double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
+double gelu_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double gelu_tanh_ref(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+// ---- rows
+
+const std::vector<std::vector<In>> kUnaryShapes = {
+    {c({2, 3, 4})}, {tr({3, 5})}, {st({4, 3})}, {ex({3, 1, 4}, {3, 5, 4})}, {c({})}, {c({0, 3})}};
+
+std::vector<std::vector<In>> ranged(std::vector<std::vector<In>> configs, double lo, double hi, bool discrete = false) {
+  for (auto& cfg : configs)
+    for (auto& s : cfg) {
+      if (s.dtype) continue;
+      s = s.range(lo, hi);
+      if (discrete) s = s.disc();
+    }
+  return configs;
+}
+
+Case unary(const std::string& name, std::vector<DType> dtypes, Tensor (*f)(const Tensor&), double (*r)(double),
+           double lo = -2, double hi = 2, OutDType out = floating_or_f32) {
+  return {name, dtypes, ranged(kUnaryShapes, lo, hi), one([f](const auto& x) { return f(x[0]); }),
+          one_ref([r](const auto& x) { return map1(x[0], r); }), out};
+}
+
+std::vector<Case> unary_cases() {
+  std::vector<Case> v;
+  // Numeric ops keep the dtype (u8 wraps under neg, as in PyTorch).
+  v.push_back({"neg", kNumeric, ranged(kUnaryShapes, -5, 5), one([](const auto& x) { return neg(x[0]); }),
+               one_ref([](const auto& x) { return map1(x[0], [](double a) { return -a; }); }), same});
+  v.push_back({"operator-", kNumeric, ranged(kUnaryShapes, -5, 5), one([](const auto& x) { return -x[0]; }),
+               one_ref([](const auto& x) { return map1(x[0], [](double a) { return -a; }); }), same});
+  v.push_back({"abs", kNumeric, ranged(kUnaryShapes, -5, 5), one([](const auto& x) { return abs(x[0]); }),
+               one_ref([](const auto& x) { return map1(x[0], [](double a) { return std::fabs(a); }); }), same});
+  v.push_back({"sign", kNumeric, ranged(kUnaryShapes, -2, 2, true), one([](const auto& x) { return sign(x[0]); }),
+               one_ref([](const auto& x) { return map1(x[0], [](double a) { return double((a > 0) - (a < 0)); }); }),
+               same});
+  v.push_back({"square", kNumeric, ranged(kUnaryShapes, -5, 5), one([](const auto& x) { return square(x[0]); }),
+               one_ref([](const auto& x) { return map1(x[0], [](double a) { return a * a; }); }), same});
+  v.push_back({"relu", kNumeric, ranged(kUnaryShapes, -3, 3, true), one([](const auto& x) { return relu(x[0]); }),
+               one_ref([](const auto& x) { return map1(x[0], [](double a) { return a > 0 ? a : 0; }); }), same});
+  v.push_back({"relu (continuous)", kFloats, ranged(kUnaryShapes, -3, 3), one([](const auto& x) { return relu(x[0]); }),
+               one_ref([](const auto& x) { return map1(x[0], [](double a) { return a > 0 ? a : 0; }); }), same});
+  v.push_back({"clamp(-1.5, 0.75)", kFloats, ranged(kUnaryShapes, -3, 3),
+               one([](const auto& x) { return clamp(x[0], -1.5, 0.75); }),
+               one_ref([](const auto& x) { return map1(x[0], [](double a) { return std::clamp(a, -1.5, 0.75); }); }),
+               same});
+  v.push_back({"clamp(min=-1)", kNumeric, ranged(kUnaryShapes, -3, 3, true),
+               one([](const auto& x) { return clamp(x[0], -1.0, std::nullopt); }),
+               one_ref([](const auto& x) { return map1(x[0], [](double a) { return std::max(a, -1.0); }); }), same});
+  v.push_back({"clamp(max=2)", kNumeric, ranged(kUnaryShapes, -3, 5, true),
+               one([](const auto& x) { return clamp(x[0], std::nullopt, 2.0); }),
+               one_ref([](const auto& x) { return map1(x[0], [](double a) { return std::min(a, 2.0); }); }), same});
+
+  // Floating ops: integer inputs compute in f32.
+  v.push_back(unary("exp", kNumeric, exp, [](double a) { return std::exp(a); }, -3, 3));
+  v.push_back(unary("log", kNumeric, log, [](double a) { return std::log(a); }, 0.1, 5));
+  v.push_back(unary("log1p", kNumeric, log1p, [](double a) { return std::log1p(a); }, -0.9, 4));
+  v.push_back(unary("sqrt", kNumeric, sqrt, [](double a) { return std::sqrt(a); }, 0, 6));
+  v.push_back(unary("rsqrt", kNumeric, rsqrt, [](double a) { return 1 / std::sqrt(a); }, 0.2, 6));
+  v.push_back(unary("sin", kNumeric, sin, [](double a) { return std::sin(a); }, -4, 4));
+  v.push_back(unary("cos", kNumeric, cos, [](double a) { return std::cos(a); }, -4, 4));
+  v.push_back(unary("tanh", kNumeric, tanh, [](double a) { return std::tanh(a); }, -3, 3));
+  v.push_back(unary("sigmoid", kNumeric, sigmoid, sigmoid_ref, -5, 5));
+  v.push_back(unary("gelu", kNumeric, [](const Tensor& x) { return gelu(x); }, gelu_ref, -4, 4));
+  v.push_back(unary("gelu(tanh)", kNumeric, [](const Tensor& x) { return gelu(x, true); }, gelu_tanh_ref, -4, 4));
+  v.push_back(unary("silu", kNumeric, silu, [](double a) { return a * sigmoid_ref(a); }, -5, 5));
+  v.push_back(unary("erf", kNumeric, erf, [](double a) { return std::erf(a); }, -2.5, 2.5));
+  v.push_back(unary("reciprocal", kFloats, reciprocal, [](double a) { return 1 / a; }, 0.25, 4));
+  v.push_back(unary("reciprocal(int)", kInts, reciprocal, [](double a) { return 1 / a; }, 1, 9));
+  for (double e : {2.0, 3.0, -1.0, 0.0}) {
+    v.push_back({"pow(x, " + std::to_string(e) + ")", kFloats, ranged(kUnaryShapes, -2, 2),
+                 one([e](const auto& x) { return pow(x[0], e); }),
+                 one_ref([e](const auto& x) { return map1(x[0], [e](double a) { return std::pow(a, e); }); }), same});
+  }
+  for (double e : {0.5, 2.5, -1.5}) {
+    v.push_back({"pow(x, " + std::to_string(e) + ")", kFloats, ranged(kUnaryShapes, 0.25, 3),
+                 one([e](const auto& x) { return pow(x[0], e); }),
+                 one_ref([e](const auto& x) { return map1(x[0], [e](double a) { return std::pow(a, e); }); }), same});
+  }
+  // PyTorch: an integer tensor to an integer power stays integral; a float power makes it float.
+  v.push_back({"pow(int, 2)", kInts, ranged(kUnaryShapes, -3, 9), one([](const auto& x) { return pow(x[0], 2); }),
+               one_ref([](const auto& x) { return map1(x[0], [](double a) { return a * a; }); }), same});
+  v.push_back({"pow(int, 0.5)", kInts, ranged(kUnaryShapes, 0, 9), one([](const auto& x) { return pow(x[0], 0.5); }),
+               one_ref([](const auto& x) { return map1(x[0], [](double a) { return std::sqrt(a); }); }),
+               floating_or_f32});
+  v.push_back({"logical_not", kAll, ranged(kUnaryShapes, -2, 2, true),
+               one([](const auto& x) { return logical_not(x[0]); }),
+               one_ref([](const auto& x) { return map1(x[0], [](double a) { return double(a == 0); }); }), boolean});
+  return v;
+}
+
+const std::vector<std::vector<In>> kBinaryShapes = {
+    {c({2, 3, 4}), c({2, 3, 4})},             // same shape
+    {c({3, 1, 4}), c({2, 4})},                // broadcast both ways
+    {tr({3, 4}), st({3, 4})},                 // transposed with strided
+    {ex({1, 4}, {3, 4}), c({3, 4})},          // expanded with contiguous
+    {c({4, 1}), c({1, 5})},                   // outer
+    {c({2, 3}), c({})},                       // tensor with a 0-dim tensor
+    {c({}), c({})},                           // two 0-dim tensors
+    {c({0, 3}), c({3})},                      // empty
+};
+
+template <class F>
+Case binary(const std::string& name, std::vector<DType> dtypes, F f, double (*r)(double, double), double lo = -3,
+            double hi = 3, bool discrete = false, OutDType out = same) {
+  return {name, dtypes, ranged(kBinaryShapes, lo, hi, discrete), one([f](const auto& x) { return f(x[0], x[1]); }),
+          one_ref([r](const auto& x) { return map2(x[0], x[1], r); }), out};
+}
+
+std::vector<Case> binary_cases() {
+  std::vector<Case> v;
+  auto add_r = [](double a, double b) { return a + b; };
+  auto sub_r = [](double a, double b) { return a - b; };
+  auto mul_r = [](double a, double b) { return a * b; };
+  auto div_r = [](double a, double b) { return a / b; };
+  auto max_r = [](double a, double b) { return std::max(a, b); };
+  auto min_r = [](double a, double b) { return std::min(a, b); };
+  v.push_back(binary("add", kNumeric, [](const Tensor& a, const Tensor& b) { return add(a, b); }, add_r));
+  v.push_back(binary("operator+", kNumeric, [](const Tensor& a, const Tensor& b) { return a + b; }, add_r));
+  v.push_back(binary("sub", kNumeric, [](const Tensor& a, const Tensor& b) { return sub(a, b); }, sub_r));
+  v.push_back(binary("mul", kNumeric, [](const Tensor& a, const Tensor& b) { return mul(a, b); }, mul_r));
+  v.push_back(binary("div", kFloats, [](const Tensor& a, const Tensor& b) { return div(a, b); }, div_r));
+  v.push_back({"div (divisor away from 0)", kFloats,
+               {{c({2, 3, 4}), c({2, 3, 4}).range(0.5, 3)}, {c({3, 1, 4}), tr({2, 4}).range(-3, -0.5)}},
+               one([](const auto& x) { return x[0] / x[1]; }),
+               one_ref([div_r](const auto& x) { return map2(x[0], x[1], div_r); }), same});
+  // True division: integers give f32 (x / 0 gives inf or nan, as in PyTorch).
+  v.push_back(binary("div(int)", kInts, [](const Tensor& a, const Tensor& b) { return div(a, b); }, div_r, -6, 6,
+                     true, fixed(DType::f32)));
+  v.push_back(binary("maximum", kNumeric, [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, max_r, -3,
+                     3, true));
+  v.push_back(binary("minimum", kNumeric, [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, min_r, -3,
+                     3, true));
+  v.push_back({"pow", kFloats, ranged(kBinaryShapes, 0.25, 2.5),
+               one([](const auto& x) { return pow(x[0], x[1] - 1.25); }),
+               one_ref([](const auto& x) {
+                 return map2(x[0], x[1], [](double a, double b) { return std::pow(a, b - 1.25); });
+               }),
+               same});
+  v.push_back({"pow(int)", kInts, {{c({2, 3, 4}).range(-3, 3), c({2, 3, 4}).range(0, 4)}, {c({3, 1}).range(0, 5), c({4}).range(0, 3)}},
+               one([](const auto& x) { return pow(x[0], x[1]); }),
+               one_ref([](const auto& x) { return map2(x[0], x[1], [](double a, double b) { return std::pow(a, b); }); }),
+               same});
+  const std::pair<const char*, Tensor (*)(const Tensor&, const Tensor&)> compares[] = {
+      {"eq", eq}, {"ne", ne}, {"lt", lt}, {"le", le}, {"gt", gt}, {"ge", ge}};
+  const std::vector<double (*)(double, double)> compare_refs = {
+      [](double a, double b) { return double(a == b); }, [](double a, double b) { return double(a != b); },
+      [](double a, double b) { return double(a < b); },  [](double a, double b) { return double(a <= b); },
+      [](double a, double b) { return double(a > b); },  [](double a, double b) { return double(a >= b); }};
+  for (size_t i = 0; i < 6; ++i) {
+    auto f = compares[i].second;
+    v.push_back(binary(compares[i].first, kAll, [f](const Tensor& a, const Tensor& b) { return f(a, b); },
+                       compare_refs[i], -2, 2, true, boolean));
+  }
+  return v;
+}
+
+// Scalar forms: the number is a wrapped 0-dim tensor (an int tensor with a float scalar is f32).
+std::vector<Case> scalar_cases() {
+  std::vector<Case> v;
+  const std::vector<std::vector<In>> shapes = {{c({2, 3})}, {tr({3, 4})}, {c({})}};
+  auto row = [&](const std::string& name, std::vector<DType> dtypes, auto f, auto r, OutDType out,
+                 double lo = -4, double hi = 4) {
+    v.push_back({name, dtypes, ranged(shapes, lo, hi, true), one([f](const auto& x) { return f(x[0]); }),
+                 one_ref([r](const auto& x) { return map1(x[0], r); }), out});
+  };
+  row("add(x, 2)", kNumeric, [](const Tensor& x) { return add(x, 2); }, [](double a) { return a + 2; }, same);
+  row("add(x, 2.5)", kNumeric, [](const Tensor& x) { return add(x, 2.5); }, [](double a) { return a + 2.5; },
+      floating_or_f32);
+  row("add(bool, 1)", {DType::boolean}, [](const Tensor& x) { return add(x, 1); }, [](double a) { return a + 1; },
+      fixed(DType::i64));
+  row("x + 1", kNumeric, [](const Tensor& x) { return x + 1; }, [](double a) { return a + 1; }, same);
+  row("sub(x, 1.5)", kNumeric, [](const Tensor& x) { return sub(x, 1.5); }, [](double a) { return a - 1.5; },
+      floating_or_f32);
+  row("3 - x", kNumeric, [](const Tensor& x) { return 3 - x; }, [](double a) { return 3 - a; }, same);
+  row("mul(x, 3)", kNumeric, [](const Tensor& x) { return mul(x, 3); }, [](double a) { return a * 3; }, same);
+  row("x * -0.5", kNumeric, [](const Tensor& x) { return x * -0.5; }, [](double a) { return a * -0.5; },
+      floating_or_f32);
+  row("2 * x", kNumeric, [](const Tensor& x) { return 2 * x; }, [](double a) { return 2 * a; }, same);
+  row("div(x, 4)", kNumeric, [](const Tensor& x) { return div(x, 4); }, [](double a) { return a / 4; },
+      floating_or_f32);
+  row("x / 0.5", kNumeric, [](const Tensor& x) { return x / 0.5; }, [](double a) { return a / 0.5; },
+      floating_or_f32);
+  row("6 / x", kFloats, [](const Tensor& x) { return 6 / x; }, [](double a) { return 6 / a; }, same, 1, 4);
+  row("maximum(x, 0.5)", kFloats, [](const Tensor& x) { return maximum(x, 0.5); },
+      [](double a) { return std::max(a, 0.5); }, same);
+  row("maximum(x, 1)", kNumeric, [](const Tensor& x) { return maximum(x, 1); }, [](double a) { return std::max(a, 1.0); },
+      same);
+  row("minimum(x, 1)", kNumeric, [](const Tensor& x) { return minimum(x, 1); },
+      [](double a) { return std::min(a, 1.0); }, same);
+  row("minimum(x, -1)", {DType::f32, DType::i32, DType::i64}, [](const Tensor& x) { return minimum(x, -1); },
+      [](double a) { return std::min(a, -1.0); }, same);
+  row("eq(x, 1)", kNumeric, [](const Tensor& x) { return eq(x, 1); }, [](double a) { return double(a == 1); }, boolean);
+  row("ne(x, 1)", kNumeric, [](const Tensor& x) { return ne(x, 1); }, [](double a) { return double(a != 1); }, boolean);
+  row("lt(x, 0.5)", kNumeric, [](const Tensor& x) { return lt(x, 0.5); }, [](double a) { return double(a < 0.5); },
+      boolean);
+  row("le(x, 1)", kNumeric, [](const Tensor& x) { return le(x, 1); }, [](double a) { return double(a <= 1); }, boolean);
+  row("gt(x, 1)", kNumeric, [](const Tensor& x) { return gt(x, 1); }, [](double a) { return double(a > 1); },
+      boolean);
+  row("ge(x, 2)", kNumeric, [](const Tensor& x) { return ge(x, 2); }, [](double a) { return double(a >= 2); }, boolean);
+  row("eq(bool, true)", {DType::boolean}, [](const Tensor& x) { return eq(x, true); },
+      [](double a) { return double(a != 0); }, boolean);
+  return v;
+}
+
+std::vector<Case> select_cases() {
+  std::vector<Case> v;
+  v.push_back({"where",
+               kAll,
+               {{mask({2, 3, 4}), c({2, 3, 4}), c({2, 3, 4})},
+                {mask({3, 1, 4}), c({2, 4}), c({})},
+                {mask({4}), tr({3, 4}), st({3, 4})},
+                {mask({}), c({3}), ex({1}, {3})}},
+               one([](const auto& x) { return where(x[0], x[1], x[2]); }),
+               one_ref([](const auto& x) { return where_ref(x[0], x[1], x[2]); })});
+  v.push_back({"masked_fill(x, m, 7)",
+               kNumeric,
+               {{c({2, 3, 4}), mask({2, 3, 4})}, {tr({3, 4}), mask({1, 4})}, {c({3, 2}), mask({})}},
+               one([](const auto& x) { return masked_fill(x[0], x[1], 7); }),
+               one_ref([](const auto& x) {
+                 return map2(x[0], x[1], [](double a, double m) { return m != 0 ? 7.0 : a; });
+               })});
+  v.push_back({"masked_fill(x, m, -1.5)",
+               kFloats,
+               {{c({2, 3, 4}), mask({3, 4})}, {st({3, 4}), mask({3, 1})}},
+               one([](const auto& x) { return masked_fill(x[0], x[1], -1.5); }),
+               one_ref([](const auto& x) {
+                 return map2(x[0], x[1], [](double a, double m) { return m != 0 ? -1.5 : a; });
+               })});
+  return v;
+}
+
+std::vector<Case> cast_cases() {
+  std::vector<Case> v;
+  for (DType to : kAll) {
+    // Floats truncate toward zero into integers; u8 only from non-negative values (C++ leaves
+    // negative-to-unsigned undefined); bool is "non-zero", so integers with zeros are drawn.
+    const double lo = to == DType::u8 ? 0 : -5;
+    const bool discrete = to == DType::boolean;
+    v.push_back({std::string("to(") + dtype_name(to) + ")", kAll,
+                 ranged({{c({2, 3, 4})}, {tr({3, 4})}, {st({4, 2})}, {ex({3, 1}, {3, 4})}, {c({})}}, lo, 5.9, discrete),
+                 one([to](const auto& x) { return x[0].to(to); }), one_ref([](const auto& x) { return x[0]; }),
+                 fixed(to)});
+  }
+  return v;
+}
+
+std::vector<Case> view_cases() {
+  std::vector<Case> v;
+  auto row = [&](const std::string& name, std::vector<std::vector<In>> configs, auto f, auto r) {
+    v.push_back({name, kAll, ranged(configs, -5, 5), one([f](const auto& x) { return f(x[0]); }),
+                 one_ref([r](const auto& x) { return r(x[0]); })});
+  };
+  row("view(4, 6)", {{c({2, 3, 4})}}, [](const Tensor& x) { return x.view({4, 6}); },
+      [](const Host& x) { return reshape_ref(x, {4, 6}); });
+  row("view(-1)", {{c({2, 3, 4})}, {c({})}}, [](const Tensor& x) { return x.view({-1}); },
+      [](const Host& x) { return reshape_ref(x, {x.numel()}); });
+  row("view(3, 2, 2) of a narrowed tensor", {{st({3, 4})}}, [](const Tensor& x) { return x.view({3, 2, 2}); },
+      [](const Host& x) { return reshape_ref(x, {3, 2, 2}); });
+  row("reshape(6, -1)", {{c({2, 3, 4})}, {tr({4, 6})}}, [](const Tensor& x) { return x.reshape({6, -1}); },
+      [](const Host& x) { return reshape_ref(x, {6, x.numel() / 6}); });
+  row("reshape(12)", {{tr({3, 4})}, {ex({3, 1}, {3, 4})}}, [](const Tensor& x) { return x.reshape({12}); },
+      [](const Host& x) { return reshape_ref(x, {12}); });
+  row("permute(2, 0, 1)", {{c({2, 3, 4})}, {ex({2, 1, 4}, {2, 3, 4})}},
+      [](const Tensor& x) { return x.permute({2, 0, 1}); }, [](const Host& x) { return permute_ref(x, {2, 0, 1}); });
+  row("permute(-1, 0, 1)", {{st({3, 2, 4})}}, [](const Tensor& x) { return permute(x, {-1, 0, 1}); },
+      [](const Host& x) { return permute_ref(x, {2, 0, 1}); });
+  row("transpose(0, 2)", {{c({2, 3, 4})}}, [](const Tensor& x) { return transpose(x, 0, 2); },
+      [](const Host& x) { return permute_ref(x, swapped_dims(3, 0, 2)); });
+  row("t()", {{c({3, 4})}, {tr({3, 4})}}, [](const Tensor& x) { return x.t(); },
+      [](const Host& x) { return permute_ref(x, {1, 0}); });
+  row("narrow(0, 1, 3)", {{c({5, 4})}, {tr({5, 4})}}, [](const Tensor& x) { return narrow(x, 0, 1, 3); },
+      [](const Host& x) { return slice_ref(x, 0, 1, 3, 1); });
+  row("narrow(-1, 2, 2)", {{c({3, 5})}}, [](const Tensor& x) { return x.narrow(-1, 2, 2); },
+      [](const Host& x) { return slice_ref(x, 1, 2, 2, 1); });
+  row("narrow(0, -2, 2)", {{c({5, 2})}}, [](const Tensor& x) { return narrow(x, 0, -2, 2); },
+      [](const Host& x) { return slice_ref(x, 0, 3, 2, 1); });
+  row("slice(0, 1, 7, 2)", {{c({7, 4})}, {tr({7, 4})}}, [](const Tensor& x) { return slice(x, 0, 1, 7, 2); },
+      [](const Host& x) { return slice_ref(x, 0, 1, 3, 2); });
+  row("slice(1, 0, 100, 3)", {{c({2, 7})}}, [](const Tensor& x) { return slice(x, 1, 0, 100, 3); },
+      [](const Host& x) { return slice_ref(x, 1, 0, 3, 3); });
+  row("slice(0, -3, 100)", {{c({5, 2})}}, [](const Tensor& x) { return slice(x, 0, -3, 100); },
+      [](const Host& x) { return slice_ref(x, 0, 2, 3, 1); });
+  row("slice(0, 4, 2) (empty)", {{c({5, 2})}}, [](const Tensor& x) { return slice(x, 0, 4, 2); },
+      [](const Host& x) { return slice_ref(x, 0, 4, 0, 1); });
+  row("slice of a slice", {{c({9, 3})}}, [](const Tensor& x) { return slice(slice(x, 0, 1, 9, 2), 0, 1, 4, 2); },
+      [](const Host& x) { return slice_ref(x, 0, 3, 2, 4); });
+  row("select(1, -1)", {{c({3, 4, 2})}, {st({3, 4, 2})}}, [](const Tensor& x) { return x.select(1, -1); },
+      [](const Host& x) { return reshape_ref(slice_ref(x, 1, 3, 1, 1), {3, 2}); });
+  row("select(0, 2)", {{c({3, 4})}, {tr({3, 4})}}, [](const Tensor& x) { return select(x, 0, 2); },
+      [](const Host& x) { return reshape_ref(slice_ref(x, 0, 2, 1, 1), {4}); });
+  row("expand(2, 3, 5)", {{c({3, 1})}}, [](const Tensor& x) { return x.expand({2, 3, 5}); },
+      [](const Host& x) { return expand_ref(x, {2, 3, 5}); });
+  row("expand(-1, 4)", {{c({3, 1})}, {st({3, 1})}}, [](const Tensor& x) { return expand(x, {-1, 4}); },
+      [](const Host& x) { return expand_ref(x, {3, 4}); });
+  row("broadcast_to(2, 3)", {{c({})}, {c({3})}}, [](const Tensor& x) { return broadcast_to(x, {2, 3}); },
+      [](const Host& x) { return expand_ref(x, {2, 3}); });
+  row("squeeze()", {{c({1, 3, 1, 2})}}, [](const Tensor& x) { return x.squeeze(); },
+      [](const Host& x) { return reshape_ref(x, {3, 2}); });
+  row("squeeze(2)", {{c({1, 3, 1, 2})}}, [](const Tensor& x) { return squeeze(x, 2); },
+      [](const Host& x) { return reshape_ref(x, {1, 3, 2}); });
+  row("squeeze(1) (not size 1)", {{c({1, 3, 1, 2})}}, [](const Tensor& x) { return squeeze(x, 1); },
+      [](const Host& x) { return x; });
+  row("unsqueeze(0)", {{c({3, 2})}, {tr({3, 2})}}, [](const Tensor& x) { return x.unsqueeze(0); },
+      [](const Host& x) { return reshape_ref(x, {1, 3, 2}); });
+  row("unsqueeze(-1)", {{c({3, 2})}, {c({})}}, [](const Tensor& x) { return unsqueeze(x, -1); }, [](const Host& x) {
+    Shape s = x.shape;
+    s.push_back(1);
+    return reshape_ref(x, s);
+  });
+  row("flatten()", {{c({2, 3, 4})}, {tr({3, 4})}, {c({})}}, [](const Tensor& x) { return x.flatten(); },
+      [](const Host& x) { return reshape_ref(x, {x.numel()}); });
+  row("flatten(1)", {{c({2, 3, 4})}, {ex({2, 1, 4}, {2, 3, 4})}}, [](const Tensor& x) { return flatten(x, 1); },
+      [](const Host& x) { return reshape_ref(x, {2, 12}); });
+  row("flatten(0, 1)", {{c({2, 3, 4})}}, [](const Tensor& x) { return flatten(x, 0, 1); },
+      [](const Host& x) { return reshape_ref(x, {6, 4}); });
+  row("contiguous", {{c({2, 3})}, {tr({3, 4})}, {st({3, 2})}, {ex({1, 4}, {3, 4})}},
+      [](const Tensor& x) { return x.contiguous(); }, [](const Host& x) { return x; });
+  row("clone", {{c({2, 3})}, {tr({3, 4})}}, [](const Tensor& x) { return x.clone(); }, [](const Host& x) { return x; });
+  return v;
+}
+
+std::vector<Case> join_cases() {
+  std::vector<Case> v;
+  v.push_back({"cat(dim 0)", kAll, ranged({{c({2, 3}), c({4, 3}), c({1, 3})}, {tr({2, 3}), st({3, 3})}}, -5, 5),
+               one([](const auto& x) { return cat(x, 0); }), one_ref([](const auto& x) { return cat_ref(x, 0); })});
+  v.push_back({"cat(dim -1)", kAll, ranged({{c({2, 1}), c({2, 3})}, {c({2, 3, 2}), tr({2, 3, 1})}}, -5, 5),
+               one([](const auto& x) { return cat(x, -1); }),
+               one_ref([](const auto& x) { return cat_ref(x, static_cast<int>(x[0].shape.size()) - 1); })});
+  v.push_back({"cat(dim 1) with an empty part", kAll, ranged({{c({2, 0}), c({2, 3})}}, -5, 5),
+               one([](const auto& x) { return cat(x, 1); }), one_ref([](const auto& x) { return cat_ref(x, 1); })});
+  v.push_back({"stack(dim 1)", kAll, ranged({{c({2, 3}), tr({2, 3}), ex({1, 3}, {2, 3})}}, -5, 5),
+               one([](const auto& x) { return stack(x, 1); }), one_ref([](const auto& x) {
+                 std::vector<Host> parts;
+                 for (const Host& h : x) parts.push_back(reshape_ref(h, {h.shape[0], 1, h.shape[1]}));
+                 return cat_ref(parts, 1);
+               })});
+  v.push_back({"stack(dim 0) of 0-dim", kAll, ranged({{c({}), c({}), c({})}}, -5, 5),
+               one([](const auto& x) { return stack(x, 0); }), one_ref([](const auto& x) {
+                 std::vector<Host> parts;
+                 for (const Host& h : x) parts.push_back(reshape_ref(h, {1}));
+                 return cat_ref(parts, 0);
+               })});
+  v.push_back({"split(3, 0)", kAll, ranged({{c({7, 3})}, {tr({7, 3})}}, -5, 5),
+               [](const auto& x) { return split(x[0], 3, 0); },
+               [](const auto& x) { return split_ref(x[0], {3, 3, 1}, 0); }});
+  v.push_back({"split_with_sizes({1, 2}, 1)", kAll, ranged({{c({2, 3})}}, -5, 5),
+               [](const auto& x) { return split_with_sizes(x[0], {1, 2}, 1); },
+               [](const auto& x) { return split_ref(x[0], {1, 2}, 1); }});
+  // chunk follows PyTorch: chunks of ceil(size / n), so 6 into 4 gives three chunks of 2.
+  v.push_back({"chunk(2, 0)", kAll, ranged({{c({5, 4})}}, -5, 5), [](const auto& x) { return chunk(x[0], 2, 0); },
+               [](const auto& x) { return split_ref(x[0], {3, 2}, 0); }});
+  v.push_back({"chunk(4, 1)", kAll, ranged({{c({2, 6})}}, -5, 5), [](const auto& x) { return chunk(x[0], 4, 1); },
+               [](const auto& x) { return split_ref(x[0], {2, 2, 2}, 1); }});
+  return v;
+}
+
+Host index_select_ref(const Host& x, int dim, const Host& index) {
+  Shape s = x.shape;
+  s[dim] = index.numel();
+  Host r{s, std::vector<double>(static_cast<size_t>(numel(s)))};
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    Shape at = unravel(i, s);
+    at[dim] = static_cast<int64_t>(index.v[at[dim]]);
+    r.v[i] = x.v[ravel(at, x.shape)];
+  }
+  return r;
+}
+
+Host index_add_ref(const Host& self, int dim, const Host& index, const Host& src) {
+  Host r = self;
+  for (int64_t i = 0; i < src.numel(); ++i) {
+    Shape at = unravel(i, src.shape);
+    at[dim] = static_cast<int64_t>(index.v[at[dim]]);
+    r.v[ravel(at, self.shape)] += src.v[i];
+  }
+  return r;
+}
+
+Host gather_ref(const Host& x, int dim, const Host& index) {
+  Host r{index.shape, std::vector<double>(index.v.size())};
+  for (int64_t i = 0; i < index.numel(); ++i) {
+    Shape at = unravel(i, index.shape);
+    at[dim] = static_cast<int64_t>(index.v[i]);
+    r.v[i] = x.v[ravel(at, x.shape)];
+  }
+  return r;
+}
+
+Host scatter_add_ref(const Host& self, int dim, const Host& index, const Host& src) {
+  Host r = self;
+  for (int64_t i = 0; i < index.numel(); ++i) {
+    Shape at = unravel(i, index.shape);
+    const double value = src.v[ravel(at, src.shape)];
+    at[dim] = static_cast<int64_t>(index.v[i]);
+    r.v[ravel(at, self.shape)] += value;
+  }
+  return r;
+}
+
+std::vector<Case> index_cases() {
+  std::vector<Case> v;
+  v.push_back({"index_select(0)", kAll,
+               {{c({5, 3}), idx({4}, 5)}, {tr({5, 3}), idx({7}, 5).as(DType::i32)}, {c({5}), idx({0}, 5)}},
+               one([](const auto& x) { return index_select(x[0], 0, x[1]); }),
+               one_ref([](const auto& x) { return index_select_ref(x[0], 0, x[1]); })});
+  v.push_back({"index_select(-1)", kAll, {{c({2, 3, 4}), idx({5}, 4)}, {st({2, 4}), idx({3}, 4)}},
+               one([](const auto& x) { return index_select(x[0], -1, x[1]); }),
+               one_ref([](const auto& x) { return index_select_ref(x[0], x[0].shape.size() - 1, x[1]); })});
+  // Duplicate indices accumulate.
+  v.push_back({"index_add(0)", kNumeric,
+               {{c({5, 3}), idx({6}, 3), c({6, 3})}, {tr({4, 3}), idx({2}, 4).as(DType::i32), st({2, 3})}},
+               one([](const auto& x) { return index_add(x[0], 0, x[1], x[2]); }),
+               one_ref([](const auto& x) { return index_add_ref(x[0], 0, x[1], x[2]); })});
+  v.push_back({"index_add(1)", kNumeric, {{c({2, 4}), idx({5}, 4), c({2, 5})}},
+               one([](const auto& x) { return index_add(x[0], 1, x[1], x[2]); }),
+               one_ref([](const auto& x) { return index_add_ref(x[0], 1, x[1], x[2]); })});
+  v.push_back({"gather(1)", kAll, {{c({3, 4}), idx({3, 6}, 4)}, {tr({3, 4}), idx({2, 2}, 4)}},
+               one([](const auto& x) { return gather(x[0], 1, x[1]); }),
+               one_ref([](const auto& x) { return gather_ref(x[0], 1, x[1]); })});
+  v.push_back({"gather(0)", kAll, {{c({3, 4}), idx({2, 4}, 3)}, {c({3, 4, 2}), idx({5, 3, 2}, 3).as(DType::i32)}},
+               one([](const auto& x) { return gather(x[0], 0, x[1]); }),
+               one_ref([](const auto& x) { return gather_ref(x[0], 0, x[1]); })});
+  v.push_back({"scatter_add(1)", kNumeric,
+               {{c({3, 4}), idx({3, 5}, 4), c({3, 5})}, {tr({3, 4}), idx({2, 2}, 4), c({3, 3})}},
+               one([](const auto& x) { return scatter_add(x[0], 1, x[1], x[2]); }),
+               one_ref([](const auto& x) { return scatter_add_ref(x[0], 1, x[1], x[2]); })});
+  v.push_back({"scatter_add(0)", kNumeric, {{c({3, 4}), idx({4, 4}, 3), st({4, 4})}},
+               one([](const auto& x) { return scatter_add(x[0], 0, x[1], x[2]); }),
+               one_ref([](const auto& x) { return scatter_add_ref(x[0], 0, x[1], x[2]); })});
+  return v;
+}
+
+const std::vector<std::vector<In>> kReduceShapes = {
+    {c({2, 3, 4})}, {tr({2, 4, 5})}, {ex({2, 1, 4}, {2, 3, 4})}};
+
+std::vector<Case> reduce_cases() {
+  std::vector<Case> v;
+  struct DimsCase {
+    Shape dims;
+    bool keepdim;
+  };
+  const std::vector<DimsCase> dim_cases = {{{}, false}, {{0}, false}, {{1, 2}, true}, {{-1}, false}, {{0, 2}, false}};
+  auto label = [](const std::string& op, const DimsCase& d) {
+    return op + "(dims " + to_string(d.dims) + (d.keepdim ? ", keepdim)" : ")");
+  };
+  for (const auto& d : dim_cases) {
+    v.push_back({label("sum", d), kAll, ranged(kReduceShapes, -3, 3),
+                 one([d](const auto& x) { return sum(x[0], d.dims, d.keepdim); }),
+                 one_ref([d](const auto& x) { return reduce_ref(x[0], d.dims, d.keepdim, sum_of); }), i64_for_ints});
+    v.push_back({label("prod", d) + " of integers", {DType::i32, DType::i64, DType::u8, DType::boolean},
+                 ranged({{c({3, 4, 2})}, {tr({2, 3, 3})}}, -2, 2),
+                 one([d](const auto& x) { return prod(x[0], d.dims, d.keepdim); }),
+                 one_ref([d](const auto& x) {
+                   return reduce_ref(x[0], d.dims, d.keepdim, [](const std::vector<double>& r) {
+                     return std::accumulate(r.begin(), r.end(), 1.0, std::multiplies<>());
+                   });
+                 }),
+                 fixed(DType::i64)});
+    v.push_back({label("mean", d), kFloats, ranged(kReduceShapes, -3, 3),
+                 one([d](const auto& x) { return mean(x[0], d.dims, d.keepdim); }),
+                 one_ref([d](const auto& x) {
+                   return reduce_ref(x[0], d.dims, d.keepdim,
+                                     [](const std::vector<double>& r) { return sum_of(r) / r.size(); });
+                 })});
+    v.push_back({label("prod", d), kFloats, ranged(kReduceShapes, 0.5, 1.6),
+                 one([d](const auto& x) { return prod(x[0], d.dims, d.keepdim); }),
+                 one_ref([d](const auto& x) {
+                   return reduce_ref(x[0], d.dims, d.keepdim, [](const std::vector<double>& r) {
+                     return std::accumulate(r.begin(), r.end(), 1.0, std::multiplies<>());
+                   });
+                 }),
+                 i64_for_ints});
+    v.push_back({label("amax", d), kNumeric, ranged(kReduceShapes, -3, 3),
+                 one([d](const auto& x) { return amax(x[0], d.dims, d.keepdim); }),
+                 one_ref([d](const auto& x) { return reduce_ref(x[0], d.dims, d.keepdim, max_of); })});
+    v.push_back({label("amin", d), kNumeric, ranged(kReduceShapes, -3, 3),
+                 one([d](const auto& x) { return amin(x[0], d.dims, d.keepdim); }),
+                 one_ref([d](const auto& x) { return reduce_ref(x[0], d.dims, d.keepdim, min_of); })});
+    for (int correction : {1, 0}) {
+      const std::string suffix = correction ? "" : ", correction 0";
+      v.push_back({label("var", d) + suffix, kFloats, ranged(kReduceShapes, -3, 3),
+                   one([d, correction](const auto& x) { return var(x[0], d.dims, correction, d.keepdim); }),
+                   one_ref([d, correction](const auto& x) {
+                     return reduce_ref(x[0], d.dims, d.keepdim,
+                                       [correction](const std::vector<double>& r) { return var_of(r, correction); });
+                   })});
+      v.push_back({label("std", d) + suffix, kFloats, ranged(kReduceShapes, -3, 3),
+                   one([d, correction](const auto& x) { return ember::std(x[0], d.dims, correction, d.keepdim); }),
+                   one_ref([d, correction](const auto& x) {
+                     return reduce_ref(x[0], d.dims, d.keepdim, [correction](const std::vector<double>& r) {
+                       return std::sqrt(var_of(r, correction));
+                     });
+                   })});
+    }
+    if (!d.dims.empty())
+      v.push_back({label("logsumexp", d), kFloats, ranged(kReduceShapes, -3, 3),
+                   one([d](const auto& x) { return logsumexp(x[0], d.dims, d.keepdim); }),
+                   one_ref([d](const auto& x) {
+                     return reduce_ref(x[0], d.dims, d.keepdim, [](const std::vector<double>& r) {
+                       const double m = max_of(r);
+                       double s = 0;
+                       for (double a : r) s += std::exp(a - m);
+                       return m + std::log(s);
+                     });
+                   })});
+    for (double p : {2.0, 1.0, 3.0, std::numeric_limits<double>::infinity()}) {
+      v.push_back({label("norm p=" + std::to_string(p), d), kFloats, ranged(kReduceShapes, -3, 3),
+                   one([d, p](const auto& x) { return norm(x[0], p, d.dims, d.keepdim); }),
+                   one_ref([d, p](const auto& x) {
+                     return reduce_ref(x[0], d.dims, d.keepdim, [p](const std::vector<double>& r) {
+                       double acc = 0;
+                       for (double a : r) acc = std::isinf(p) ? std::max(acc, std::fabs(a)) : acc + std::pow(std::fabs(a), p);
+                       return std::isinf(p) ? acc : std::pow(acc, 1 / p);
+                     });
+                   })});
+    }
+  }
+  v.push_back({"sum_to(3, 1)", kFloats, ranged({{c({2, 3, 4})}, {tr({2, 3, 4})}}, -3, 3),
+               one([](const auto& x) { return sum_to(x[0], {3, 1}); }),
+               one_ref([](const auto& x) {
+                 Host r = reduce_ref(x[0], {0, 2}, false, sum_of);  // (2, 3, 4) summed down to (3, 1)
+                 r.shape = {3, 1};
+                 return r;
+               })});
+  // Values and indices along one dim; ties (discrete values) resolve to the first occurrence.
+  for (int64_t dim : {0, 1, -1}) {
+    for (bool keepdim : {false, true}) {
+      const std::string suffix = "(dim " + std::to_string(dim) + (keepdim ? ", keepdim)" : ")");
+      for (bool is_max : {true, false}) {
+        v.push_back({std::string(is_max ? "max" : "min") + suffix, kNumeric, ranged(kReduceShapes, -3, 3, true),
+                     [=](const auto& x) {
+                       const ValuesIndices r = is_max ? max(x[0], dim, keepdim) : min(x[0], dim, keepdim);
+                       return std::vector<Tensor>{r.values, r.indices};
+                     },
+                     [=](const auto& x) {
+                       return std::vector<Host>{
+                           reduce_ref(x[0], {dim}, keepdim, is_max ? max_of : min_of),
+                           reduce_ref(x[0], {dim}, keepdim, is_max ? argmax_of : argmin_of)};
+                     },
+                     [](DType d, size_t o) { return o == 0 ? d : DType::i64; }});
+        v.push_back({std::string(is_max ? "argmax" : "argmin") + suffix, kNumeric, ranged(kReduceShapes, -3, 3, true),
+                     one([=](const auto& x) { return is_max ? argmax(x[0], dim, keepdim) : argmin(x[0], dim, keepdim); }),
+                     one_ref([=](const auto& x) {
+                       return reduce_ref(x[0], {dim}, keepdim, is_max ? argmax_of : argmin_of);
+                     }),
+                     fixed(DType::i64)});
+      }
+    }
+  }
+  for (bool is_max : {true, false}) {
+    v.push_back({is_max ? "max()" : "min()", kNumeric, ranged(kReduceShapes, -3, 3),
+                 one([=](const auto& x) { return is_max ? max(x[0]) : min(x[0]); }),
+                 one_ref([=](const auto& x) { return reduce_ref(x[0], {}, false, is_max ? max_of : min_of); })});
+    v.push_back({is_max ? "argmax()" : "argmin()", kNumeric, ranged(kReduceShapes, -3, 3, true),
+                 one([=](const auto& x) { return is_max ? argmax(x[0]) : argmin(x[0]); }),
+                 one_ref([=](const auto& x) { return reduce_ref(x[0], {}, false, is_max ? argmax_of : argmin_of); }),
+                 fixed(DType::i64)});
+  }
+  return v;
+}
+
+std::vector<Case> linalg_cases() {
+  std::vector<Case> v;
+  auto mm_ref = one_ref([](const auto& x) { return matmul_ref(x[0], x[1]); });
+  v.push_back({"mm", kFloats, ranged({{c({3, 4}), c({4, 5})}, {tr({3, 4}), tr({4, 5})}, {st({2, 3}), c({3, 1})}}, -1, 1),
+               one([](const auto& x) { return mm(x[0], x[1]); }), mm_ref});
+  v.push_back({"bmm", kFloats, ranged({{c({2, 3, 4}), c({2, 4, 5})}, {tr({2, 3, 4}), tr({2, 4, 5})}}, -1, 1),
+               one([](const auto& x) { return bmm(x[0], x[1]); }), mm_ref});
+  v.push_back({"matmul",
+               kFloats,
+               ranged({{c({3, 4}), c({4, 5})},
+                       {c({2, 3, 4}), c({4, 5})},           // batch times matrix
+                       {c({2, 1, 3, 4}), c({5, 4, 2})},     // broadcast batch dims
+                       {tr({2, 3, 4}), ex({1, 4, 2}, {2, 4, 2})},
+                       {c({4}), c({4, 5})},                 // vector @ matrix
+                       {c({3, 4}), c({4})},                 // matrix @ vector
+                       {c({4}), c({4})},                    // dot
+                       {c({4}), c({2, 4, 3})},
+                       {c({2, 3, 4}), c({4})},
+                       {c({3, 0}), c({0, 2})}},             // empty inner dim: zeros
+                      -1, 1),
+               one([](const auto& x) { return matmul(x[0], x[1]); }), mm_ref});
+  return v;
+}
+
+std::vector<Case> softmax_cases() {
+  std::vector<Case> v;
+  auto sm = [](const std::vector<double>& r) {
+    const double m = max_of(r);
+    std::vector<double> out;
+    double s = 0;
+    for (double a : r) s += std::exp(a - m);
+    for (double a : r) out.push_back(std::exp(a - m) / s);
+    return out;
+  };
+  auto lsm = [](const std::vector<double>& r) {
+    const double m = max_of(r);
+    double s = 0;
+    for (double a : r) s += std::exp(a - m);
+    std::vector<double> out;
+    for (double a : r) out.push_back(a - m - std::log(s));
+    return out;
+  };
+  for (int64_t dim : {0, 1, -1}) {
+    v.push_back({"softmax(dim " + std::to_string(dim) + ")", kFloats, ranged(kReduceShapes, -4, 4),
+                 one([dim](const auto& x) { return softmax(x[0], dim); }),
+                 one_ref([dim, sm](const auto& x) { return along(x[0], dim, sm); })});
+    v.push_back({"log_softmax(dim " + std::to_string(dim) + ")", kFloats, ranged(kReduceShapes, -4, 4),
+                 one([dim](const auto& x) { return log_softmax(x[0], dim); }),
+                 one_ref([dim, lsm](const auto& x) { return along(x[0], dim, lsm); })});
+  }
+  // Large logits: the max shift must keep exp from overflowing.
+  v.push_back({"softmax of large logits", {DType::f32, DType::f64}, ranged({{c({2, 5})}}, 80, 100),
+               one([](const auto& x) { return softmax(x[0], -1); }),
+               one_ref([sm](const auto& x) { return along(x[0], -1, sm); })});
+  return v;
+}
+
+void run_all(const std::vector<Case>& cases, Device device) {
+  for (const Case& c : cases) run_case(c, device);
+}
+
+const Device kCuda{DeviceType::cuda, 0};
+
+}  // namespace
+
+TEST_SUITE("cpu") {
+  TEST_CASE("ops: unary elementwise") { run_all(unary_cases(), kCPU); }
+  TEST_CASE("ops: binary elementwise, broadcasting") { run_all(binary_cases(), kCPU); }
+  TEST_CASE("ops: scalar forms and operators") { run_all(scalar_cases(), kCPU); }
+  TEST_CASE("ops: where and masked_fill") { run_all(select_cases(), kCPU); }
+  TEST_CASE("ops: casts between all dtypes") { run_all(cast_cases(), kCPU); }
+  TEST_CASE("ops: views") { run_all(view_cases(), kCPU); }
+  TEST_CASE("ops: cat stack split chunk") { run_all(join_cases(), kCPU); }
+  TEST_CASE("ops: index_select index_add gather scatter_add") { run_all(index_cases(), kCPU); }
+  TEST_CASE("ops: reductions") { run_all(reduce_cases(), kCPU); }
+  TEST_CASE("ops: matmul mm bmm") { run_all(linalg_cases(), kCPU); }
+  TEST_CASE("ops: softmax log_softmax") { run_all(softmax_cases(), kCPU); }
+}
+
+EMBER_CUDA_TEST_CASE("cuda ops: unary elementwise") { run_all(unary_cases(), kCuda); }
+EMBER_CUDA_TEST_CASE("cuda ops: binary elementwise, broadcasting") { run_all(binary_cases(), kCuda); }
+EMBER_CUDA_TEST_CASE("cuda ops: scalar forms and operators") { run_all(scalar_cases(), kCuda); }
+EMBER_CUDA_TEST_CASE("cuda ops: where and masked_fill") { run_all(select_cases(), kCuda); }
+EMBER_CUDA_TEST_CASE("cuda ops: casts between all dtypes") { run_all(cast_cases(), kCuda); }
+EMBER_CUDA_TEST_CASE("cuda ops: views") { run_all(view_cases(), kCuda); }
+EMBER_CUDA_TEST_CASE("cuda ops: cat stack split chunk") { run_all(join_cases(), kCuda); }
+EMBER_CUDA_TEST_CASE("cuda ops: index_select index_add gather scatter_add") { run_all(index_cases(), kCuda); }
+EMBER_CUDA_TEST_CASE("cuda ops: reductions") { run_all(reduce_cases(), kCuda); }
+EMBER_CUDA_TEST_CASE("cuda ops: matmul mm bmm") { run_all(linalg_cases(), kCuda); }
+EMBER_CUDA_TEST_CASE("cuda ops: softmax log_softmax") { run_all(softmax_cases(), kCuda); }

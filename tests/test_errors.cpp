@@ -1,0 +1,154 @@
+// Bad input raises typed exceptions whose messages show the offending values.
+#include <limits>
+
+#include "tests/helpers.h"
+
+using namespace ember;
+using namespace ember_test;
+
+namespace {
+
+// Runs f, which must throw E with a message containing every part.
+template <class E, class F>
+void expect_error(const std::string& what, F&& f, std::initializer_list<const char*> parts) {
+  INFO(what);
+  try {
+    f();
+  } catch (const E& e) {
+    const std::string msg = e.what();
+    for (const char* p : parts)
+      CHECK_MESSAGE(msg.find(p) != std::string::npos, "message '", msg, "' lacks '", std::string(p), "'");
+    return;
+  } catch (const std::exception& e) {
+    FAIL_CHECK("threw the wrong type: ", std::string(e.what()));
+    return;
+  }
+  FAIL_CHECK("did not throw");
+}
+
+const Device kCuda{DeviceType::cuda, 0};
+
+}  // namespace
+
+TEST_SUITE("cpu") {
+
+TEST_CASE("errors: shapes that do not broadcast") {
+  const Tensor a = ones({2, 3}), b = ones({4});
+  expect_error<ShapeError>("add", [&] { (void)add(a, b); }, {"add", "(2, 3)", "(4,)"});
+  expect_error<ShapeError>("mul", [&] { (void)(a * ones({3, 2})); }, {"mul", "(2, 3)", "(3, 2)"});
+  expect_error<ShapeError>("where", [&] { (void)where(ones({5}, DType::boolean), a, a); }, {"where", "(5,)"});
+  expect_error<ShapeError>("maximum", [&] { (void)maximum(a, b); }, {"(2, 3)", "(4,)"});
+}
+
+TEST_CASE("errors: matmul shapes") {
+  expect_error<ShapeError>("matmul inner dims", [] { (void)matmul(ones({2, 3}), ones({4, 5})); },
+                           {"matmul", "(2, 3)", "(4, 5)", "3", "4"});
+  expect_error<ShapeError>("mm inner dims", [] { (void)mm(ones({2, 3}), ones({2, 3})); }, {"mm", "(2, 3)"});
+  expect_error<ShapeError>("mm rank", [] { (void)mm(ones({2, 3, 4}), ones({4, 5})); }, {"mm", "(2, 3, 4)"});
+  expect_error<ShapeError>("bmm batch", [] { (void)bmm(ones({2, 3, 4}), ones({3, 4, 5})); }, {"bmm", "2", "3"});
+  expect_error<ShapeError>("matmul batch broadcast", [] { (void)matmul(ones({2, 3, 4}), ones({3, 4, 5})); },
+                           {"matmul", "(2, 3, 4)", "(3, 4, 5)"});
+  expect_error<ShapeError>("matmul vector", [] { (void)matmul(ones({3}), ones({4})); }, {"matmul", "3", "4"});
+  expect_error<ShapeError>("matmul 0-dim", [] { (void)matmul(ones({}), ones({4})); }, {"matmul"});
+}
+
+TEST_CASE("errors: dtypes") {
+  Tensor i = from_vector<int64_t>({1, 2}, {2});
+  expect_error<DTypeError>("requires_grad on int", [&] { i.requires_grad_(); }, {"int64"});
+  expect_error<DTypeError>("where condition", [] { (void)where(ones({2}), ones({2}), zeros({2})); },
+                           {"where", "bool", "float32"});
+  expect_error<DTypeError>("where int condition", [&] { (void)where(i, ones({2}), zeros({2})); }, {"int64"});
+  const Tensor flags = from_vector<bool>({true, false}, {2});
+  expect_error<DTypeError>("neg of bool", [&] { (void)neg(flags); }, {"neg", "bool"});
+  expect_error<DTypeError>("add of bools", [&] { (void)add(flags, flags); }, {"add", "bool"});
+  expect_error<DTypeError>("mean of int", [&] { (void)mean(i); }, {"mean", "int64"});
+  expect_error<DTypeError>("index must be integral", [] { (void)index_select(ones({3}), 0, ones({2})); },
+                           {"index_select", "float32"});
+  expect_error<DTypeError>("gather index must be integral", [] { (void)gather(ones({3}), 0, ones({2})); },
+                           {"gather", "float32"});
+  expect_error<DTypeError>("index_add src dtype", [] {
+    (void)index_add(ones({3}), 0, from_vector<int64_t>({0}, {1}), ones({1}, DType::f64));
+  }, {"index_add", "float64", "float32"});
+  expect_error<DTypeError>("in-place float into int", [&] { add_(i, 0.5); }, {"int64"});
+  expect_error<DTypeError>("rand int", [] { (void)rand({2}, DType::i64); }, {"rand", "int64"});
+  expect_error<DTypeError>("data<T>", [] { (void)ones({2}).data<double>(); }, {"float32", "float64"});
+  expect_error<DTypeError>("matmul of bools", [&] { (void)matmul(flags, flags); }, {"matmul", "bool"});
+}
+
+TEST_CASE("errors: indices and dims out of range") {
+  const Tensor x = ones({3, 4});
+  expect_error<IndexError>("select", [&] { (void)x.select(0, 3); }, {"select", "3", "size 3"});
+  expect_error<IndexError>("select negative", [&] { (void)x.select(1, -5); }, {"-5", "size 4"});
+  expect_error<IndexError>("narrow", [&] { (void)x.narrow(1, 2, 3); }, {"narrow", "2", "3", "4"});
+  expect_error<IndexError>("dim", [&] { (void)sum(x, {2}); }, {"sum", "dim 2"});
+  expect_error<IndexError>("transpose dim", [&] { (void)x.transpose(0, -3); }, {"transpose", "-3"});
+  expect_error<IndexError>("softmax dim", [&] { (void)softmax(x, 2); }, {"2"});
+  expect_error<IndexError>("unsqueeze dim", [&] { (void)x.unsqueeze(4); }, {"unsqueeze", "4"});
+  expect_error<IndexError>("index_select value", [&] { (void)index_select(x, 0, from_vector<int64_t>({0, 3}, {2})); },
+                           {"index_select", "3"});
+  expect_error<IndexError>("index_select negative", [&] {
+    (void)index_select(x, 1, from_vector<int64_t>({-1}, {1}));
+  }, {"-1"});
+  expect_error<IndexError>("gather value", [&] { (void)gather(x, 1, from_vector<int64_t>({0, 4, 1}, {1, 3})); },
+                           {"gather", "4"});
+  expect_error<IndexError>("scatter_add value", [&] {
+    (void)scatter_add(x, 0, from_vector<int64_t>({5}, {1, 1}), ones({1, 1}));
+  }, {"scatter_add", "5"});
+  expect_error<IndexError>("index_add value", [&] {
+    (void)index_add(x, 0, from_vector<int64_t>({7}, {1}), ones({1, 4}));
+  }, {"index_add", "7"});
+}
+
+TEST_CASE("errors: invalid views and shape ops") {
+  const Tensor x = ones({2, 3});
+  expect_error<ShapeError>("view numel", [&] { (void)x.view({4}); }, {"view", "(4,)", "6"});
+  expect_error<ShapeError>("view two -1", [&] { (void)x.view({-1, -1}); }, {"-1"});
+  expect_error<ShapeError>("view of a transposed tensor", [&] { (void)x.t().view({6}); },
+                           {"view", "(6,)", "(3, 2)", "reshape"});
+  expect_error<ShapeError>("view of a strided tensor", [] { (void)slice(ones({4, 3}), 0, 0, 4, 2).view({-1}); },
+                           {"view"});
+  expect_error<ShapeError>("reshape numel", [&] { (void)x.reshape({5}); }, {"reshape", "6"});
+  expect_error<ShapeError>("expand", [&] { (void)x.expand({4, 3, 2}); }, {"expand", "(2, 3)", "(4, 3, 2)"});
+  expect_error<ShapeError>("expand fewer dims", [&] { (void)x.expand({3}); }, {"expand"});
+  expect_error<ShapeError>("permute length", [&] { (void)x.permute({0}); }, {"permute", "(2, 3)"});
+  expect_error<ShapeError>("permute repeat", [&] { (void)x.permute({1, 1}); }, {"permute", "repeated"});
+  expect_error<ShapeError>("t of 3-D", [] { (void)ones({2, 2, 2}).t(); }, {"t", "(2, 2, 2)"});
+  expect_error<ShapeError>("cat", [&] { (void)cat({x, ones({2, 4})}, 0); }, {"cat", "(2, 4)"});
+  expect_error<ShapeError>("stack", [&] { (void)stack({x, ones({3, 2})}); }, {"stack", "(3, 2)", "(2, 3)"});
+  expect_error<ShapeError>("split_with_sizes", [&] { (void)split_with_sizes(x, {1, 1}, 1); }, {"2", "3"});
+  expect_error<ShapeError>("too many dims", [] { (void)ones({1, 1, 1, 1, 1, 1, 1, 1, 1}); }, {"8", "9"});
+  expect_error<ShapeError>("copy_ broadcast", [&] {
+    Tensor y = zeros({3});
+    copy_(y, x);
+  }, {"copy_", "(2, 3)", "(3,)"});
+  expect_error<ShapeError>("sum_to", [&] { (void)sum_to(x, {4, 2, 3, 1}); }, {"sum_to"});
+  expect_error<ShapeError>("item", [&] { (void)x.item<float>(); }, {"item", "6", "(2, 3)"});
+}
+
+TEST_CASE("errors: bad argument values") {
+  const Tensor x = ones({4});
+  expect_error<ValueError>("clamp without bounds", [&] { (void)clamp(x, std::nullopt, std::nullopt); }, {"clamp"});
+  expect_error<ValueError>("slice step", [&] { (void)slice(x, 0, 0, 4, 0); }, {"slice", "0"});
+  expect_error<ValueError>("split size", [&] { (void)split(x, 0); }, {"split", "0"});
+  expect_error<ValueError>("chunk count", [&] { (void)chunk(x, -1); }, {"chunk", "-1"});
+  expect_error<ValueError>("cat of nothing", [] { (void)cat({}); }, {"cat"});
+  expect_error<ValueError>("randint bounds", [] { (void)randint(3, 1, {2}); }, {"low=3", "high=1"});
+  expect_error<ValueError>("arange step", [] { (void)arange(0, 4, 0); }, {"arange"});
+  expect_error<DeviceError>("device string", [] { (void)Device::parse("tpu"); }, {"tpu"});
+  expect_error<ValueError>("int to a negative int power", [] { (void)pow(from_vector<int64_t>({2}, {1}), -1); },
+                           {"pow", "-1"});
+}
+
+}  // TEST_SUITE("cpu")
+
+EMBER_CUDA_TEST_CASE("cuda errors: tensors on different devices") {
+  const Tensor a = ones({2}), b = ones({2}).to(kCuda);
+  expect_error<DeviceError>("add", [&] { (void)add(a, b); }, {"add", "cpu", "cuda:0"});
+  expect_error<DeviceError>("matmul", [&] { (void)matmul(ones({2, 2}), ones({2, 2}).to(kCuda)); }, {"cpu", "cuda:0"});
+  expect_error<DeviceError>("where", [&] { (void)where(ones({2}, DType::boolean), a, b); }, {"cpu", "cuda:0"});
+  expect_error<DeviceError>("index_select", [&] { (void)index_select(b, 0, from_vector<int64_t>({0}, {1})); },
+                            {"cpu", "cuda:0"});
+  expect_error<DeviceError>("missing device", [&] {
+    (void)a.to(Device(DeviceType::cuda, backend::cuda_device_count()));
+  }, {"cuda:"});
+}

@@ -1,0 +1,507 @@
+// Tensors themselves: dtypes and promotion, 16-bit float conversions, creation, host access,
+// printing, the Philox generator, views and version counters, in-place ops, devices.
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "tests/helpers.h"
+
+using namespace ember;
+using namespace ember_test;
+
+namespace {
+
+Tensor t64(const std::vector<double>& v, const Shape& s) { return from_vector(v, s); }
+Tensor t64(const std::vector<double>& v) { return from_vector(v, {static_cast<int64_t>(v.size())}); }
+Tensor ints(const std::vector<int64_t>& v, DType d = DType::i64) {
+  return from_vector(v, {static_cast<int64_t>(v.size())}).to(d);
+}
+Tensor zero_dim(Scalar v, DType d) { return scalar_tensor(v, d); }
+
+float bits_to_float(uint32_t u) { return std::bit_cast<float>(u); }
+uint16_t f16_bits(float f) { return f16(f).bits; }
+uint16_t bf16_bits(float f) { return bf16(f).bits; }
+
+const Device kCuda{DeviceType::cuda, 0};
+
+}  // namespace
+
+TEST_SUITE("cpu") {
+
+TEST_CASE("dtypes: names, sizes, categories") {
+  CHECK(name(DType::f32) == "float32");
+  CHECK(name(DType::bf16) == "bfloat16");
+  CHECK(name(DType::boolean) == "bool");
+  CHECK(dtype_size(DType::f16) == 2);
+  CHECK(dtype_size(DType::f64) == 8);
+  CHECK(dtype_size(DType::u8) == 1);
+  CHECK(dtype_size(DType::boolean) == 1);
+  CHECK(is_floating(DType::bf16));
+  CHECK_FALSE(is_floating(DType::i64));
+  CHECK(is_integral(DType::boolean, true));
+  CHECK_FALSE(is_integral(DType::boolean, false));
+}
+
+TEST_CASE("dtypes: promotion follows PyTorch") {
+  CHECK(promote_types(DType::f16, DType::bf16) == DType::f32);
+  CHECK(promote_types(DType::u8, DType::i32) == DType::i32);
+  CHECK(promote_types(DType::boolean, DType::u8) == DType::u8);
+  CHECK(promote_types(DType::i64, DType::f16) == DType::f16);
+  CHECK(promote_types(DType::f32, DType::f64) == DType::f64);
+
+  const Tensor i64v = ints({1, 2}), i32v = ints({1, 2}, DType::i32), u8v = ints({1, 2}, DType::u8);
+  const Tensor boolv = ints({1, 0}, DType::boolean);
+  const Tensor f16v = ones({2}, DType::f16), bf16v = ones({2}, DType::bf16), f32v = ones({2});
+  // int tensor with a float scalar: the default float dtype.
+  CHECK((i64v + 2.5).dtype() == DType::f32);
+  CHECK((i32v * 0.5).dtype() == DType::f32);
+  // An int scalar does not widen an int tensor; a float scalar does not widen a half tensor.
+  CHECK((i32v + 7).dtype() == DType::i32);
+  CHECK((u8v + 300).dtype() == DType::u8);
+  CHECK((f16v + 2.5).dtype() == DType::f16);
+  CHECK((bf16v * 3).dtype() == DType::bf16);
+  // Tensors of one category: the wider wins.
+  CHECK((f16v + f32v).dtype() == DType::f32);
+  CHECK((f16v + bf16v).dtype() == DType::f32);
+  CHECK((u8v + i32v).dtype() == DType::i32);
+  CHECK((boolv + i32v).dtype() == DType::i32);
+  CHECK((boolv + u8v).dtype() == DType::u8);
+  // A 0-dim tensor does not widen a dimensioned one of the same category...
+  CHECK((i32v + zero_dim(5, DType::i64)).dtype() == DType::i32);
+  CHECK((f16v + zero_dim(1.5, DType::f64)).dtype() == DType::f16);
+  // ...but a higher category wins, with the 0-dim tensor's own dtype.
+  CHECK((i32v + zero_dim(1.5, DType::f64)).dtype() == DType::f64);
+  CHECK((boolv + zero_dim(3, DType::i32)).dtype() == DType::i32);
+  // Two 0-dim tensors promote normally; a wrapped scalar ranks below a 0-dim tensor.
+  CHECK((zero_dim(1, DType::i32) + zero_dim(2, DType::i64)).dtype() == DType::i64);
+  CHECK((zero_dim(1, DType::i32) + 2.5).dtype() == DType::f32);
+  CHECK((zero_dim(1, DType::f16) + 2.5).dtype() == DType::f16);
+  // bool with a bool scalar stays bool (compare ops); bool with an int scalar becomes int64.
+  CHECK(result_type(boolv, wrapped_scalar(true, kCPU)) == DType::boolean);
+  CHECK((boolv + 1).dtype() == DType::i64);
+  CHECK((boolv + 1.5).dtype() == DType::f32);
+  // Results are computed in the promoted dtype: no truncation of the int operand's partner.
+  CHECK(values(ints({1, 2}) + 0.5) == std::vector<double>{1.5, 2.5});
+  CHECK(values(div(ints({1, 3}), ints({2, 2}))) == std::vector<double>{0.5, 1.5});
+}
+
+TEST_CASE("half: f16 conversions round to nearest even, overflow to inf, keep subnormals and NaN") {
+  CHECK(f16_bits(1.0f) == 0x3c00);
+  CHECK(f16_bits(-2.0f) == 0xc000);
+  CHECK(f16_bits(65504.0f) == 0x7bff);  // largest finite half
+  // Ties to even: 1 + 2^-11 is halfway between 1 and 1 + 2^-10 and rounds to 1 (even mantissa);
+  // 1 + 3 * 2^-11 is halfway between 1 + 2^-10 and 1 + 2^-9 and rounds up to the even one.
+  CHECK(f16_bits(1.0f + std::ldexp(1.0f, -11)) == 0x3c00);
+  CHECK(f16_bits(1.0f + 3 * std::ldexp(1.0f, -11)) == 0x3c02);
+  CHECK(f16_bits(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)) == 0x3c01);  // just above halfway
+  // Overflow: values from 65520 (halfway to the next binade) become infinity.
+  CHECK(f16_bits(65519.0f) == 0x7bff);
+  CHECK(f16_bits(65520.0f) == 0x7c00);
+  CHECK(f16_bits(1e6f) == 0x7c00);
+  CHECK(f16_bits(-1e6f) == 0xfc00);
+  CHECK(f16_bits(std::numeric_limits<float>::infinity()) == 0x7c00);
+  // Subnormals: 2^-24 is the smallest; 2^-25 is a tie and rounds to 0, 3 * 2^-25 to 2 * 2^-24.
+  CHECK(f16_bits(std::ldexp(1.0f, -14)) == 0x0400);  // smallest normal
+  CHECK(f16_bits(std::ldexp(1.0f, -24)) == 0x0001);
+  CHECK(f16_bits(std::ldexp(1.0f, -25)) == 0x0000);
+  CHECK(f16_bits(3 * std::ldexp(1.0f, -25)) == 0x0002);
+  CHECK(f16_bits(std::ldexp(1.0f, -26)) == 0x0000);
+  CHECK(f16_bits(-std::ldexp(1.0f, -24)) == 0x8001);
+  CHECK(f16_bits(-0.0f) == 0x8000);
+  // NaN stays NaN.
+  const uint16_t nan_bits = f16_bits(std::numeric_limits<float>::quiet_NaN());
+  CHECK((nan_bits & 0x7c00) == 0x7c00);
+  CHECK((nan_bits & 0x03ff) != 0);
+  // Back to float: exact.
+  CHECK(static_cast<float>(f16::from_bits(0x0001)) == std::ldexp(1.0f, -24));
+  CHECK(static_cast<float>(f16::from_bits(0x3555)) == doctest::Approx(0.33325195));
+  CHECK(std::isinf(static_cast<float>(f16::from_bits(0xfc00))));
+  CHECK(std::isnan(static_cast<float>(f16::from_bits(0x7e00))));
+  // Every half value survives a round trip through float.
+  int mismatches = 0;
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    const f16 h = f16::from_bits(static_cast<uint16_t>(b));
+    const float f = h;
+    if (std::isnan(f)) continue;
+    mismatches += f16(f).bits != b;
+  }
+  CHECK(mismatches == 0);
+}
+
+TEST_CASE("half: bf16 conversions") {
+  CHECK(bf16_bits(1.0f) == 0x3f80);
+  CHECK(bf16_bits(-3.0f) == 0xc040);
+  CHECK(bf16_bits(bits_to_float(0x3f808000)) == 0x3f80);  // tie, even stays
+  CHECK(bf16_bits(bits_to_float(0x3f818000)) == 0x3f82);  // tie, odd rounds up
+  CHECK(bf16_bits(bits_to_float(0x3f808001)) == 0x3f81);  // above the tie
+  CHECK(bf16_bits(std::numeric_limits<float>::max()) == 0x7f80);  // rounds to infinity
+  CHECK(bf16_bits(std::ldexp(1.0f, -133)) == 0x0001);  // a float subnormal survives
+  const uint16_t nan_bits = bf16_bits(std::numeric_limits<float>::quiet_NaN());
+  CHECK((nan_bits & 0x7f80) == 0x7f80);
+  CHECK((nan_bits & 0x007f) != 0);
+  // A signalling NaN whose payload sits in the dropped bits must not become infinity.
+  CHECK(std::isnan(static_cast<float>(bf16(bits_to_float(0x7f800001)))));
+  CHECK(static_cast<float>(bf16::from_bits(0x4049)) == 3.140625f);
+}
+
+TEST_CASE("half: tensor casts use the same rounding") {
+  const Tensor x = from_vector<float>({65519.0f, 65520.0f, -1e6f, std::ldexp(1.0f, -25), 3 * std::ldexp(1.0f, -25),
+                                       1.0f + std::ldexp(1.0f, -11)}, {6});
+  const auto h = x.to(DType::f16).to_vector<float>();
+  CHECK(h[0] == 65504.0f);
+  CHECK(std::isinf(h[1]));
+  CHECK(h[2] == -std::numeric_limits<float>::infinity());
+  CHECK(h[3] == 0.0f);
+  CHECK(h[4] == std::ldexp(1.0f, -23));
+  CHECK(h[5] == 1.0f);
+  const auto b = from_vector<float>({1.00390625f, 1.01171875f}, {2}).to(DType::bf16).to_vector<float>();
+  CHECK(b[0] == 1.0f);       // 1 + 2^-8: tie, to even
+  CHECK(b[1] == 1.015625f);  // 1 + 3 * 2^-8: tie, to even
+  // Float to integer truncates toward zero; to bool is "non-zero".
+  CHECK(t64({-2.7, -0.5, 0.5, 2.7}).to(DType::i32).to_vector<int32_t>() == std::vector<int32_t>{-2, 0, 0, 2});
+  CHECK(t64({0.0, -0.0, 0.1, std::nan("")}).to(DType::boolean).to_vector<bool>() ==
+        std::vector<bool>{false, false, true, true});
+  CHECK(ints({300, -1}, DType::i32).to(DType::u8).to_vector<int64_t>() == std::vector<int64_t>{44, 255});
+}
+
+TEST_CASE("creation: arange, full, zeros, ones, from_vector") {
+  const Tensor a = arange(5);
+  CHECK(a.dtype() == DType::i64);
+  CHECK(values(a) == std::vector<double>{0, 1, 2, 3, 4});
+  const Tensor f = arange(0, 1, 0.25);
+  CHECK(f.dtype() == DType::f32);
+  CHECK(values(f) == std::vector<double>{0, 0.25, 0.5, 0.75});
+  CHECK(values(arange(5, 0, -1.5)) == std::vector<double>{5, 3.5, 2, 0.5});
+  CHECK(values(arange(-3, 3, 2)) == std::vector<double>{-3, -1, 1});
+  CHECK(values(arange(3, -3, -2)) == std::vector<double>{3, 1, -1});
+  CHECK(arange(0, 1, 0.1).numel() == 10);
+  CHECK(arange(0.0, 3.0, 1.0, DType::f64).dtype() == DType::f64);
+  CHECK(arange(2, 2).numel() == 0);
+  CHECK_THROWS_AS(arange(0, 5, 0), ValueError);
+  CHECK_THROWS_AS(arange(0, 5, -1), ValueError);
+
+  const Tensor full_t = full({2, 3}, 2.5, DType::f64);
+  CHECK(full_t.shape() == Shape{2, 3});
+  CHECK(values(full_t) == std::vector<double>(6, 2.5));
+  CHECK(values(full({2}, 7, DType::i32)) == std::vector<double>{7, 7});
+  CHECK(values(zeros({3})) == std::vector<double>{0, 0, 0});
+  CHECK(zeros({3}).dtype() == DType::f32);
+  CHECK(values(ones({2}, DType::u8)) == std::vector<double>{1, 1});
+  CHECK(zeros({0, 4}).numel() == 0);
+  const Tensor like = full_like(ones({2, 2}, DType::bf16), -1.5);
+  CHECK(like.dtype() == DType::bf16);
+  CHECK(values(like) == std::vector<double>(4, -1.5));
+  CHECK(values(zeros_like(like)) == std::vector<double>(4, 0));
+  CHECK(values(ones_like(like)) == std::vector<double>(4, 1));
+  const Tensor s = scalar_tensor(4.25, DType::f64);
+  CHECK(s.dim() == 0);
+  CHECK(s.numel() == 1);
+  CHECK(s.item<double>() == 4.25);
+  CHECK(full({2}, 1.5, TensorOptions(DType::f32).with_requires_grad()).requires_grad());
+  CHECK_THROWS_AS(empty({2, -1}), ShapeError);
+
+  CHECK(from_vector<int32_t>({1, 2, 3, 4}, {2, 2}).dtype() == DType::i32);
+  CHECK(from_vector<double>({1, 2}, {2}, DType::f16).dtype() == DType::f16);
+  try {
+    from_vector<float>({1, 2, 3}, {2, 2});
+    FAIL_CHECK("size mismatch accepted");
+  } catch (const ShapeError& e) {
+    const std::string msg = e.what();
+    CHECK_MESSAGE(msg.find('3') != std::string::npos, msg);
+    CHECK_MESSAGE(msg.find("(2, 2)") != std::string::npos, msg);
+  }
+}
+
+TEST_CASE("host access: item and to_vector") {
+  const Tensor x = from_vector<float>({1.5f, -2.25f, 3.75f, 4.0f}, {2, 2});
+  CHECK(x.to_vector<float>() == std::vector<float>{1.5f, -2.25f, 3.75f, 4.0f});
+  CHECK(x.t().to_vector<double>() == std::vector<double>{1.5, 3.75, -2.25, 4.0});  // logical order
+  CHECK(x.to_vector<int64_t>() == std::vector<int64_t>{1, -2, 3, 4});
+  CHECK(x.select(0, 1).select(0, 0).item<float>() == 3.75f);
+  CHECK(x.to(DType::f16).to_vector<f16>()[1].bits == f16(-2.25f).bits);
+  CHECK(scalar_tensor(3.7).item<int64_t>() == 3);
+  CHECK(scalar_tensor(true, DType::boolean).item<bool>());
+  CHECK_THROWS_AS(x.item<float>(), ShapeError);
+  CHECK(zeros({0}).to_vector<float>().empty());
+  CHECK_THROWS_AS(x.data<double>(), DTypeError);
+  CHECK(x.data<float>()[3] == 4.0f);
+}
+
+TEST_CASE("printing matches PyTorch's format") {
+  CHECK(from_vector<float>({1, 2, 3}, {3}).str() == "tensor([1., 2., 3.])");
+  CHECK(from_vector<double>({1.5, 2}, {1, 2}).str() == "tensor([[1.5000, 2.0000]], dtype=float64)");
+  CHECK(from_vector<int64_t>({1, 2, 3, 4}, {2, 2}).str() == "tensor([[1, 2],\n        [3, 4]])");
+  CHECK(from_vector<int32_t>({-1, 20}, {2}).str() == "tensor([-1, 20], dtype=int32)");
+  CHECK(from_vector<bool>({true, false}, {2}).str() == "tensor([ True, False])");
+  CHECK(from_vector<float>({-1, 2}, {2}).str() == "tensor([-1.,  2.])");
+  CHECK(scalar_tensor(3.5).str() == "tensor(3.5000)");
+  CHECK(from_vector<float>({1e-5f, 1.0f}, {2}).str() == "tensor([1.0000e-05, 1.0000e+00])");
+  CHECK(from_vector<float>({1, 2}, {2}).to(DType::f16).str() == "tensor([1., 2.], dtype=float16)");
+  CHECK(zeros({0}).str() == "tensor([])");
+  CHECK(from_vector<float>({1, 2}, {2}, TensorOptions(DType::f32).with_requires_grad()).str() ==
+        "tensor([1., 2.], requires_grad=True)");
+  const Tensor x = from_vector<float>({1, 2}, {2}).requires_grad_();
+  CHECK((x * 2).str() == "tensor([2., 4.], grad_fn=<mul>)");
+  CHECK(from_vector<double>({std::nan(""), 1.5}, {2}).str() == "tensor([   nan, 1.5000], dtype=float64)");
+  CHECK(from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2}).str() ==
+        "tensor([[[1., 2.],\n         [3., 4.]],\n\n        [[5., 6.],\n         [7., 8.]]])");
+  // Above 1000 elements PyTorch shows three at each end.
+  CHECK(arange(2000).str() == "tensor([   0,    1,    2,  ..., 1997, 1998, 1999])");
+  std::ostringstream os;
+  os << from_vector<int64_t>({7}, {1});
+  CHECK(os.str() == "tensor([7])");
+}
+
+TEST_CASE("random: Philox streams replay from a seed or a saved state") {
+  manual_seed(42);
+  const Tensor a = randn({64});
+  const Tensor a2 = rand({10});
+  manual_seed(42);
+  CHECK(equal(randn({64}), a));
+  CHECK(equal(rand({10}), a2));
+  manual_seed(43);
+  CHECK_FALSE(equal(randn({64}), a));
+
+  Generator g(7);
+  const GeneratorState saved = g.state();
+  const Tensor x = rand({33}, {}, &g);
+  const Tensor y = randint(0, 100, {5}, DType::i64, &g);
+  g.set_state(saved);
+  CHECK(equal(rand({33}, {}, &g), x));
+  CHECK(equal(randint(0, 100, {5}, DType::i64, &g), y));
+  CHECK_FALSE(equal(rand({33}, {}, &g), x));  // the stream moves on
+  // A private generator does not disturb the default one.
+  manual_seed(5);
+  const Tensor d1 = rand({4});
+  manual_seed(5);
+  Generator other(5);
+  (void)rand({100}, {}, &other);
+  CHECK(equal(rand({4}), d1));
+  // Same seed, same numbers, whatever the dtype's storage.
+  Generator g1(11), g2(11);
+  CHECK(allclose(rand({16}, DType::f32, &g1).to(DType::f64), rand({16}, DType::f16, &g2).to(DType::f64), 1e-3, 1e-3));
+}
+
+TEST_CASE("random: distributions") {
+  Generator g(2024);
+  const int64_t n = 100000;
+  const auto u = rand({n}, {}, &g).to_vector<double>();
+  double lo = 1, hi = 0, mean = 0;
+  for (double v : u) {
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+    mean += v / n;
+  }
+  CHECK(lo >= 0);
+  CHECK(hi < 1);
+  CHECK(mean == doctest::Approx(0.5).epsilon(0.01));
+  for (DType d : {DType::f16, DType::bf16, DType::f64}) {
+    const auto v = rand({4096}, d, &g).to_vector<double>();
+    CHECK(*std::min_element(v.begin(), v.end()) >= 0);
+    CHECK(*std::max_element(v.begin(), v.end()) < 1);  // rounding up to 1.0 in f16/bf16 would break [0, 1)
+  }
+
+  const auto z = randn({n}, {}, &g).to_vector<double>();
+  double m = 0, sq = 0;
+  for (double v : z) m += v / n;
+  for (double v : z) sq += (v - m) * (v - m) / (n - 1);
+  CHECK(std::fabs(m) < 0.02);
+  CHECK(std::sqrt(sq) == doctest::Approx(1.0).epsilon(0.02));
+
+  const Tensor r = randint(-3, 5, {10000}, DType::i64, &g);
+  CHECK(r.dtype() == DType::i64);
+  const auto rv = r.to_vector<int64_t>();
+  const std::set<int64_t> seen(rv.begin(), rv.end());
+  CHECK(*seen.begin() == -3);
+  CHECK(*seen.rbegin() == 4);
+  CHECK(seen.size() == 8);
+  CHECK(randint(0, 3, {4}, DType::u8, &g).dtype() == DType::u8);
+  CHECK_THROWS_AS(randint(5, 5, {2}), ValueError);
+  CHECK_THROWS_AS(rand({2}, DType::i32), DTypeError);
+  CHECK_THROWS_AS(randn({2}, DType::boolean), DTypeError);
+  CHECK(randn({2, 3}, TensorOptions(DType::f64).with_requires_grad()).requires_grad());
+}
+
+TEST_CASE("views share storage; writes bump the shared version counter") {
+  Tensor x = arange(0.0, 12.0, 1.0, DType::f32).reshape({3, 4});
+  const Tensor v = x.view({4, 3});
+  const Tensor t = x.t();
+  const Tensor s = slice(x, 1, 0, 4, 2);
+  const Tensor e = x.select(0, 0).unsqueeze(0).expand({2, 4});
+  CHECK(v.storage().get() == x.storage().get());
+  CHECK(t.storage().get() == x.storage().get());
+  CHECK(s.storage().get() == x.storage().get());
+  CHECK(e.storage().get() == x.storage().get());
+  CHECK(t.stride(0) == 1);
+  CHECK(s.stride(1) == 2);
+  CHECK(e.stride(0) == 0);
+  CHECK_FALSE(t.is_contiguous());
+  CHECK(x.contiguous().is_same(x));
+  CHECK_FALSE(t.contiguous().storage().get() == x.storage().get());
+  CHECK_FALSE(t.reshape({12}).storage().get() == x.storage().get());  // needs a copy
+
+  const uint64_t v0 = x.version();
+  Tensor sv = s;
+  fill_(sv, -1.0);  // through a strided view
+  CHECK(x.version() == v0 + 1);
+  CHECK(v.version() == x.version());
+  CHECK(values(x.select(0, 2)) == std::vector<double>{-1, 9, -1, 11});
+  Tensor tv = t;
+  add_(tv, 100.0);  // through a transposed view
+  CHECK(x.version() == v0 + 2);
+  CHECK(values(x.select(0, 0)) == std::vector<double>{99, 101, 99, 103});
+  Tensor c = x.clone();
+  add_(c, 1.0);
+  CHECK(x.version() == v0 + 2);  // a clone has its own storage and counter
+}
+
+TEST_CASE("in-place ops") {
+  Tensor x = t64({1, -2, 3, -4}, {2, 2});
+  add_(x, t64({10, 20}));  // broadcast other
+  CHECK(values(x) == std::vector<double>{11, 18, 13, 16});
+  sub_(x, 1);
+  mul_(x, t64({2}, {1}));
+  div_(x, 4);
+  CHECK(values(x) == std::vector<double>{5, 8.5, 6, 7.5});
+  neg_(x);
+  relu_(x);
+  CHECK(values(x) == std::vector<double>{0, 0, 0, 0});
+  fill_(x, 2.0);
+  sqrt_(x);
+  CHECK(values(x)[0] == doctest::Approx(std::sqrt(2.0)));
+  exp_(x);
+  tanh_(x);
+  sigmoid_(x);
+  CHECK(values(x)[0] == doctest::Approx(1 / (1 + std::exp(-std::tanh(std::exp(std::sqrt(2.0)))))));
+  fill_(x, 5);
+  clamp_(x, std::nullopt, 3.0);
+  CHECK(values(x) == std::vector<double>{3, 3, 3, 3});
+  zero_(x);
+  CHECK(values(x) == std::vector<double>{0, 0, 0, 0});
+  masked_fill_(x, from_vector<bool>({true, false}, {2}), 9);
+  CHECK(values(x) == std::vector<double>{9, 0, 9, 0});
+
+  // copy_ broadcasts and converts.
+  Tensor f = zeros({2, 3}, DType::f32);
+  copy_(f, t64({1.5, 2.5, 3.5}));
+  CHECK(values(f) == std::vector<double>{1.5, 2.5, 3.5, 1.5, 2.5, 3.5});
+  Tensor i = zeros({3}, DType::i32);
+  copy_(i, t64({1.9, -1.9, 7}));
+  CHECK(values(i) == std::vector<double>{1, -1, 7});
+  Tensor h = zeros({2}, DType::f16);
+  copy_(h, from_vector<bool>({true, false}, {2}));
+  CHECK(values(h) == std::vector<double>{1, 0});
+  Tensor strided = zeros({2, 4});
+  Tensor cols = slice(strided, 1, 1, 4, 2);
+  copy_(cols, ones({2, 2}));
+  CHECK(values(strided) == std::vector<double>{0, 1, 0, 1, 0, 1, 0, 1});
+
+  // Dtype and shape rules.
+  Tensor n = ints({1, 2}, DType::i32);
+  add_(n, 3);
+  CHECK(values(n) == std::vector<double>{4, 5});
+  CHECK_THROWS_AS(add_(n, 1.5), DTypeError);  // float result into an int tensor
+  CHECK_THROWS_AS(div_(n, 2), DTypeError);    // true division gives floats
+  CHECK_THROWS_AS(exp_(n), DTypeError);
+  Tensor half = ones({2}, DType::f16);
+  add_(half, ones({2}, DType::f32));  // float into another float type is allowed
+  CHECK(values(half) == std::vector<double>{2, 2});
+  Tensor small = zeros({3});
+  CHECK_THROWS_AS(add_(small, ones({2, 3})), ShapeError);
+  CHECK_THROWS_AS(copy_(small, ones({4})), ShapeError);
+}
+
+TEST_CASE("comparisons of whole tensors: all_finite, equal, allclose") {
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK(all_finite(t64({1, -2, 3})));
+  CHECK_FALSE(all_finite(t64({1, inf})));
+  CHECK_FALSE(all_finite(t64({-inf, 0})));
+  CHECK_FALSE(all_finite(t64({std::nan(""), 0}).to(DType::bf16)));
+  CHECK(all_finite(from_vector<int64_t>({1, 2}, {2})));
+  CHECK(all_finite(zeros({0})));
+  CHECK(all_finite(t64({65504}).to(DType::f16)));
+  CHECK_FALSE(all_finite(t64({65520}).to(DType::f16)));
+
+  CHECK(equal(t64({1, 2}), t64({1, 2})));
+  CHECK_FALSE(equal(t64({1, 2}), t64({1, 3})));
+  CHECK_FALSE(equal(t64({1, 2}), t64({1, 2}, {1, 2})));       // shape differs
+  CHECK_FALSE(equal(t64({1, 2}), t64({1, 2}).to(DType::f32)));  // dtype differs
+  CHECK(equal(t64({1, 2, 3, 4}, {2, 2}).t(), t64({1, 3, 2, 4}, {2, 2})));
+  CHECK_FALSE(equal(t64({std::nan("")}), t64({std::nan("")})));  // NaN != NaN
+
+  CHECK(allclose(t64({1, 2}), t64({1 + 1e-9, 2})));
+  CHECK_FALSE(allclose(t64({1, 2}), t64({1.001, 2})));
+  CHECK(allclose(t64({1, 2}), t64({1.001, 2}), 1e-2));
+  CHECK(allclose(t64({0}), t64({1e-9})));  // atol 1e-8
+  CHECK(allclose(ones({2, 3}), ones({3})));  // broadcasts
+  CHECK(allclose(ones({2}, DType::f16), ones({2}, DType::f64)));
+}
+
+TEST_CASE("devices: parsing and CUDA on a machine without it") {
+  CHECK(Device::parse("cpu") == kCPU);
+  CHECK(Device::parse("cuda") == Device(DeviceType::cuda, 0));
+  CHECK(Device::parse("cuda:1") == Device(DeviceType::cuda, 1));
+  CHECK(Device::parse("cuda:1").str() == "cuda:1");
+  for (const char* bad : {"gpu", "CPU", "cuda:", "cuda:x", "cuda:-1", "cuda:1:2", ""}) {
+    try {
+      Device::parse(bad);
+      FAIL_CHECK("accepted device '", std::string(bad), "'");
+    } catch (const DeviceError& e) {
+      CHECK_MESSAGE(std::string(e.what()).find("'" + std::string(bad) + "'") != std::string::npos,
+                    std::string(e.what()));
+    }
+  }
+  // A CUDA device index beyond those present is refused on any machine.
+  const Device missing(DeviceType::cuda, backend::cuda_device_count());
+  CHECK_THROWS_AS(ones({2}).to(missing), DeviceError);
+  if (!has_cuda()) {
+    CHECK_THROWS_AS(zeros({2}, kCuda), DeviceError);
+    CHECK_THROWS_AS(ones({2}).to(kCuda), DeviceError);
+    CHECK_THROWS_AS(rand({2}, kCuda), DeviceError);
+  }
+}
+
+TEST_CASE("threads: one setting for kernels and BLAS") {
+  const int before = get_num_threads();
+  CHECK(before >= 1);
+  set_num_threads(1);
+  CHECK((get_num_threads() == 1 || before == 1));
+  set_num_threads(before);
+  CHECK_THROWS_AS(set_num_threads(0), ValueError);
+}
+
+}  // TEST_SUITE("cpu")
+
+EMBER_CUDA_TEST_CASE("cuda tensor: round trip, printing, in-place and views") {
+  const Tensor x = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor c = x.to(kCuda);
+  CHECK(c.device() == kCuda);
+  CHECK(c.to(kCPU).to_vector<float>() == x.to_vector<float>());
+  CHECK(c.t().to_vector<float>() == x.t().to_vector<float>());
+  CHECK(from_vector<float>({1, 2}, {2}).to(kCuda).str() == "tensor([1., 2.], device='cuda:0')");
+  Tensor z = zeros({2, 3}, kCuda);
+  copy_(z, x);  // across devices
+  CHECK(values(z) == values(x));
+  add_(z, 1);
+  CHECK(values(z) == std::vector<double>{2, 3, 4, 5, 6, 7});
+  for (DType d : kAll) CHECK(equal(x.to(d).to(kCuda).to(kCPU), x.to(d)));
+}
+
+EMBER_CUDA_TEST_CASE("cuda random: the same seed gives the same numbers as on the CPU") {
+  for (DType d : kFloats) {
+    Generator a(99), b(99);
+    CHECK_MESSAGE(equal(rand({1001}, d, &a), rand({1001}, TensorOptions(d).with_device(kCuda), &b).to(kCPU)), name(d));
+    const auto cpu = values(randn({1001}, d, &a));
+    const auto gpu = values(randn({1001}, TensorOptions(d).with_device(kCuda), &b));
+    for (size_t i = 0; i < cpu.size(); ++i)
+      if (!close(gpu[i], cpu[i], tolerance(d))) {
+        FAIL_CHECK("randn ", name(d), " element ", i, ": cuda ", gpu[i], ", cpu ", cpu[i]);
+        break;
+      }
+  }
+  Generator a(5), b(5);
+  CHECK(equal(randint(-7, 9, {999}, DType::i32, &a), randint(-7, 9, {999}, TensorOptions(DType::i32).with_device(kCuda), &b).to(kCPU)));
+}
