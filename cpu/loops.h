@@ -1,5 +1,5 @@
 // The strided loop under every CPU elementwise kernel: N operands (output first) viewed with the
-// output's shape, inputs broadcast through zero strides. Dims are coalesced, rows split across
+// output's shape, inputs broadcast through zero strides. Dims are coalesced (tensor/coalesce.h), rows split across
 // threads, and the innermost run is handed to the kernel with its byte strides.
 #pragma once
 
@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "cpu/parallel.h"
+#include "tensor/coalesce.h"
 #include "tensor/tensor.h"
 
 namespace ember::cpu {
@@ -37,30 +38,10 @@ Operands<N> make_operands(const Tensor& out, const std::array<const Tensor*, N -
 // Calls row(ptrs, n, inner_strides) for every innermost run of elements of `shape`.
 template <int N, class Row>
 void for_each_row(const Shape& shape, const Operands<N>& ops, Row&& row) {
-  // Coalesce: drop size-1 dims, merge a dim into the next when every operand allows it.
-  int64_t sizes[kMaxDims];
-  int64_t strides[N][kMaxDims];
-  int nd = 0;
-  for (int d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    if (nd > 0) {
-      bool mergeable = true;
-      for (int k = 0; k < N; ++k) mergeable = mergeable && strides[k][nd - 1] == ops.strides[k][d] * shape[d];
-      if (mergeable) {
-        sizes[nd - 1] *= shape[d];
-        for (int k = 0; k < N; ++k) strides[k][nd - 1] = ops.strides[k][d];
-        continue;
-      }
-    }
-    sizes[nd] = shape[d];
-    for (int k = 0; k < N; ++k) strides[k][nd] = ops.strides[k][d];
-    ++nd;
-  }
-  if (nd == 0) {  // a single element
-    sizes[0] = 1;
-    for (int k = 0; k < N; ++k) strides[k][0] = 0;
-    nd = 1;
-  }
+  const CoalescedDims<N> c = coalesce<N>(shape, ops.strides);
+  const int nd = c.nd;
+  const auto& sizes = c.sizes;
+  const auto& strides = c.strides;
   for (int64_t s : shape)
     if (s == 0) return;
 

@@ -17,70 +17,6 @@
 
 namespace ember {
 
-namespace cpu {
-
-ReductionLayout reduction_layout(const Tensor& x, const Shape& dims) {
-  NoGradGuard no_grad;
-  std::vector<bool> reduced(x.dim(), dims.empty());
-  for (int64_t d : dims) reduced[d] = true;
-  Shape rows_order;  // kept dims, then reduced dims
-  int64_t len = 1, outputs = 1;
-  for (int i = 0; i < x.dim(); ++i)
-    if (!reduced[i]) {
-      rows_order.push_back(i);
-      outputs *= x.shape()[i];
-    }
-  for (int i = 0; i < x.dim(); ++i)
-    if (reduced[i]) {
-      rows_order.push_back(i);
-      len *= x.shape()[i];
-    }
-  if (x.numel() == 0) return {x, outputs, len, 1};  // nothing is read
-
-  // Read x in its memory order (dims by decreasing stride; size-1 dims do not matter). If it is
-  // dense there, with the reduced dims adjacent and the kept dims in their logical order, then
-  // output (o, i) folds a fixed stride of x's own memory: no copy. This covers contiguous and
-  // transposed inputs.
-  std::vector<int> memory_order;
-  for (int i = 0; i < x.dim(); ++i)
-    if (x.shape()[i] != 1) memory_order.push_back(i);
-  std::stable_sort(memory_order.begin(), memory_order.end(),
-                   [&](int a, int b) { return x.strides()[a] > x.strides()[b]; });
-  bool readable = true;
-  int64_t dense_stride = 1;
-  for (auto d = memory_order.rbegin(); d != memory_order.rend(); ++d) {
-    readable = readable && x.strides()[*d] == dense_stride;
-    dense_stride *= x.shape()[*d];
-  }
-  enum { kBefore, kInside, kAfter } part = kBefore;  // where we are relative to the reduced block
-  int last_kept = -1;
-  int64_t outer = 1, inner = 1;
-  for (int d : memory_order) {
-    if (reduced[d]) {
-      readable = readable && part != kAfter;
-      part = kInside;
-    } else {
-      readable = readable && d > last_kept;
-      last_kept = d;
-      if (part == kInside) part = kAfter;
-      (part == kBefore ? outer : inner) *= x.shape()[d];
-    }
-  }
-  if (readable) return {x, outer, len, inner};
-  // Otherwise one copy, with the reduced dims innermost.
-  return {permute(x, rows_order).contiguous(), outputs, len, 1};
-}
-
-ReductionLayout dim_layout(const Tensor& x, int dim) {
-  NoGradGuard no_grad;
-  if (x.dim() == 0) return {x.contiguous(), 1, 1, 1};
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < dim; ++i) outer *= x.shape()[i];
-  for (int i = dim + 1; i < x.dim(); ++i) inner *= x.shape()[i];
-  return {x.contiguous(), outer, x.shape()[dim], inner};
-}
-
-}  // namespace cpu
 
 namespace {
 
@@ -103,7 +39,7 @@ constexpr int64_t kStepGroup = 8;  // steps a column takes in before touching it
 // a time into as many accumulators; otherwise a block of adjacent columns is folded side by side.
 // Either way the loads are contiguous and the loop over lanes vectorizes.
 template <class T, class Acc, class Step, class Merge, class Write>
-void fold(const cpu::ReductionLayout& l, Acc init, Step step, Merge merge, Write write) {
+void fold(const ReductionLayout& l, Acc init, Step step, Merge merge, Write write) {
   constexpr int64_t kLanes = std::max(kRowLanes, cpu::kColumnBlock);  // accumulators per unit
   if (l.outer * l.inner == 0) return;
   const T* x = l.data.data<T>();
@@ -195,7 +131,7 @@ A multiply(A a, A b) {
 // Sum and Prod: fold in the accumulate type; floats keep their dtype, the rest give int64.
 template <class Combine>
 void accumulate(const Tensor& in, const Shape& dims, Tensor& out, int identity, Combine combine) {
-  const cpu::ReductionLayout l = cpu::reduction_layout(in, dims);
+  const ReductionLayout l = reduction_layout(in, dims);
   visit(in.dtype(), [&]<class T>() {
     using A = accumulate_t<T>;
     using O = std::conditional_t<is_float_type_v<T>, T, int64_t>;
@@ -221,7 +157,7 @@ void Prod::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
 }
 
 void Extremum::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  const cpu::ReductionLayout l = cpu::reduction_layout(in[0], dims_);
+  const ReductionLayout l = reduction_layout(in[0], dims_);
   visit(in[0].dtype(), [&]<class T>() {
     using C = compute_t<T>;
     using Limits = std::numeric_limits<C>;
@@ -241,7 +177,7 @@ void Extremum::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out)
 }
 
 void ArgExtremum::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  const cpu::ReductionLayout l = cpu::reduction_layout(in[0], along(in[0], dim_));
+  const ReductionLayout l = reduction_layout(in[0], along(in[0], dim_));
   visit(in[0].dtype(), [&]<class T>() {
     using C = compute_t<T>;
     struct Best {

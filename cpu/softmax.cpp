@@ -58,7 +58,7 @@ void softmax_block(const T* x, const T* max, T* y, int64_t len, int64_t stride, 
 }  // namespace
 
 void Softmax::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  const cpu::ReductionLayout l = cpu::dim_layout(in[0], dim_);
+  const ReductionLayout l = dim_layout(in[0], dim_);
   if (l.outer * l.len * l.inner == 0) return;
   Tensor max;  // (outer, inner) in the layout's output order
   {

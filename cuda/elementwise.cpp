@@ -1,6 +1,7 @@
 // eval_cuda of the elementwise primitives: operands packed here, kernels in cuda/unary.cu,
 // cuda/binary.cu and cuda/copy.cu.
 #include "cuda/host.h"
+#include "tensor/coalesce.h"
 #include "tensor/primitives/elementwise.h"
 
 namespace ember {
@@ -13,40 +14,24 @@ template <int N>
 Strided<N> make_strided(const Tensor& out, const std::array<const Tensor*, N - 1>& inputs) {
   Strided<N> a{};
   const Shape& shape = out.shape();
-  Strides strides[N];
+  std::array<Strides, N> strides;  // bytes
   for (int k = 0; k < N; ++k) {
     const Tensor& t = k == 0 ? out : *inputs[k - 1];
     a.data[k] = static_cast<char*>(t.raw_data());
     a.elem_size[k] = dtype_size(t.dtype());
     strides[k] = broadcast_strides(t.shape(), t.strides(), shape);
+    for (auto& x : strides[k]) x *= a.elem_size[k];
   }
   a.numel = out.numel();
-  // Coalesce: drop size-1 dims, merge a dim into the one before when every operand allows it.
-  int nd = 0;
-  for (int d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    if (nd > 0) {
-      bool mergeable = true;
-      for (int k = 0; k < N; ++k)
-        mergeable = mergeable && a.strides[k][nd - 1] == strides[k][d] * shape[d] * a.elem_size[k];
-      if (mergeable) {
-        a.sizes[nd - 1] *= shape[d];
-        for (int k = 0; k < N; ++k) a.strides[k][nd - 1] = strides[k][d] * a.elem_size[k];
-        continue;
-      }
-    }
-    a.sizes[nd] = shape[d];
-    for (int k = 0; k < N; ++k) a.strides[k][nd] = strides[k][d] * a.elem_size[k];
-    ++nd;
-  }
-  if (nd == 0) {  // a single element
-    a.sizes[0] = 1;
-    for (int k = 0; k < N; ++k) a.strides[k][0] = a.elem_size[k];
-    nd = 1;
+  const CoalescedDims<N> c = coalesce<N>(shape, strides);
+  const int nd = c.nd;
+  for (int d = 0; d < nd; ++d) {
+    a.sizes[d] = c.sizes[d];
+    for (int k = 0; k < N; ++k) a.strides[k][d] = c.strides[k][d];
   }
   a.nd = nd;
-  a.dense = nd == 1;
-  for (int k = 0; k < N; ++k) a.dense = a.dense && a.strides[k][0] == a.elem_size[k];
+  a.dense = nd == 1;  // one element, or every operand steps by its element size
+  for (int k = 0; k < N; ++k) a.dense = a.dense && (a.sizes[0] == 1 || a.strides[k][0] == a.elem_size[k]);
   return a;
 }
 

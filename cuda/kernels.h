@@ -46,7 +46,7 @@ void launch_fill(DType dtype, bool is_floating, double dvalue, int64_t ivalue, c
 void launch_random(DType dtype, int kind, uint64_t seed, uint64_t first_block, int64_t low, int64_t high, void* out,
                    int64_t n, cudaStream_t stream);
 
-// ---- reductions (cuda/reduce.cu) over the (outer, len, inner) layout of cpu/reduce.h: output
+// ---- reductions (cuda/reduce.cu) over the (outer, len, inner) layout of tensor/reduction_layout.h: output
 // (o, i), stored at o * inner + i, folds x[(o * len + r) * inner + i] for r < len.
 enum class ReduceKind { sum, prod, max, min, argmax, argmin };
 // sum/prod write the input dtype (floats) or i64 (integers, bool); max/min the input dtype;

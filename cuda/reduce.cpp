@@ -1,6 +1,6 @@
 // eval_cuda of the reductions and of softmax: the input is seen as (outer, len, inner) by the
-// layout helpers of cpu/reduce.h (device-agnostic shape work), then cuda/reduce.cu folds len.
-#include "cpu/reduce.h"
+// layout of tensor/reduction_layout.h, then cuda/reduce.cu folds len.
+#include "tensor/reduction_layout.h"
 #include "cuda/host.h"
 #include "tensor/primitives/linalg.h"
 #include "tensor/primitives/reduce.h"
@@ -8,10 +8,10 @@
 namespace ember {
 
 namespace {
-// cpu::reduction_layout only permutes and copies with public ops, so it serves CUDA tensors too.
+// reduction_layout only permutes and copies with public ops, so it serves CUDA tensors too.
 void reduce(cuda::ReduceKind kind, const Tensor& x, const Shape& dims, const Tensor& out) {
   cuda::DeviceGuard guard(out.device());
-  const cpu::ReductionLayout l = cpu::reduction_layout(x, dims);
+  const ReductionLayout l = reduction_layout(x, dims);
   cuda::launch_reduce(kind, x.dtype(), l.data.raw_data(), out.raw_data(), l.outer, l.len, l.inner,
                       cuda::current_stream());
 }
@@ -46,7 +46,7 @@ void ArgExtremum::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& 
 
 void Softmax::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   cuda::DeviceGuard guard(out[0].device());
-  const cpu::ReductionLayout l = cpu::dim_layout(in[0], dim_);  // out has the same (contiguous) layout
+  const ReductionLayout l = dim_layout(in[0], dim_);  // out has the same (contiguous) layout
   cuda::launch_softmax(in[0].dtype(), log_, l.data.raw_data(), out[0].raw_data(), l.outer, l.len, l.inner,
                        cuda::current_stream());
 }

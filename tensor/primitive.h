@@ -14,6 +14,16 @@
 
 namespace ember {
 
+// What every primitive class declares besides its parameters (MLX's DEFINE_* habit): the
+// kernels of both backends, defined in cpu/ and cuda/ (cuda/absent.cpp without CUDA), and the
+// vjp, defined beside the op's front end in tensor/.
+#define EMBER_PRIMITIVE_KERNELS                                             \
+  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out); \
+  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out)
+#define EMBER_PRIMITIVE_VJP                                                                               \
+  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs, \
+                          const std::vector<Tensor>& outputs) override
+
 struct OutputSpec {
   Shape shape;
   DType dtype;

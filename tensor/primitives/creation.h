@@ -16,8 +16,7 @@ class RandomFill final : public Primitive {
   const char* name() const override { return "random"; }
   // Counter blocks consumed for n elements of this kind (what the generator must reserve).
   static uint64_t blocks_for(Kind kind, DType dtype, int64_t n);
-  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
+  EMBER_PRIMITIVE_KERNELS;
 
  private:
   Kind kind_;
@@ -32,8 +31,7 @@ class ToDevice final : public Primitive {
   const char* name() const override { return "to_device"; }
   Device device() const { return device_; }
   bool non_blocking() const { return non_blocking_; }
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_VJP;
 
  private:
   Device device_;

@@ -38,10 +38,8 @@ class Unary final : public Primitive {
   explicit Unary(Op op = {}) : op_(op) {}
   const char* name() const override { return UnaryTraits<Op>::name; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const { return {{in[0].shape(), in[0].dtype()}}; }
-  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_KERNELS;
+  EMBER_PRIMITIVE_VJP;
   const Op& op() const { return op_; }
 
  private:
@@ -56,10 +54,8 @@ class Binary final : public Primitive {
   static constexpr int kSaves = BinaryTraits<Op>::saves;
   const char* name() const override { return BinaryTraits<Op>::name; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
-  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_KERNELS;
+  EMBER_PRIMITIVE_VJP;
 };
 
 // out = condition ? a : b, all three broadcast; a and b share one dtype, condition is bool.
@@ -69,10 +65,8 @@ class Where final : public Primitive {
   static constexpr unsigned kSavedInputMask = 1u;  // the vjp needs only the condition
   const char* name() const override { return "where"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
-  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_KERNELS;
+  EMBER_PRIMITIVE_VJP;
 };
 
 // A contiguous copy converted to `dtype` (to(dtype), contiguous(), clone()).
@@ -81,10 +75,8 @@ class Cast final : public Primitive {
   explicit Cast(DType dtype) : dtype_(dtype) {}
   const char* name() const override { return "to"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const { return {{in[0].shape(), dtype_}}; }
-  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_KERNELS;
+  EMBER_PRIMITIVE_VJP;
 
  private:
   DType dtype_;
@@ -95,10 +87,8 @@ class CopyInto final : public Primitive {
  public:
   const char* name() const override { return "copy"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
-  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_KERNELS;
+  EMBER_PRIMITIVE_VJP;
 };
 
 // In place: every element of self = value (fill_, zeros, ones, full). Inputs {self}.
@@ -107,10 +97,8 @@ class Fill final : public Primitive {
   explicit Fill(Scalar value) : value_(value) {}
   const char* name() const override { return "fill"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const { return {{in[0].shape(), in[0].dtype()}}; }
-  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_KERNELS;
+  EMBER_PRIMITIVE_VJP;
 
  private:
   Scalar value_;

@@ -11,10 +11,8 @@ class Cat final : public Primitive {
   explicit Cat(int dim) : dim_(dim) {}
   const char* name() const override { return "cat"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
-  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_KERNELS;
+  EMBER_PRIMITIVE_VJP;
 
  private:
   int dim_;
@@ -27,10 +25,8 @@ class IndexSelect final : public Primitive {
   explicit IndexSelect(int dim) : dim_(dim) {}
   const char* name() const override { return "index_select"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
-  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_KERNELS;
+  EMBER_PRIMITIVE_VJP;
 
  private:
   int dim_;
@@ -43,10 +39,8 @@ class IndexAdd final : public Primitive {
   explicit IndexAdd(int dim) : dim_(dim) {}
   const char* name() const override { return "index_add"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
-  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_KERNELS;
+  EMBER_PRIMITIVE_VJP;
 
  private:
   int dim_;
@@ -59,10 +53,8 @@ class Gather final : public Primitive {
   explicit Gather(int dim) : dim_(dim) {}
   const char* name() const override { return "gather"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
-  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_KERNELS;
+  EMBER_PRIMITIVE_VJP;
 
  private:
   int dim_;
@@ -75,10 +67,8 @@ class ScatterAdd final : public Primitive {
   explicit ScatterAdd(int dim) : dim_(dim) {}
   const char* name() const override { return "scatter_add"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
-  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_KERNELS;
+  EMBER_PRIMITIVE_VJP;
 
  private:
   int dim_;

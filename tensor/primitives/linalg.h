@@ -11,10 +11,8 @@ class Matmul final : public Primitive {
   static constexpr int kSaves = kSaveInputs;
   const char* name() const override { return "matmul"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
-  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_KERNELS;
+  EMBER_PRIMITIVE_VJP;
 };
 
 // softmax (log = false) or log_softmax (log = true) along dim, computed max-shifted.
@@ -24,10 +22,8 @@ class Softmax final : public Primitive {
   Softmax(int dim, bool log) : dim_(dim), log_(log) {}
   const char* name() const override { return log_ ? "log_softmax" : "softmax"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const { return {{in[0].shape(), in[0].dtype()}}; }
-  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_KERNELS;
+  EMBER_PRIMITIVE_VJP;
 
  private:
   int dim_;

@@ -14,10 +14,8 @@ class Sum final : public Primitive {
   Sum(Shape dims, bool keepdim) : dims_(dims), keepdim_(keepdim) {}
   const char* name() const override { return "sum"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
-  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_KERNELS;
+  EMBER_PRIMITIVE_VJP;
 
  private:
   Shape dims_;
@@ -31,10 +29,8 @@ class Prod final : public Primitive {
   Prod(Shape dims, bool keepdim) : dims_(dims), keepdim_(keepdim) {}
   const char* name() const override { return "prod"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
-  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_KERNELS;
+  EMBER_PRIMITIVE_VJP;
 
  private:
   Shape dims_;
@@ -48,10 +44,8 @@ class Extremum final : public Primitive {
   Extremum(Shape dims, bool keepdim, bool is_max) : dims_(dims), keepdim_(keepdim), is_max_(is_max) {}
   const char* name() const override { return is_max_ ? "amax" : "amin"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
-  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_KERNELS;
+  EMBER_PRIMITIVE_VJP;
 
  private:
   Shape dims_;
@@ -65,8 +59,7 @@ class ArgExtremum final : public Primitive {
   ArgExtremum(int dim, bool keepdim, bool is_max) : dim_(dim), keepdim_(keepdim), is_max_(is_max) {}
   const char* name() const override { return is_max_ ? "argmax" : "argmin"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
-  void eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out);
-  void eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out);
+  EMBER_PRIMITIVE_KERNELS;
 
  private:
   int dim_;

@@ -11,8 +11,7 @@ class Reshape final : public Primitive {
   explicit Reshape(Shape shape) : shape_(shape) {}
   const char* name() const override { return "view"; }
   Tensor make_view(const Tensor& x) const;
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_VJP;
 
  private:
   Shape shape_;
@@ -24,8 +23,7 @@ class Permute final : public Primitive {
   explicit Permute(Shape dims) : dims_(dims) {}
   const char* name() const override { return "permute"; }
   Tensor make_view(const Tensor& x) const;
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_VJP;
 
  private:
   Shape dims_;
@@ -37,8 +35,7 @@ class Slice final : public Primitive {
   Slice(int dim, int64_t start, int64_t length, int64_t step) : dim_(dim), start_(start), length_(length), step_(step) {}
   const char* name() const override { return "slice"; }
   Tensor make_view(const Tensor& x) const;
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_VJP;
 
  private:
   int dim_;
@@ -51,8 +48,7 @@ class Expand final : public Primitive {
   explicit Expand(Shape shape) : shape_(shape) {}
   const char* name() const override { return "expand"; }
   Tensor make_view(const Tensor& x) const;
-  std::vector<Tensor> vjp(const std::vector<Tensor>& cotangents, const std::vector<Tensor>& inputs,
-                          const std::vector<Tensor>& outputs) override;
+  EMBER_PRIMITIVE_VJP;
 
  private:
   Shape shape_;
