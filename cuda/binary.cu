@@ -6,21 +6,12 @@ namespace ember::cuda {
 
 namespace {
 
-namespace kind {
-constexpr bool Arith = false;
-constexpr bool Compare = true;
-}  // namespace kind
-template <class Op> constexpr bool kCompare = false;
-#define EMBER_BINARY_KIND(F, NAME, KIND, SAVES) template <> constexpr bool kCompare<ew::F> = kind::KIND;
-EMBER_BINARY_OPS(EMBER_BINARY_KIND)
-#undef EMBER_BINARY_KIND
-
 template <class T, class Op>
 struct BinaryFn {
   __device__ void operator()(char* const* p) const {
     using C = compute_t<T>;
     const C x = static_cast<C>(at<T>(p[1])), y = static_cast<C>(at<T>(p[2]));
-    if constexpr (kCompare<Op>)
+    if constexpr (BinaryTraits<Op>::kind == BinaryKind::Compare)
       at<bool>(p[0]) = Op{}(x, y);
     else
       at<T>(p[0]) = convert<T>(Op{}(x, y));
@@ -32,7 +23,7 @@ struct BinaryFn {
 template <class Op>
 void launch_binary(DType dtype, const Strided<3>& a, cudaStream_t stream) {
   visit(dtype, [&]<class T>() {
-    if constexpr (kCompare<Op> || !std::is_same_v<T, bool>)
+    if constexpr (BinaryTraits<Op>::kind == BinaryKind::Compare || !std::is_same_v<T, bool>)
       launch_elementwise(a, BinaryFn<T, Op>{}, stream);
     else
       unsupported("binary op", dtype);

@@ -6,16 +6,6 @@ namespace ember::cuda {
 
 namespace {
 
-// Whether an op runs on floating dtypes only (integer inputs were made f32 by the front end).
-namespace kind {
-constexpr bool Floating = true;
-constexpr bool Numeric = false;
-}  // namespace kind
-template <class Op> constexpr bool kFloatingOnly = false;
-#define EMBER_UNARY_KIND(F, NAME, KIND, SAVES) template <> constexpr bool kFloatingOnly<ew::F> = kind::KIND;
-EMBER_UNARY_OPS(EMBER_UNARY_KIND)
-#undef EMBER_UNARY_KIND
-
 template <class T, class Op>
 struct UnaryFn {
   Op op;
@@ -30,7 +20,7 @@ struct UnaryFn {
 template <class Op>
 void launch_unary(const Op& op, DType dtype, const Strided<2>& a, cudaStream_t stream) {
   visit(dtype, [&]<class T>() {
-    constexpr bool ok = kFloatingOnly<Op> ? is_float_type_v<T> : !std::is_same_v<T, bool>;
+    constexpr bool ok = UnaryTraits<Op>::kind == UnaryKind::Floating ? is_float_type_v<T> : !std::is_same_v<T, bool>;
     if constexpr (ok)
       launch_elementwise(a, UnaryFn<T, Op>{op}, stream);
     else

@@ -143,3 +143,30 @@ struct Gt { template <class T> EMBER_HD bool operator()(T a, T b) const { return
 struct Ge { template <class T> EMBER_HD bool operator()(T a, T b) const { return a >= b; } };
 
 }  // namespace ember::ew
+
+namespace ember {
+
+// Each op's name, kind and saves from the lists, for the primitives and the CUDA kernels alike.
+enum class UnaryKind { Numeric, Floating };
+enum class BinaryKind { Arith, Compare };
+
+template <class Op> struct UnaryTraits;
+template <class Op> struct BinaryTraits;
+#define EMBER_UNARY_TRAITS(F, NAME, KIND, SAVES)  \
+  template <> struct UnaryTraits<ew::F> {         \
+    static constexpr const char* name = NAME;     \
+    static constexpr UnaryKind kind = UnaryKind::KIND; \
+    static constexpr int saves = SAVES;           \
+  };
+EMBER_UNARY_OPS(EMBER_UNARY_TRAITS)
+#undef EMBER_UNARY_TRAITS
+#define EMBER_BINARY_TRAITS(F, NAME, KIND, SAVES)  \
+  template <> struct BinaryTraits<ew::F> {         \
+    static constexpr const char* name = NAME;      \
+    static constexpr BinaryKind kind = BinaryKind::KIND; \
+    static constexpr int saves = SAVES;            \
+  };
+EMBER_BINARY_OPS(EMBER_BINARY_TRAITS)
+#undef EMBER_BINARY_TRAITS
+
+}  // namespace ember

@@ -1,4 +1,4 @@
-// Elementwise primitives: Unary<Op> and Binary<Op> over the functor lists of
+// Elementwise primitives: Unary<Op> and Binary<Op> over the functor lists (and their traits) of
 // tensor/elementwise_ops.h, plus where, casts/copies and fills.
 #pragma once
 
@@ -7,28 +7,6 @@
 #include "tensor/scalar.h"
 
 namespace ember {
-
-enum class UnaryKind { Numeric, Floating };
-enum class BinaryKind { Arith, Compare };
-
-template <class Op> struct UnaryTraits;
-template <class Op> struct BinaryTraits;
-#define EMBER_UNARY_TRAITS(F, NAME, KIND, SAVES)  \
-  template <> struct UnaryTraits<ew::F> {         \
-    static constexpr const char* name = NAME;     \
-    static constexpr UnaryKind kind = UnaryKind::KIND; \
-    static constexpr int saves = SAVES;           \
-  };
-EMBER_UNARY_OPS(EMBER_UNARY_TRAITS)
-#undef EMBER_UNARY_TRAITS
-#define EMBER_BINARY_TRAITS(F, NAME, KIND, SAVES)  \
-  template <> struct BinaryTraits<ew::F> {         \
-    static constexpr const char* name = NAME;      \
-    static constexpr BinaryKind kind = BinaryKind::KIND; \
-    static constexpr int saves = SAVES;            \
-  };
-EMBER_BINARY_OPS(EMBER_BINARY_TRAITS)
-#undef EMBER_BINARY_TRAITS
 
 // y = Op(x); the input dtype is already one Op accepts (the front end converts).
 template <class Op>
