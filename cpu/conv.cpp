@@ -1,0 +1,305 @@
+// CPU kernels of conv2d and its backward halves: im2col per image and group, then one GEMM
+// (CBLAS when built with it, else Eigen); backward-input is a GEMM then col2im. f32/f64 natively,
+// f16/bf16 through f32 copies. Every tensor is read and written through its strides: a channels-last
+// (NHWC) input is gathered by im2col in place, and the output matrices are handed to GEMM in
+// whichever of row/column-major their strides give (an NHWC output is the transposed product).
+// Threads: when the per-image GEMM is small enough that OpenBLAS runs it on the calling thread, the
+// batch is split across threads; otherwise images go one by one and only the GEMM library threads
+// (im2col/col2im then stay on the calling thread: an OpenMP region between two OpenBLAS calls leaves
+// its workers spinning against OpenBLAS's pthreads, which measured 5x slower on 2 cores).
+#include <Eigen/Core>
+#include <algorithm>
+#include <climits>
+#include <mutex>
+#include <optional>
+
+#include "cpu/loops.h"
+#include "nn/primitives/conv.h"
+#include "tensor/convert.h"
+#include "tensor/ops.h"
+
+#if defined(EMBER_HAVE_CBLAS)
+#include <cblas.h>
+#endif
+
+namespace ember {
+
+namespace {
+
+// A matrix as GEMM reads it: row-major with leading dimension ld, or (t) column-major with ld.
+template <class T>
+struct Mat {
+  T* p;
+  bool t;
+  int64_t ld;
+};
+
+#if defined(EMBER_HAVE_CBLAS)
+int blas_int(int64_t v) {
+  if (v > INT_MAX) throw ValueError("conv2d: size " + std::to_string(v) + " exceeds the BLAS library's int range");
+  return static_cast<int>(v);
+}
+#endif
+
+// C (m x n) = A (m x k) @ B (k x n) + beta C, beta 0 or 1.
+template <class T>
+void gemm(int64_t m, int64_t n, int64_t k, Mat<const T> a, Mat<const T> b, T beta, Mat<T> c) {
+  if (c.t) {  // C^T (n x m) = B^T A^T
+    gemm<T>(n, m, k, {b.p, !b.t, b.ld}, {a.p, !a.t, a.ld}, beta, {c.p, false, c.ld});
+    return;
+  }
+  if (m == 0 || n == 0) return;
+#if defined(EMBER_HAVE_CBLAS)
+  const auto ta = a.t ? CblasTrans : CblasNoTrans, tb = b.t ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta, tb, blas_int(m), blas_int(n), blas_int(k), 1.0f, a.p, blas_int(a.ld), b.p,
+                blas_int(b.ld), beta, c.p, blas_int(c.ld));
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, blas_int(m), blas_int(n), blas_int(k), 1.0, a.p, blas_int(a.ld), b.p,
+                blas_int(b.ld), beta, c.p, blas_int(c.ld));
+#else
+  using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using ColMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+  using Stride = Eigen::OuterStride<>;
+  auto with_map = [](Mat<const T> x, int64_t rows, int64_t cols, auto&& f) {
+    if (x.t)
+      f(Eigen::Map<const ColMajor, Eigen::Unaligned, Stride>(x.p, rows, cols, Stride(x.ld)));
+    else
+      f(Eigen::Map<const RowMajor, Eigen::Unaligned, Stride>(x.p, rows, cols, Stride(x.ld)));
+  };
+  Eigen::Map<RowMajor, Eigen::Unaligned, Stride> out(c.p, m, n, Stride(c.ld));
+  with_map(a, m, k, [&](const auto& A) {
+    with_map(b, k, n, [&](const auto& B) {
+      if (beta == T(0))
+        out.noalias() = A * B;
+      else
+        out.noalias() += A * B;
+    });
+  });
+#endif
+}
+
+// As matmul's kernel: OpenBLAS runs GEMMs up to this m*n*k on the calling thread.
+constexpr int64_t kSingleThreadedGemm = 65536 * 4;
+
+struct Geometry {
+  int64_t N, C, H, W, O, kh, kw, OH, OW, G, Cg, Og;
+  Conv2dParams p;
+  int64_t K() const { return Cg * kh * kw; }  // rows of the im2col matrix
+  int64_t L() const { return OH * OW; }       // its columns
+};
+
+Geometry geometry(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p) {
+  return {x[0], x[1], x[2], x[3], w[0], w[2], w[3], y[2], y[3], p.groups, x[1] / p.groups, w[0] / p.groups, p};
+}
+
+// Element pointer and strides of a 4-D NCHW-shaped tensor.
+template <class T>
+struct View4 {
+  T* p;
+  int64_t s[4];
+  explicit View4(const Tensor& t) : p(t.data<std::remove_const_t<T>>()) {
+    for (int d = 0; d < 4; ++d) s[d] = t.strides()[d];
+  }
+};
+
+// The (channels x H*W) matrix of one image of v as GEMM can read it, when its strides allow.
+template <class T>
+std::optional<Mat<T>> plane_matrix(const View4<T>& v, int64_t rows, int64_t H, int64_t W) {
+  int64_t cs;
+  if (W == 1)
+    cs = v.s[2];
+  else if (H == 1 || v.s[2] == W * v.s[3])
+    cs = v.s[3];
+  else
+    return std::nullopt;
+  const int64_t rs = v.s[1], cols = H * W;
+  if ((cols == 1 || cs == 1) && (rows == 1 || rs >= cols)) return Mat<T>{v.p, false, rows == 1 ? std::max<int64_t>(cols, 1) : rs};
+  if ((rows == 1 || rs == 1) && (cols == 1 || cs >= rows)) return Mat<T>{v.p, true, cols == 1 ? std::max<int64_t>(rows, 1) : cs};
+  return std::nullopt;
+}
+
+// col (K x L, row-major) = the patches of image n, channels [c0, c0 + Cg), of x.
+template <class T>
+void im2col(const Geometry& g, const View4<const T>& x, int64_t n, int64_t c0, T* col) {
+  const int64_t L = g.L(), kk = g.kh * g.kw;
+  for (int64_t r = 0; r < g.K(); ++r) {
+    const int64_t c = c0 + r / kk, ki = (r / g.kw) % g.kh, kj = r % g.kw;
+    const T* plane = x.p + n * x.s[0] + c * x.s[1];
+    T* dst = col + r * L;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const int64_t ih = oh * g.p.stride[0] - g.p.padding[0] + ki * g.p.dilation[0];
+      T* d = dst + oh * g.OW;
+      if (ih < 0 || ih >= g.H) {
+        std::fill(d, d + g.OW, T(0));
+        continue;
+      }
+      const T* src = plane + ih * x.s[2];
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        const int64_t iw = ow * g.p.stride[1] - g.p.padding[1] + kj * g.p.dilation[1];
+        d[ow] = iw >= 0 && iw < g.W ? src[iw * x.s[3]] : T(0);
+      }
+    }
+  }
+}
+
+// gx[n, c0 + c] += the columns of col (K x L) folded back onto the image (gx zeroed beforehand).
+template <class T>
+void col2im(const Geometry& g, const T* col, const View4<T>& gx, int64_t n, int64_t c0) {
+  const int64_t L = g.L(), kk = g.kh * g.kw;
+  for (int64_t c = 0; c < g.Cg; ++c) {
+    T* plane = gx.p + n * gx.s[0] + (c0 + c) * gx.s[1];
+    for (int64_t q = 0; q < kk; ++q) {
+      const int64_t ki = q / g.kw, kj = q % g.kw;
+      const T* src = col + (c * kk + q) * L;
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        const int64_t ih = oh * g.p.stride[0] - g.p.padding[0] + ki * g.p.dilation[0];
+        if (ih < 0 || ih >= g.H) continue;
+        T* dst = plane + ih * gx.s[2];
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          const int64_t iw = ow * g.p.stride[1] - g.p.padding[1] + kj * g.p.dilation[1];
+          if (iw >= 0 && iw < g.W) dst[iw * gx.s[3]] += src[oh * g.OW + ow];
+        }
+      }
+    }
+  }
+}
+
+// Calls image(n, col) for every image, with a K x L scratch matrix per thread. Small per-image
+// GEMMs (which BLAS runs on one thread) are spread over the batch; large ones run one image at a
+// time and BLAS threads them. im2col/col2im then stay on one thread: an OpenMP region between
+// BLAS calls left OpenMP workers spinning against BLAS's own threads (about 5x slower).
+template <class T, class F>
+void for_each_image(const Geometry& g, F&& image) {
+  const int64_t gemm_size = g.Og * g.L() * g.K();
+  if (gemm_size <= kSingleThreadedGemm) {
+    cpu::parallel_for(g.N, gemm_size * g.G, [&](int64_t begin, int64_t end) {
+      std::vector<T> col(static_cast<size_t>(g.K() * g.L()));
+      for (int64_t n = begin; n < end; ++n) image(n, col.data());
+    });
+  } else {
+    std::vector<T> col(static_cast<size_t>(g.K() * g.L()));
+    for (int64_t n = 0; n < g.N; ++n) image(n, col.data());
+  }
+}
+
+// A tensor whose images GEMM can read as (channels x H*W) matrices: t itself, or a contiguous copy.
+template <class T>
+Tensor gemm_readable(const Tensor& t, int64_t rows) {
+  if (plane_matrix(View4<const T>(t), rows, t.shape()[2], t.shape()[3])) return t;
+  return contiguous(t);
+}
+
+template <class T>
+Mat<const T> at(Mat<const T> m, int64_t offset) {
+  return {m.p + offset, m.t, m.ld};
+}
+
+template <class T>
+void conv_forward(const Tensor& x, const Tensor& w_in, const Tensor& y, const Conv2dParams& p) {
+  const Geometry g = geometry(x.shape(), w_in.shape(), y.shape(), p);
+  if (y.numel() == 0) return;
+  const Tensor w = contiguous(w_in);  // (O, K) row-major
+  const View4<const T> xv(x);
+  const View4<T> yv(y);
+  const Mat<T> ym = *plane_matrix(yv, g.Og, g.OH, g.OW);
+  const T* wp = w.data<T>();
+  for_each_image<T>(g, [&](int64_t n, T* col) {
+    for (int64_t gr = 0; gr < g.G; ++gr) {
+      im2col(g, xv, n, gr * g.Cg, col);
+      Mat<T> out = ym;
+      out.p += n * yv.s[0] + gr * g.Og * yv.s[1];
+      gemm<T>(g.Og, g.L(), g.K(), {wp + gr * g.Og * g.K(), false, g.K()}, {col, false, g.L()}, T(0), out);
+    }
+  });
+}
+
+template <class T>
+void conv_backward_input(const Tensor& gy_in, const Tensor& w_in, const Tensor& gx, const Conv2dParams& p) {
+  const Geometry g = geometry(gx.shape(), w_in.shape(), gy_in.shape(), p);
+  if (gx.numel() == 0) return;
+  std::fill(gx.data<T>(), gx.data<T>() + gx.numel(), T(0));  // freshly allocated: dense
+  if (gy_in.numel() == 0) return;
+  const Tensor w = contiguous(w_in), gy = gemm_readable<T>(gy_in, g.Og);
+  const View4<const T> gyv(gy);
+  const View4<T> gxv(gx);
+  const Mat<const T> gm = *plane_matrix(gyv, g.Og, g.OH, g.OW);
+  const T* wp = w.data<T>();
+  for_each_image<T>(g, [&](int64_t n, T* col) {
+    for (int64_t gr = 0; gr < g.G; ++gr) {
+      // col (K x L) = W_g^T (K x Og) @ gy[n, g] (Og x L)
+      gemm<T>(g.K(), g.L(), g.Og, {wp + gr * g.Og * g.K(), true, g.K()}, at(gm, n * gyv.s[0] + gr * g.Og * gyv.s[1]),
+              T(0), {col, false, g.L()});
+      col2im(g, col, gxv, n, gr * g.Cg);
+    }
+  });
+}
+
+template <class T>
+void conv_backward_weight(const Tensor& gy_in, const Tensor& x, const Tensor& gw, const Conv2dParams& p) {
+  const Geometry g = geometry(x.shape(), gw.shape(), gy_in.shape(), p);
+  T* out = gw.data<T>();  // (O, K), dense
+  std::fill(out, out + gw.numel(), T(0));
+  if (gy_in.numel() == 0 || x.numel() == 0) return;
+  const Tensor gy = gemm_readable<T>(gy_in, g.Og);
+  const View4<const T> gyv(gy), xv(x);
+  const Mat<const T> gm = *plane_matrix(gyv, g.Og, g.OH, g.OW);
+  std::mutex sum;
+  // gw_g (Og x K) += gy[n, g] (Og x L) @ col^T (L x K), into `acc` (the output, or a thread's partial sum).
+  auto image = [&](int64_t n, T* col, T* acc) {
+    for (int64_t gr = 0; gr < g.G; ++gr) {
+      im2col(g, xv, n, gr * g.Cg, col);
+      gemm<T>(g.Og, g.K(), g.L(), at(gm, n * gyv.s[0] + gr * g.Og * gyv.s[1]), {col, true, g.L()}, T(1),
+              {acc + gr * g.Og * g.K(), false, g.K()});
+    }
+  };
+  const int64_t gemm_size = g.Og * g.L() * g.K();
+  if (gemm_size <= kSingleThreadedGemm) {
+    cpu::parallel_for(g.N, gemm_size * g.G, [&](int64_t begin, int64_t end) {
+      std::vector<T> col(static_cast<size_t>(g.K() * g.L())), acc(static_cast<size_t>(gw.numel()), T(0));
+      for (int64_t n = begin; n < end; ++n) image(n, col.data(), acc.data());
+      std::lock_guard<std::mutex> lock(sum);
+      for (size_t i = 0; i < acc.size(); ++i) out[i] += acc[i];
+    });
+  } else {
+    std::vector<T> col(static_cast<size_t>(g.K() * g.L()));
+    for (int64_t n = 0; n < g.N; ++n) image(n, col.data(), out);
+  }
+}
+
+Tensor nchw(const Tensor& t, bool channels_last) { return channels_last ? permute(t, {0, 3, 1, 2}) : t; }
+
+// Runs kernel<T>(a, b, out) in f32/f64; f16/bf16 go through f32 copies and are narrowed back.
+template <class K>
+void run_float(const char* op, const Tensor& a, const Tensor& b, const Tensor& out, bool channels_last, K kernel) {
+  NoGradGuard no_grad;  // views and temporaries here are not graph nodes
+  visit_floating(out.dtype(), op, [&]<class T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      kernel.template operator()<T>(a, b, nchw(out, channels_last));
+    } else {
+      const Tensor a32 = to(a, DType::f32), b32 = to(b, DType::f32);
+      const Tensor o32 = Tensor::empty(out.shape(), DType::f32);
+      kernel.template operator()<float>(a32, b32, nchw(o32, channels_last));
+      cpu::map_elements<T, float, 1>(out, {&o32}, [](float v) { return convert<T>(v); });
+    }
+  });
+}
+
+}  // namespace
+
+void Conv2d::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  run_float(name(), in[0], in[1], out[0], channels_last_,
+            [&]<class T>(const Tensor& x, const Tensor& w, const Tensor& y) { conv_forward<T>(x, w, y, p_); });
+}
+
+void Conv2dBackwardInput::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  run_float(name(), in[0], in[1], out[0], channels_last_,
+            [&]<class T>(const Tensor& gy, const Tensor& w, const Tensor& gx) { conv_backward_input<T>(gy, w, gx, p_); });
+}
+
+void Conv2dBackwardWeight::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  run_float(name(), in[0], in[1], out[0], false,
+            [&]<class T>(const Tensor& gy, const Tensor& x, const Tensor& gw) { conv_backward_weight<T>(gy, x, gw, p_); });
+}
+
+}  // namespace ember

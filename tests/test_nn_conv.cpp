@@ -1,0 +1,301 @@
+// conv2d and pooling: forward against naive f64 loops over many configurations (strides, padding,
+// dilation, groups, channels-last, dtypes), gradcheck of every backward, argument errors.
+#include <cmath>
+#include <limits>
+
+#include "autograd/gradcheck.h"
+#include "nn/conv.h"
+#include "nn/pooling.h"
+#include "tests/helpers.h"
+
+using namespace ember;
+using namespace ember_test;
+
+namespace {
+
+using P2 = std::array<int64_t, 2>;
+
+uint64_t next_seed() {
+  static uint64_t s = 100;
+  return s++;
+}
+
+// The naive reference: out[n][o][i][j] = b[o] + sum_{c,ki,kj} x[n][g*Cg+c][i*s-p+ki*d][j*s-p+kj*d] w[o][c][ki][kj].
+Host conv_ref(const Host& x, const Host& w, const std::vector<double>* b, P2 s, P2 p, P2 d, int64_t groups) {
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  const int64_t O = w.shape[0], Cg = w.shape[1], kh = w.shape[2], kw = w.shape[3], Og = O / groups;
+  (void)C;
+  const int64_t OH = (H + 2 * p[0] - d[0] * (kh - 1) - 1) / s[0] + 1, OW = (W + 2 * p[1] - d[1] * (kw - 1) - 1) / s[1] + 1;
+  Host y{{N, O, OH, OW}, std::vector<double>(static_cast<size_t>(N * O * OH * OW))};
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t i = 0; i < OH; ++i)
+        for (int64_t j = 0; j < OW; ++j) {
+          double acc = b ? (*b)[o] : 0.0;
+          const int64_t g = o / Og;
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t ki = 0; ki < kh; ++ki)
+              for (int64_t kj = 0; kj < kw; ++kj) {
+                const int64_t h = i * s[0] - p[0] + ki * d[0], ww = j * s[1] - p[1] + kj * d[1];
+                if (h < 0 || h >= H || ww < 0 || ww >= W) continue;
+                acc += x.v[((n * x.shape[1] + g * Cg + c) * H + h) * W + ww] * w.v[((o * Cg + c) * kh + ki) * kw + kj];
+              }
+          y.v[((n * O + o) * OH + i) * OW + j] = acc;
+        }
+  return y;
+}
+
+struct ConvCase {
+  Shape x, w;
+  P2 stride, padding, dilation;
+  int64_t groups;
+  bool bias;
+};
+
+const std::vector<ConvCase> kConvCases = {
+    {{1, 3, 7, 7}, {4, 3, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, false},
+    {{3, 3, 8, 6}, {5, 3, 3, 2}, {2, 1}, {1, 0}, {1, 1}, 1, true},
+    {{2, 4, 9, 9}, {6, 2, 3, 3}, {1, 2}, {2, 1}, {2, 1}, 2, true},     // groups, dilation
+    {{3, 6, 5, 7}, {6, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 6, false},    // depthwise
+    {{1, 4, 6, 5}, {8, 1, 2, 3}, {2, 2}, {1, 1}, {2, 2}, 4, true},     // depthwise multiplier 2
+    {{3, 8, 5, 5}, {4, 8, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, true},     // 1x1
+    {{2, 3, 11, 4}, {2, 3, 5, 1}, {3, 1}, {2, 0}, {1, 1}, 1, false},   // non-square kernel
+    {{3, 16, 12, 12}, {32, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},  // large enough for BLAS threading
+};
+
+std::string describe(const ConvCase& c) {
+  return "x " + to_string(c.x) + " w " + to_string(c.w) + " groups " + std::to_string(c.groups);
+}
+
+// x with NHWC memory and NCHW shape.
+Tensor to_channels_last(const Tensor& x) { return permute(contiguous(permute(x, {0, 2, 3, 1})), {0, 3, 1, 2}); }
+
+}  // namespace
+
+TEST_CASE("conv2d forward matches the naive loop" * doctest::test_suite("cpu")) {
+  for (const ConvCase& c : kConvCases)
+    for (DType dt : {DType::f64, DType::f32, DType::bf16, DType::f16})
+      for (bool channels_last : {false, true}) {
+        INFO(describe(c), " ", name(dt), channels_last ? " channels-last" : "");
+        const Host xh{c.x, random_values(numel(c.x), DType::f64, -1, 1, false, next_seed())};
+        const Host wh{c.w, random_values(numel(c.w), DType::f64, -1, 1, false, next_seed())};
+        const std::vector<double> bv = random_values(c.w[0], DType::f64, -1, 1, false, next_seed());
+        Tensor x = make_tensor(xh.v, c.x, dt), w = make_tensor(wh.v, c.w, dt), b = make_tensor(bv, {c.w[0]}, dt);
+        // The reference uses the values as rounded to dt.
+        const Host xr = to_host(x), wr = to_host(w);
+        const std::vector<double> br = values(b);
+        if (channels_last) x = to_channels_last(x);
+        const Tensor y = conv2d(x, w, c.bias ? b : Tensor(), c.stride, c.padding, c.dilation, c.groups);
+        const int64_t fan_in = c.w[1] * c.w[2] * c.w[3];
+        Tol tol = tolerance(dt);
+        tol.atol *= fan_in;
+        check_values(y, conv_ref(xr, wr, c.bias ? &br : nullptr, c.stride, c.padding, c.dilation, c.groups), tol,
+                     "conv2d");
+        if (channels_last && c.x[1] > 1 && c.w[0] > 1) CHECK(is_channels_last(y));
+        if (!channels_last) CHECK(y.is_contiguous());
+      }
+}
+
+TEST_CASE("conv2d channels-last gradients equal the NCHW ones" * doctest::test_suite("cpu")) {
+  const Tensor x0 = uniform_f64({2, 4, 6, 6}, -1, 1, next_seed(), false);
+  const Tensor w0 = uniform_f64({6, 2, 3, 3}, -1, 1, next_seed(), false);
+  Tensor xa = clone(x0).requires_grad_(true), wa = clone(w0).requires_grad_(true);
+  Tensor xb = to_channels_last(x0).detach().requires_grad_(true), wb = clone(w0).requires_grad_(true);
+  CHECK(is_channels_last(xb));
+  const Tensor ga = uniform_f64({2, 6, 3, 3}, -1, 1, next_seed(), false);
+  conv2d(xa, wa, {}, {2, 2}, {1, 1}, {1, 1}, 2).backward(ga);
+  conv2d(xb, wb, {}, {2, 2}, {1, 1}, {1, 1}, 2).backward(ga);
+  CHECK(allclose(xa.grad(), xb.grad(), 1e-12, 1e-12));
+  CHECK(allclose(wa.grad(), wb.grad(), 1e-12, 1e-12));
+  CHECK(is_channels_last(xb.grad()));
+}
+
+TEST_CASE("conv2d gradcheck" * doctest::test_suite("cpu")) {
+  struct G {
+    Shape x, w;
+    P2 s, p, d;
+    int64_t groups;
+    bool bias, channels_last;
+  };
+  const std::vector<G> cases = {
+      {{2, 2, 5, 4}, {3, 2, 3, 2}, {1, 1}, {0, 0}, {1, 1}, 1, true, false},
+      {{1, 4, 6, 6}, {4, 2, 2, 2}, {2, 1}, {1, 1}, {2, 2}, 2, true, false},
+      {{2, 3, 5, 5}, {3, 1, 3, 3}, {1, 2}, {1, 1}, {1, 1}, 3, false, true},  // depthwise, channels-last
+  };
+  for (const G& c : cases) {
+    INFO("x ", to_string(c.x), " w ", to_string(c.w));
+    Tensor x = uniform_f64(c.x, -1, 1, next_seed(), false);
+    if (c.channels_last) x = to_channels_last(x);
+    x.requires_grad_(true);
+    const Tensor w = uniform_f64(c.w, -1, 1, next_seed()), b = uniform_f64({c.w[0]}, -1, 1, next_seed());
+    auto fn = [&](const std::vector<Tensor>& in) {
+      return conv2d(in[0], in[1], c.bias ? in[2] : Tensor(), c.s, c.p, c.d, c.groups);
+    };
+    try {
+      CHECK(gradcheck(fn, {x, w, b}).entries > 0);
+    } catch (const std::exception& e) {
+      FAIL_CHECK(std::string(e.what()));
+    }
+  }
+}
+
+TEST_CASE("conv2d double backward (gradgradcheck)" * doctest::test_suite("cpu")) {
+  const Tensor x = uniform_f64({1, 2, 4, 4}, -1, 1, next_seed()), w = uniform_f64({2, 1, 2, 2}, -1, 1, next_seed());
+  auto fn = [](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], {}, {1, 1}, {1, 1}, {1, 1}, 2); };
+  try {
+    CHECK(gradgradcheck(fn, {x, w}).entries > 0);
+  } catch (const std::exception& e) {
+    FAIL_CHECK(std::string(e.what()));
+  }
+}
+
+namespace {
+
+// Naive pooling: max (with the flat index) or average, PyTorch's window and divisor rules.
+struct PoolRef {
+  Host values;
+  std::vector<double> indices;
+};
+
+PoolRef pool_ref(const Host& x, P2 k, P2 s, P2 p, P2 d, bool ceil_mode, bool is_max, bool count_include_pad) {
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  auto out_size = [&](int64_t in, int i) {
+    const int64_t num = in + 2 * p[i] - d[i] * (k[i] - 1) - 1 + (ceil_mode ? s[i] - 1 : 0);
+    int64_t o = num / s[i] + 1;
+    if (ceil_mode && (o - 1) * s[i] >= in + p[i]) --o;
+    return o;
+  };
+  const int64_t OH = out_size(H, 0), OW = out_size(W, 1);
+  PoolRef r{{{N, C, OH, OW}, std::vector<double>(static_cast<size_t>(N * C * OH * OW))}, {}};
+  r.indices.resize(r.values.v.size());
+  for (int64_t nc = 0; nc < N * C; ++nc)
+    for (int64_t i = 0; i < OH; ++i)
+      for (int64_t j = 0; j < OW; ++j) {
+        double best = -INFINITY, sum = 0;
+        int64_t arg = -1, count = 0;
+        for (int64_t ki = 0; ki < k[0]; ++ki)
+          for (int64_t kj = 0; kj < k[1]; ++kj) {
+            const int64_t h = i * s[0] - p[0] + ki * d[0], w = j * s[1] - p[1] + kj * d[1];
+            if (h >= -p[0] && h < H + p[0] && w >= -p[1] && w < W + p[1] && count_include_pad) ++count;
+            if (h < 0 || h >= H || w < 0 || w >= W) continue;
+            if (!count_include_pad) ++count;
+            const double v = x.v[(nc * H + h) * W + w];
+            sum += v;
+            if (arg < 0 || v > best) best = v, arg = h * W + w;
+          }
+        const int64_t o = (nc * OH + i) * OW + j;
+        r.values.v[o] = is_max ? best : sum / count;
+        r.indices[o] = static_cast<double>(arg);
+      }
+  return r;
+}
+
+// Distinct values (no ties), shuffled.
+Tensor distinct_values(const Shape& s, DType dt = DType::f64) {
+  std::vector<double> v(static_cast<size_t>(numel(s)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>((i * 37) % v.size()) * 0.125 - 3;
+  return make_tensor(v, s, dt);
+}
+
+struct PoolCase {
+  Shape x;
+  P2 k, s, p, d;
+  bool ceil_mode;
+};
+const std::vector<PoolCase> kPoolCases = {
+    {{2, 3, 8, 8}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},
+    {{1, 2, 7, 9}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false},
+    {{1, 2, 7, 9}, {3, 2}, {2, 3}, {1, 1}, {1, 1}, true},
+    {{3, 1, 10, 6}, {3, 3}, {1, 2}, {1, 0}, {2, 1}, false},
+    {{1, 1, 5, 5}, {2, 2}, {2, 2}, {1, 1}, {1, 1}, true},
+};
+
+}  // namespace
+
+TEST_CASE("max_pool2d matches the naive loop" * doctest::test_suite("cpu")) {
+  for (const PoolCase& c : kPoolCases)
+    for (DType dt : {DType::f64, DType::f32, DType::bf16})
+      for (bool channels_last : {false, true}) {
+        INFO("x ", to_string(c.x), " k ", c.k[0], "x", c.k[1], " ", name(dt));
+        Tensor x = distinct_values(c.x, dt);
+        const PoolRef r = pool_ref(to_host(x), c.k, c.s, c.p, c.d, c.ceil_mode, true, true);
+        if (channels_last) x = to_channels_last(x);
+        const ValuesIndices y = max_pool2d_with_indices(x, c.k, c.s, c.p, c.d, c.ceil_mode);
+        check_values(y.values, r.values, tolerance(dt), "values");
+        CHECK(y.indices.dtype() == DType::i64);
+        CHECK(values(y.indices) == r.indices);
+      }
+  // stride defaults to the kernel
+  const Tensor x = distinct_values({1, 1, 4, 4});
+  CHECK(max_pool2d(x, {2, 2}).shape() == Shape{1, 1, 2, 2});
+}
+
+TEST_CASE("avg_pool2d matches the naive loop" * doctest::test_suite("cpu")) {
+  for (const PoolCase& c : kPoolCases) {
+    if (c.d[0] != 1 || c.d[1] != 1) continue;
+    for (DType dt : {DType::f64, DType::f32, DType::bf16})
+      for (bool include : {true, false}) {
+        INFO("x ", to_string(c.x), " k ", c.k[0], "x", c.k[1], " ", name(dt), " count_include_pad ", include);
+        const Tensor x = make_tensor(random_values(numel(c.x), DType::f64, -1, 1, false, next_seed()), c.x, dt);
+        const PoolRef r = pool_ref(to_host(x), c.k, c.s, c.p, {1, 1}, c.ceil_mode, false, include);
+        check_values(avg_pool2d(to_channels_last(x), c.k, c.s, c.p, c.ceil_mode, include), r.values, tolerance(dt), "avg");
+        check_values(avg_pool2d(x, c.k, c.s, c.p, c.ceil_mode, include), r.values, tolerance(dt), "avg");
+      }
+  }
+}
+
+TEST_CASE("adaptive_avg_pool2d uses PyTorch's windows" * doctest::test_suite("cpu")) {
+  for (const auto& [xs, os] : std::vector<std::pair<Shape, P2>>{{{2, 3, 7, 5}, {3, 2}}, {{1, 2, 4, 4}, {1, 1}},
+                                                                  {{1, 1, 5, 3}, {7, 4}}, {{2, 2, 8, 8}, {4, 4}}}) {
+    INFO("x ", to_string(xs), " out ", os[0], "x", os[1]);
+    const Host x{xs, random_values(numel(xs), DType::f64, -1, 1, false, next_seed())};
+    Host want{{xs[0], xs[1], os[0], os[1]}, {}};
+    for (int64_t nc = 0; nc < xs[0] * xs[1]; ++nc)
+      for (int64_t i = 0; i < os[0]; ++i)
+        for (int64_t j = 0; j < os[1]; ++j) {
+          const int64_t h0 = i * xs[2] / os[0], h1 = ((i + 1) * xs[2] + os[0] - 1) / os[0];
+          const int64_t w0 = j * xs[3] / os[1], w1 = ((j + 1) * xs[3] + os[1] - 1) / os[1];
+          double sum = 0;
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) sum += x.v[(nc * xs[2] + h) * xs[3] + w];
+          want.v.push_back(sum / ((h1 - h0) * (w1 - w0)));
+        }
+    check_values(adaptive_avg_pool2d(from_vector(x.v, xs), os), want, tolerance(DType::f64), "adaptive");
+  }
+}
+
+TEST_CASE("pooling gradcheck" * doctest::test_suite("cpu")) {
+  auto check = [](const std::string& what, const std::function<Tensor(const std::vector<Tensor>&)>& fn, const Tensor& x) {
+    INFO(what);
+    try {
+      CHECK(gradcheck(fn, {x}).entries > 0);
+      CHECK(gradgradcheck(fn, {x}).entries > 0);
+    } catch (const std::exception& e) {
+      FAIL_CHECK(std::string(e.what()));
+    }
+  };
+  const Tensor xm = distinct_values({2, 2, 5, 6}).requires_grad_(true);
+  check("max_pool2d", [](const std::vector<Tensor>& in) { return max_pool2d(in[0], {3, 2}, P2{2, 2}, {1, 1}, {1, 1}, true); }, xm);
+  check("max_pool2d dilated", [](const std::vector<Tensor>& in) { return max_pool2d(in[0], {2, 2}, P2{1, 2}, {1, 0}, {2, 2}); }, xm);
+  const Tensor xa = uniform_f64({2, 2, 5, 6}, -1, 1, next_seed());
+  check("avg_pool2d", [](const std::vector<Tensor>& in) { return avg_pool2d(in[0], {3, 3}, P2{2, 2}, {1, 1}, true, false); }, xa);
+  check("avg_pool2d pad", [](const std::vector<Tensor>& in) { return avg_pool2d(in[0], {2, 3}, P2{1, 2}, {1, 1}); }, xa);
+  check("adaptive_avg_pool2d", [](const std::vector<Tensor>& in) { return adaptive_avg_pool2d(in[0], {3, 4}); }, xa);
+}
+
+TEST_CASE("conv2d and pooling argument errors" * doctest::test_suite("cpu")) {
+  const Tensor x = zeros({8, 3, 32, 32}), w = zeros({16, 4, 3, 3});
+  CHECK_THROWS_WITH_AS(conv2d(x, w), "conv2d: input (8, 3, 32, 32) and weight (16, 4, 3, 3) disagree on channels (3 vs 4*1)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(conv2d(zeros({8, 4, 32, 32}), zeros({6, 2, 3, 3}), {}, {1, 1}, {0, 0}, {1, 1}, 4),
+                       "conv2d: input (8, 4, 32, 32) and weight (6, 2, 3, 3) disagree on channels (4 vs 2*4)", ShapeError);
+  CHECK_THROWS_AS(conv2d(zeros({3, 32, 32}), w), ShapeError);
+  CHECK_THROWS_AS(conv2d(zeros({1, 4, 2, 2}), w), ShapeError);  // kernel larger than the input
+  CHECK_THROWS_AS(conv2d(zeros({1, 4, 5, 5}), w, zeros({15})), ShapeError);
+  CHECK_THROWS_AS(conv2d(zeros({1, 4, 5, 5}), w.to(DType::f64)), DTypeError);
+  CHECK_THROWS_AS(conv2d(zeros({1, 4, 5, 5}), w, {}, {0, 1}), ValueError);
+  CHECK_THROWS_AS(max_pool2d(x, {2, 2}, {}, {2, 2}), ValueError);  // padding above kernel / 2
+  CHECK_THROWS_AS(max_pool2d(zeros({32, 32}), {2, 2}), ShapeError);
+  CHECK_THROWS_AS(avg_pool2d(zeros({1, 1, 2, 2}), {3, 3}), ShapeError);
+  CHECK_THROWS_AS(adaptive_avg_pool2d(x, {0, 2}), ValueError);
+}
