@@ -1,0 +1,20 @@
+// dropout as a composite: a uniform draw from the Philox stream, a comparison and a product.
+#include "nn/dropout.h"
+
+#include <cmath>
+#include <string>
+
+namespace ember {
+
+Tensor dropout(const Tensor& input, double p, bool training, Generator* gen) {
+  if (!(p >= 0 && p <= 1)) throw ValueError("dropout: probability has to be between 0 and 1, but got " + std::to_string(p));
+  if (!is_floating(input.dtype()))
+    throw DTypeError(std::string("dropout: expected a floating input, got ") + dtype_name(input.dtype()));
+  if (!training || p == 0) return input;
+  if (p == 1) return input * 0.0;  // zeros, with a (zero) gradient path as in PyTorch
+  const Tensor u = rand(input.shape(), TensorOptions(DType::f32).with_device(input.device()), gen);
+  const Tensor mask = ge(u, p).to(input.dtype()) * (1.0 / (1.0 - p));  // 0 or 1 / (1 - p)
+  return input * mask;
+}
+
+}  // namespace ember
