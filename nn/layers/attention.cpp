@@ -1,0 +1,71 @@
+// MultiheadAttention.
+#include "nn/layers/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "autograd/grad_mode.h"
+#include "nn/init.h"
+#include "tensor/error.h"
+
+namespace ember::nn {
+
+MultiheadAttention::MultiheadAttention(int64_t e, int64_t h, bool with_bias) : embed_dim(e), num_heads(h) {
+  if (e <= 0 || h <= 0 || e % h != 0)
+    throw ValueError("MultiheadAttention: embed_dim " + std::to_string(e) + " must be a positive multiple of num_heads " +
+                     std::to_string(h));
+  head_dim = e / h;
+  in_proj_weight = register_parameter("in_proj_weight", empty({3 * e, e}));
+  if (with_bias) in_proj_bias = register_parameter("in_proj_bias", empty({3 * e}));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(e, e, with_bias));
+  reset_parameters();
+}
+
+// PyTorch's _reset_parameters: xavier_uniform_ in_proj, zero biases (out_proj weight keeps Linear's init).
+void MultiheadAttention::reset_parameters() {
+  init::xavier_uniform_(in_proj_weight);
+  if (in_proj_bias.defined()) {
+    init::zeros_(in_proj_bias);
+    init::zeros_(out_proj->bias);
+  }
+}
+
+std::string MultiheadAttention::extra_repr() const {
+  return "embed_dim=" + std::to_string(embed_dim) + ", num_heads=" + std::to_string(num_heads);
+}
+
+Tensor MultiheadAttention::forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                   const Tensor& attn_mask) {
+  if (q_in.dim() != 3 || k_in.dim() != 3 || v_in.dim() != 3 || q_in.size(2) != embed_dim ||
+      k_in.size(2) != embed_dim || v_in.size(2) != embed_dim || k_in.size(0) != q_in.size(0) ||
+      !(k_in.shape() == v_in.shape()))
+    throw ShapeError("MultiheadAttention: query " + to_string(q_in.shape()) + ", key " + to_string(k_in.shape()) +
+                     ", value " + to_string(v_in.shape()) + " must be (B, L, " + std::to_string(embed_dim) +
+                     "), (B, S, E), (B, S, E)");
+  const int64_t B = q_in.size(0), L = q_in.size(1), S = k_in.size(1), E = embed_dim;
+  // Projections with the three (E, E) slices of in_proj_weight.
+  auto project = [&](const Tensor& x, int64_t i) {
+    Tensor y = matmul(x, narrow(in_proj_weight, 0, i * E, E).t());  // (B, T, E)
+    if (in_proj_bias.defined()) y = y + narrow(in_proj_bias, 0, i * E, E);
+    return y;
+  };
+  auto heads = [&](const Tensor& y, int64_t T) {  // (B, T, E) -> (B, h, T, d)
+    return reshape(y, {B, T, num_heads, head_dim}).transpose(1, 2);
+  };
+  Tensor q = heads(project(q_in, 0), L), k = heads(project(k_in, 1), S), v = heads(project(v_in, 2), S);
+  Tensor scores = matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(head_dim));  // (B, h, L, S)
+  if (attn_mask.defined()) {
+    Tensor m = attn_mask;
+    if (m.dim() == 3) m = reshape(m, {B, num_heads, L, S});  // PyTorch's (B*h, L, S) layout
+    if (m.dtype() == DType::boolean) {
+      scores = masked_fill(scores, m, -std::numeric_limits<double>::infinity());
+    } else {
+      scores = scores + m;
+    }
+  }
+  Tensor attn = softmax(scores, -1);                                     // (B, h, L, S)
+  Tensor out = matmul(attn, v).transpose(1, 2);                          // (B, L, h, d)
+  return out_proj->forward(reshape(out, {B, L, E}));
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,60 @@
+// Layers built from core ops only: Linear, Identity, Flatten and the activations.
+#pragma once
+
+#include "nn/module.h"
+
+namespace ember::nn {
+
+// y = x W^T + b with W (out, in); PyTorch's init: W kaiming_uniform_(a=sqrt(5)),
+// b U(-1/sqrt(in), 1/sqrt(in)).
+class Linear : public UnaryModule {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  std::string name() const override { return "Linear"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+
+  int64_t in_features, out_features;
+  Tensor weight, bias;  // bias undefined when disabled
+};
+
+class Identity : public UnaryModule {
+ public:
+  std::string name() const override { return "Identity"; }
+  Tensor forward(const Tensor& x) override { return x; }
+};
+
+// Flattens dims start_dim..end_dim into one (defaults keep the batch dim).
+class Flatten : public UnaryModule {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim(start_dim), end_dim(end_dim) {}
+  std::string name() const override { return "Flatten"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override { return flatten(x, start_dim, end_dim); }
+  int64_t start_dim, end_dim;
+};
+
+class ReLU : public UnaryModule {
+ public:
+  std::string name() const override { return "ReLU"; }
+  Tensor forward(const Tensor& x) override { return relu(x); }
+};
+
+// GELU, exact (erf) or with the tanh approximation.
+class GELU : public UnaryModule {
+ public:
+  explicit GELU(bool tanh_approximation = false) : tanh_approximation(tanh_approximation) {}
+  std::string name() const override { return "GELU"; }
+  std::string extra_repr() const override { return tanh_approximation ? "approximate='tanh'" : ""; }
+  Tensor forward(const Tensor& x) override { return gelu(x, tanh_approximation); }
+  bool tanh_approximation;
+};
+
+class SiLU : public UnaryModule {
+ public:
+  std::string name() const override { return "SiLU"; }
+  Tensor forward(const Tensor& x) override { return silu(x); }
+};
+
+}  // namespace ember::nn

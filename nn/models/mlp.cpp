@@ -1,0 +1,37 @@
+// MLP and SmallCNN.
+#include "nn/models/mlp.h"
+
+#include "tensor/error.h"
+
+namespace ember::nn {
+
+MLP::MLP(int64_t in, const std::vector<int64_t>& hidden, int64_t out) {
+  int64_t prev = in;
+  for (int64_t h : hidden) {
+    push_back(std::make_shared<Linear>(prev, h));
+    push_back(std::make_shared<ReLU>());
+    prev = h;
+  }
+  push_back(std::make_shared<Linear>(prev, out));
+}
+
+SmallCNN::SmallCNN(int64_t num_classes, int64_t in_channels, int64_t image_size) {
+  if (image_size % 4 != 0)
+    throw ValueError("SmallCNN: image_size must be a multiple of 4, got " + std::to_string(image_size));
+  conv1 = register_module("conv1", std::make_shared<Conv2d>(in_channels, 32, 3, 1, 1, false));
+  bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(32));
+  conv2 = register_module("conv2", std::make_shared<Conv2d>(32, 64, 3, 1, 1, false));
+  bn2 = register_module("bn2", std::make_shared<BatchNorm2d>(64));
+  pool = register_module("pool", std::make_shared<MaxPool2d>(2));
+  const int64_t s = image_size / 4;
+  fc1 = register_module("fc1", std::make_shared<Linear>(64 * s * s, 128));
+  fc2 = register_module("fc2", std::make_shared<Linear>(128, num_classes));
+}
+
+Tensor SmallCNN::forward(const Tensor& x) {
+  Tensor y = pool->forward(relu(bn1->forward(conv1->forward(x))));
+  y = pool->forward(relu(bn2->forward(conv2->forward(y))));
+  return fc2->forward(relu(fc1->forward(flatten(y, 1))));
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,149 @@
+// Module: the base of layers and models, in the shape of libtorch's C++ frontend (without its
+// Impl/ModuleHolder split): parameters, buffers and children registered by name, train/eval, to(),
+// state_dict. Sequential and ModuleList hold children in order.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensor/ops.h"
+#include "tensor/state_dict.h"
+
+namespace ember::nn {
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // The type's name for printing ("Linear", "Conv2d", ...); extra_repr gives its settings.
+  virtual std::string name() const { return "Module"; }
+  virtual std::string extra_repr() const { return ""; }
+  // The module tree in PyTorch's format: Name(extra) with children indented.
+  std::string str() const;
+
+  // Stores t under `name` and returns it (the same handle). Names must be unique within a module
+  // and contain no '.'; a parameter is made requires_grad(requires_grad).
+  Tensor register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+  // Buffers: state that is saved and moved with the module but not trained (running stats).
+  Tensor register_buffer(const std::string& name, Tensor t);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    register_child(name, m);
+    return m;
+  }
+
+  // Parameters of this module, then (recurse) of its children depth first, each in registration
+  // order as PyTorch lists them; a shared tensor once; dotted names ("layer1.0.conv1.weight").
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<std::shared_ptr<Module>> children() const;
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
+  // This module (named "") and all descendants, depth first.
+  std::vector<std::shared_ptr<Module>> modules();
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
+  // The parameter or buffer stored directly here under `name`; undefined when there is none.
+  Tensor parameter(const std::string& name) const;
+  Tensor buffer(const std::string& name) const;
+  int64_t num_parameters() const;  // total elements of parameters()
+
+  // Training mode, set on this module and every descendant.
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Moves (casts) every parameter and buffer. Tensor identity is kept: the handles the layers and
+  // optimizers hold see the new storage (like PyTorch's `p.data = p.data.to(...)`); gradients are
+  // dropped. to(DType) casts floating tensors only (an i64 step counter stays i64).
+  Module& to(Device device);
+  Module& to(DType dtype);
+  // Sets the gradients of all parameters to none (default) or to zero in place.
+  void zero_grad(bool set_to_none = true);
+
+  // Parameters and buffers by dotted name; the tensors share storage with the module's (detached).
+  StateDict state_dict() const;
+  // Copies values into the existing tensors (converting dtype/device). With strict, missing and
+  // unexpected keys are errors; shape mismatches always are. All problems are reported together
+  // in one ValueError; nothing is copied when there is any.
+  void load_state_dict(const StateDict& state, bool strict = true);
+
+ protected:
+  void register_child(const std::string& name, std::shared_ptr<Module> m);
+
+ private:
+  void check_name(const std::string& name, const char* what) const;
+  void collect_params(const std::string& prefix, bool recurse, std::vector<std::pair<std::string, Tensor>>& out,
+                      std::vector<const TensorImpl*>& seen) const;
+  void collect_buffers(const std::string& prefix, bool recurse,
+                       std::vector<std::pair<std::string, Tensor>>& out) const;
+  void collect_modules(const std::string& prefix, std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out);
+  void str_into(std::string& out, int indent) const;
+  template <class F> void for_each_tensor(F&& f);
+
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+// A module with one tensor in and one out: what Sequential chains.
+class UnaryModule : public Module {
+ public:
+  virtual Tensor forward(const Tensor& x) = 0;
+  Tensor operator()(const Tensor& x) { return forward(x); }
+};
+
+// Runs its children in order; children are named "0", "1", ...
+class Sequential : public UnaryModule {
+ public:
+  Sequential() = default;
+  explicit Sequential(std::vector<std::shared_ptr<UnaryModule>> layers);
+  std::string name() const override { return "Sequential"; }
+  template <class M>
+  std::shared_ptr<M> push_back(std::shared_ptr<M> m) {
+    append(m);
+    return m;
+  }
+  Tensor forward(const Tensor& x) override;
+  size_t size() const { return layers_.size(); }
+  const std::shared_ptr<UnaryModule>& operator[](size_t i) const;
+
+ private:
+  void append(std::shared_ptr<UnaryModule> m);
+  std::vector<std::shared_ptr<UnaryModule>> layers_;
+};
+
+// Holds modules by index ("0", "1", ...) with no forward of its own.
+class ModuleList : public Module {
+ public:
+  ModuleList() = default;
+  std::string name() const override { return "ModuleList"; }
+  template <class M>
+  std::shared_ptr<M> push_back(std::shared_ptr<M> m) {
+    append(m);
+    return m;
+  }
+  size_t size() const { return items_.size(); }
+  const std::shared_ptr<Module>& operator[](size_t i) const;
+  // The i-th module as M (checked).
+  template <class M> std::shared_ptr<M> at(size_t i) const {
+    auto p = std::dynamic_pointer_cast<M>((*this)[i]);
+    if (!p) throw_wrong_type(i);
+    return p;
+  }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+
+ private:
+  void append(std::shared_ptr<Module> m);
+  [[noreturn]] void throw_wrong_type(size_t i) const;
+  std::vector<std::shared_ptr<Module>> items_;
+};
+
+}  // namespace ember::nn
