@@ -1,0 +1,176 @@
+#include "optim/optimizer.h"
+
+#include <set>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+#include "tensor/error.h"
+#include "tensor/ops.h"
+
+namespace ember::optim {
+
+double ParamGroup::get(const std::string& key) const {
+  auto it = options.find(key);
+  if (it == options.end()) throw ValueError("param group has no option '" + key + "'");
+  return it->second;
+}
+
+Tensor scalar_f64(double v) { return scalar_tensor(v, TensorOptions(DType::f64)); }
+
+void Optimizer::add_param_group(std::vector<Tensor> params, const GroupOptions& overrides) {
+  if (params.empty()) throw ValueError(std::string(name()) + ": a param group needs at least one parameter");
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].defined())
+      throw ValueError(std::string(name()) + ": parameter " + std::to_string(i) + " of the new group is undefined");
+    if (!params[i].is_floating_point())
+      throw DTypeError(std::string(name()) + ": parameter " + std::to_string(i) + " is " +
+                       dtype_name(params[i].dtype()) + ", optimizers update floating tensors only");
+    for (const auto& g : groups_)
+      for (const auto& q : g.params)
+        if (q.is_same(params[i]))
+          throw ValueError(std::string(name()) + ": parameter " + std::to_string(i) +
+                           " of the new group is already in another group");
+  }
+  ParamGroup g{std::move(params), defaults_};
+  for (const auto& [k, v] : overrides) {
+    if (!defaults_.count(k) && k != "initial_lr")
+      throw ValueError(std::string(name()) + ": unknown option '" + k + "' for a param group");
+    g.options[k] = v;
+  }
+  groups_.push_back(std::move(g));
+}
+
+void Optimizer::step() {
+  NoGradGuard no_grad;
+  int64_t index = 0;
+  for (const auto& group : groups_) {
+    for (const auto& param : group.params) {
+      const int64_t i = index++;
+      const Tensor grad = param.grad();
+      if (!grad.defined()) continue;
+      Tensor p = param;  // a handle: updates write into the parameter's storage
+      update(group, p, grad, state_[i]);
+    }
+  }
+  ++steps_taken_;
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  for (const auto& group : groups_) {
+    for (const auto& p : group.params) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      if (set_to_none) {
+        p.set_grad(Tensor());
+      } else {
+        NoGradGuard no_grad;
+        zero_(g);
+      }
+    }
+  }
+}
+
+const ParamState& Optimizer::state(int64_t index) const {
+  static const ParamState empty;
+  auto it = state_.find(index);
+  return it == state_.end() ? empty : it->second;
+}
+
+int64_t Optimizer::num_params() const {
+  int64_t n = 0;
+  for (const auto& g : groups_) n += static_cast<int64_t>(g.params.size());
+  return n;
+}
+
+StateDict Optimizer::state_dict() const {
+  StateDict d;
+  for (const auto& [i, st] : state_)
+    for (const auto& [k, t] : st) d["state." + std::to_string(i) + "." + k] = t.clone();
+  int64_t index = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const std::string pre = "param_groups." + std::to_string(g) + ".";
+    for (const auto& [k, v] : groups_[g].options) d[pre + k] = scalar_f64(v);
+    std::vector<int64_t> ids;
+    for (size_t j = 0; j < groups_[g].params.size(); ++j) ids.push_back(index++);
+    d[pre + "params"] = from_vector(ids, {static_cast<int64_t>(ids.size())});
+  }
+  return d;
+}
+
+namespace {
+
+// Splits "a.b.rest" into a, b and rest (rest may hold dots); false when there are fewer parts.
+bool split3(const std::string& key, std::string& a, std::string& b, std::string& rest) {
+  const size_t p1 = key.find('.');
+  if (p1 == std::string::npos) return false;
+  const size_t p2 = key.find('.', p1 + 1);
+  if (p2 == std::string::npos) return false;
+  a = key.substr(0, p1);
+  b = key.substr(p1 + 1, p2 - p1 - 1);
+  rest = key.substr(p2 + 1);
+  return !b.empty() && !rest.empty();
+}
+
+int64_t parse_index(const std::string& s, const std::string& key) {
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
+    throw ValueError("optimizer state_dict: bad index '" + s + "' in key '" + key + "'");
+  return std::stoll(s);
+}
+
+}  // namespace
+
+void Optimizer::load_state_dict(const StateDict& dict) {
+  const std::string who = std::string(name()) + ".load_state_dict: ";
+  // Sort the entries into groups and per-parameter state, checking everything before changing anything.
+  std::map<int64_t, GroupOptions> group_opts;
+  std::map<int64_t, int64_t> group_sizes;
+  std::map<int64_t, ParamState> new_state;
+  for (const auto& [key, t] : dict) {
+    std::string kind, idx, rest;
+    if (!split3(key, kind, idx, rest) || (kind != "state" && kind != "param_groups"))
+      throw ValueError(who + "unexpected key '" + key + "'");
+    const int64_t i = parse_index(idx, key);
+    if (!t.defined()) throw ValueError(who + "entry '" + key + "' is undefined");
+    if (kind == "param_groups") {
+      if (rest == "params") group_sizes[i] = t.numel();
+      else if (t.numel() != 1) throw ValueError(who + "option '" + key + "' has " + std::to_string(t.numel()) + " elements, expected 1");
+      else group_opts[i][rest] = t.item<double>();
+    } else {
+      new_state[i][rest] = t;
+    }
+  }
+  if (group_sizes.size() != groups_.size() || group_opts.size() > groups_.size())
+    throw ValueError(who + "the dict has " + std::to_string(group_sizes.size()) + " param groups, the optimizer " +
+                     std::to_string(groups_.size()));
+  std::vector<const Tensor*> params;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    auto it = group_sizes.find(static_cast<int64_t>(g));
+    if (it == group_sizes.end()) throw ValueError(who + "the dict lacks param_groups." + std::to_string(g) + ".params");
+    if (it->second != static_cast<int64_t>(groups_[g].params.size()))
+      throw ValueError(who + "param group " + std::to_string(g) + " has " + std::to_string(it->second) +
+                       " params in the dict, " + std::to_string(groups_[g].params.size()) + " in the optimizer");
+    for (const auto& p : groups_[g].params) params.push_back(&p);
+  }
+  for (auto& [i, st] : new_state) {
+    if (i >= static_cast<int64_t>(params.size()))
+      throw ValueError(who + "state for parameter " + std::to_string(i) + ", the optimizer has " +
+                       std::to_string(params.size()) + " parameters");
+    const Tensor& p = *params[static_cast<size_t>(i)];
+    for (auto& [k, t] : st) {
+      if (k == "step") {
+        if (t.numel() != 1) throw ValueError(who + "state." + std::to_string(i) + ".step is not a scalar");
+        t = scalar_f64(t.item<double>());
+        continue;
+      }
+      if (!(t.shape() == p.shape()))
+        throw ValueError(who + "state." + std::to_string(i) + "." + k + " has shape " + to_string(t.shape()) +
+                         ", its parameter " + to_string(p.shape()));
+      t = t.to(p.dtype()).to(p.device()).clone();  // a private copy, like the parameter's own state
+    }
+  }
+  for (auto& [g, opts] : group_opts)
+    for (auto& [k, v] : opts) groups_[static_cast<size_t>(g)].options[k] = v;
+  state_ = std::move(new_state);
+}
+
+}  // namespace ember::optim
