@@ -4,50 +4,18 @@
 //   overhead host time of a tiny op (add of two 1-element f32 tensors), without autograd and while
 //            recording for backward; targets <= 1 us and <= 2 us.
 // Run: build/bench/ember_core_bench
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "bench/baseline.h"
 #include "tensor/ops.h"
-
-#if defined(EMBER_HAVE_CBLAS)
-#include <cblas.h>
-#else
-#include <Eigen/Core>
-#endif
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// C = A @ B (or A^T @ B) for row-major n x n matrices, straight through the GEMM library.
-#if defined(EMBER_HAVE_CBLAS)
-constexpr const char* kBaseline = "cblas_sgemm";
-void baseline_gemm(const float* a, bool a_transposed, const float* b, float* c, int n) {
-  cblas_sgemm(CblasRowMajor, a_transposed ? CblasTrans : CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f,
-              c, n);
-}
-#else
-constexpr const char* kBaseline = "Eigen";
-void baseline_gemm(const float* a, bool a_transposed, const float* b, float* c, int n) {
-  using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  const Eigen::Map<const Matrix> A(a, n, n), B(b, n, n);
-  Eigen::Map<Matrix> C(c, n, n);
-  if (a_transposed)
-    C.noalias() = A.transpose() * B;
-  else
-    C.noalias() = A * B;
-}
-#endif
+using bench::Clock;
+using bench::median;
+using bench::seconds_since;
 
 struct GemmRow {
   double ember_s, baseline_s;
@@ -64,7 +32,7 @@ GemmRow time_gemm(int n, bool a_transposed, int runs) {
     const ember::Tensor out = ember::matmul(a_op, b);
     const double te = seconds_since(start);
     start = Clock::now();
-    baseline_gemm(a.data<float>(), a_transposed, b.data<float>(), c.data(), n);
+    bench::baseline_gemm(n, n, n, a.data<float>(), a_transposed, b.data<float>(), c.data());
     const double tb = seconds_since(start);
     if (r >= 0) {
       ember_s.push_back(te);
@@ -93,7 +61,7 @@ const char* verdict(bool ok) { return ok ? "ok" : "MISSED"; }
 int main() {
   constexpr int kThreads = 2;
   ember::set_num_threads(kThreads);
-  std::printf("ember core bench: %d threads, GEMM baseline %s\n\n", kThreads, kBaseline);
+  std::printf("ember core bench: %d threads, GEMM baseline %s\n\n", kThreads, bench::kBaselineGemm);
 
   std::printf("CPU matmul, f32, n x n @ n x n (median of runs; GFLOP/s = 2 n^3 / time)\n");
   std::printf("  %-16s %10s %9s %15s %9s %7s %8s\n", "n", "ember ms", "GFLOP/s", "baseline ms", "GFLOP/s", "ratio",
