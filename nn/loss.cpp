@@ -109,6 +109,10 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const std::string
 
 Tensor mse_loss(const Tensor& a, const Tensor& b, const std::string& reduction) {
   const Reduction r = parse_reduction("mse_loss", reduction);
+  const DType dt = result_type(a, b);
+  // 16-bit inputs: the difference is squared in f32, as PyTorch's kernel does, then the result
+  // returns to the inputs' dtype (rounding the difference first would cost a few ulp).
+  if (dt == DType::f16 || dt == DType::bf16) return reduce(square(a.to(DType::f32) - b.to(DType::f32)), r).to(dt);
   return reduce(square(a - b), r);
 }
 

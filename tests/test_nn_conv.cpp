@@ -1,4 +1,4 @@
-// conv2d and pooling: forward against naive f64 loops over many configurations (strides, padding,
+// conv2d and pooling: forward against the naive f64 loops of tests/nn_reference.h over many configurations (strides, padding,
 // dilation, groups, channels-last, dtypes), gradcheck of every backward, argument errors.
 #include <cmath>
 #include <limits>
@@ -7,6 +7,7 @@
 #include "nn/conv.h"
 #include "nn/pooling.h"
 #include "tests/helpers.h"
+#include "tests/nn_reference.h"
 
 using namespace ember;
 using namespace ember_test;
@@ -18,31 +19,6 @@ using P2 = std::array<int64_t, 2>;
 uint64_t next_seed() {
   static uint64_t s = 100;
   return s++;
-}
-
-// The naive reference: out[n][o][i][j] = b[o] + sum_{c,ki,kj} x[n][g*Cg+c][i*s-p+ki*d][j*s-p+kj*d] w[o][c][ki][kj].
-Host conv_ref(const Host& x, const Host& w, const std::vector<double>* b, P2 s, P2 p, P2 d, int64_t groups) {
-  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
-  const int64_t O = w.shape[0], Cg = w.shape[1], kh = w.shape[2], kw = w.shape[3], Og = O / groups;
-  (void)C;
-  const int64_t OH = (H + 2 * p[0] - d[0] * (kh - 1) - 1) / s[0] + 1, OW = (W + 2 * p[1] - d[1] * (kw - 1) - 1) / s[1] + 1;
-  Host y{{N, O, OH, OW}, std::vector<double>(static_cast<size_t>(N * O * OH * OW))};
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t o = 0; o < O; ++o)
-      for (int64_t i = 0; i < OH; ++i)
-        for (int64_t j = 0; j < OW; ++j) {
-          double acc = b ? (*b)[o] : 0.0;
-          const int64_t g = o / Og;
-          for (int64_t c = 0; c < Cg; ++c)
-            for (int64_t ki = 0; ki < kh; ++ki)
-              for (int64_t kj = 0; kj < kw; ++kj) {
-                const int64_t h = i * s[0] - p[0] + ki * d[0], ww = j * s[1] - p[1] + kj * d[1];
-                if (h < 0 || h >= H || ww < 0 || ww >= W) continue;
-                acc += x.v[((n * x.shape[1] + g * Cg + c) * H + h) * W + ww] * w.v[((o * Cg + c) * kh + ki) * kw + kj];
-              }
-          y.v[((n * O + o) * OH + i) * OW + j] = acc;
-        }
-  return y;
 }
 
 struct ConvCase {
@@ -89,7 +65,7 @@ TEST_CASE("conv2d forward matches the naive loop" * doctest::test_suite("cpu")) 
         const int64_t fan_in = c.w[1] * c.w[2] * c.w[3];
         Tol tol = tolerance(dt);
         tol.atol *= fan_in;
-        check_values(y, conv_ref(xr, wr, c.bias ? &br : nullptr, c.stride, c.padding, c.dilation, c.groups), tol,
+        check_values(y, ref::conv2d(xr, wr, c.bias ? &br : nullptr, c.stride, c.padding, c.dilation, c.groups), tol,
                      "conv2d");
         if (channels_last && c.x[1] > 1 && c.w[0] > 1) CHECK(is_channels_last(y));
         if (!channels_last) CHECK(y.is_contiguous());
@@ -151,45 +127,6 @@ TEST_CASE("conv2d double backward (gradgradcheck)" * doctest::test_suite("cpu"))
 
 namespace {
 
-// Naive pooling: max (with the flat index) or average, PyTorch's window and divisor rules.
-struct PoolRef {
-  Host values;
-  std::vector<double> indices;
-};
-
-PoolRef pool_ref(const Host& x, P2 k, P2 s, P2 p, P2 d, bool ceil_mode, bool is_max, bool count_include_pad) {
-  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
-  auto out_size = [&](int64_t in, int i) {
-    const int64_t num = in + 2 * p[i] - d[i] * (k[i] - 1) - 1 + (ceil_mode ? s[i] - 1 : 0);
-    int64_t o = num / s[i] + 1;
-    if (ceil_mode && (o - 1) * s[i] >= in + p[i]) --o;
-    return o;
-  };
-  const int64_t OH = out_size(H, 0), OW = out_size(W, 1);
-  PoolRef r{{{N, C, OH, OW}, std::vector<double>(static_cast<size_t>(N * C * OH * OW))}, {}};
-  r.indices.resize(r.values.v.size());
-  for (int64_t nc = 0; nc < N * C; ++nc)
-    for (int64_t i = 0; i < OH; ++i)
-      for (int64_t j = 0; j < OW; ++j) {
-        double best = -INFINITY, sum = 0;
-        int64_t arg = -1, count = 0;
-        for (int64_t ki = 0; ki < k[0]; ++ki)
-          for (int64_t kj = 0; kj < k[1]; ++kj) {
-            const int64_t h = i * s[0] - p[0] + ki * d[0], w = j * s[1] - p[1] + kj * d[1];
-            if (h >= -p[0] && h < H + p[0] && w >= -p[1] && w < W + p[1] && count_include_pad) ++count;
-            if (h < 0 || h >= H || w < 0 || w >= W) continue;
-            if (!count_include_pad) ++count;
-            const double v = x.v[(nc * H + h) * W + w];
-            sum += v;
-            if (arg < 0 || v > best) best = v, arg = h * W + w;
-          }
-        const int64_t o = (nc * OH + i) * OW + j;
-        r.values.v[o] = is_max ? best : sum / count;
-        r.indices[o] = static_cast<double>(arg);
-      }
-  return r;
-}
-
 // Distinct values (no ties), shuffled.
 Tensor distinct_values(const Shape& s, DType dt = DType::f64) {
   std::vector<double> v(static_cast<size_t>(numel(s)));
@@ -218,7 +155,7 @@ TEST_CASE("max_pool2d matches the naive loop" * doctest::test_suite("cpu")) {
       for (bool channels_last : {false, true}) {
         INFO("x ", to_string(c.x), " k ", c.k[0], "x", c.k[1], " ", name(dt));
         Tensor x = distinct_values(c.x, dt);
-        const PoolRef r = pool_ref(to_host(x), c.k, c.s, c.p, c.d, c.ceil_mode, true, true);
+        const ref::Pool r = ref::pool2d(to_host(x), c.k, c.s, c.p, c.d, c.ceil_mode, true, true);
         if (channels_last) x = to_channels_last(x);
         const ValuesIndices y = max_pool2d_with_indices(x, c.k, c.s, c.p, c.d, c.ceil_mode);
         check_values(y.values, r.values, tolerance(dt), "values");
@@ -237,7 +174,7 @@ TEST_CASE("avg_pool2d matches the naive loop" * doctest::test_suite("cpu")) {
       for (bool include : {true, false}) {
         INFO("x ", to_string(c.x), " k ", c.k[0], "x", c.k[1], " ", name(dt), " count_include_pad ", include);
         const Tensor x = make_tensor(random_values(numel(c.x), DType::f64, -1, 1, false, next_seed()), c.x, dt);
-        const PoolRef r = pool_ref(to_host(x), c.k, c.s, c.p, {1, 1}, c.ceil_mode, false, include);
+        const ref::Pool r = ref::pool2d(to_host(x), c.k, c.s, c.p, {1, 1}, c.ceil_mode, false, include);
         check_values(avg_pool2d(to_channels_last(x), c.k, c.s, c.p, c.ceil_mode, include), r.values, tolerance(dt), "avg");
         check_values(avg_pool2d(x, c.k, c.s, c.p, c.ceil_mode, include), r.values, tolerance(dt), "avg");
       }
@@ -249,17 +186,7 @@ TEST_CASE("adaptive_avg_pool2d uses PyTorch's windows" * doctest::test_suite("cp
                                                                   {{1, 1, 5, 3}, {7, 4}}, {{2, 2, 8, 8}, {4, 4}}}) {
     INFO("x ", to_string(xs), " out ", os[0], "x", os[1]);
     const Host x{xs, random_values(numel(xs), DType::f64, -1, 1, false, next_seed())};
-    Host want{{xs[0], xs[1], os[0], os[1]}, {}};
-    for (int64_t nc = 0; nc < xs[0] * xs[1]; ++nc)
-      for (int64_t i = 0; i < os[0]; ++i)
-        for (int64_t j = 0; j < os[1]; ++j) {
-          const int64_t h0 = i * xs[2] / os[0], h1 = ((i + 1) * xs[2] + os[0] - 1) / os[0];
-          const int64_t w0 = j * xs[3] / os[1], w1 = ((j + 1) * xs[3] + os[1] - 1) / os[1];
-          double sum = 0;
-          for (int64_t h = h0; h < h1; ++h)
-            for (int64_t w = w0; w < w1; ++w) sum += x.v[(nc * xs[2] + h) * xs[3] + w];
-          want.v.push_back(sum / ((h1 - h0) * (w1 - w0)));
-        }
+    const Host want = ref::adaptive_avg_pool2d(x, os);
     check_values(adaptive_avg_pool2d(from_vector(x.v, xs), os), want, tolerance(DType::f64), "adaptive");
   }
 }

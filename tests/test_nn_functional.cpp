@@ -1,5 +1,5 @@
 // nn functional ops on the CPU: batch_norm, layer_norm, dropout, embedding, cross_entropy,
-// nll_loss, mse_loss against naive f64 references, gradcheck of their backward, and errors.
+// nll_loss, mse_loss against the naive f64 references of tests/nn_reference.h, gradcheck of their backward, and errors.
 #include <cmath>
 
 #include "autograd/gradcheck.h"
@@ -10,6 +10,7 @@
 #include "nn/primitives/loss.h"
 #include "nn/primitives/normalization.h"
 #include "tests/helpers.h"
+#include "tests/nn_reference.h"
 
 using namespace ember;
 using namespace ember_test;
@@ -50,61 +51,8 @@ void check_error(const std::function<void()>& f, const std::string& fragment) {
   }
 }
 
-// Batch-norm reference over x (N, C, S) row-major: per-channel biased mean / var.
-struct Stats {
-  std::vector<double> mean, var;
-};
-Stats channel_stats(const std::vector<double>& x, int64_t N, int64_t C, int64_t S) {
-  Stats st{std::vector<double>(C, 0), std::vector<double>(C, 0)};
-  for (int64_t c = 0; c < C; ++c) {
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t s = 0; s < S; ++s) st.mean[c] += x[(n * C + c) * S + s];
-    st.mean[c] /= N * S;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t s = 0; s < S; ++s) st.var[c] += std::pow(x[(n * C + c) * S + s] - st.mean[c], 2);
-    st.var[c] /= N * S;
-  }
-  return st;
-}
-std::vector<double> bn_ref(const std::vector<double>& x, int64_t N, int64_t C, int64_t S, const std::vector<double>& m,
-                           const std::vector<double>& v, const std::vector<double>& w, const std::vector<double>& b,
-                           double eps = 1e-5) {
-  std::vector<double> y(x.size());
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t s = 0; s < S; ++s) {
-        const int64_t i = (n * C + c) * S + s;
-        y[i] = (x[i] - m[c]) / std::sqrt(v[c] + eps) * w[c] + b[c];
-      }
-  return y;
-}
-
-// Cross-entropy reference: logits (N, C, S) row-major, targets (N, S).
-std::vector<double> ce_ref(const std::vector<double>& x, const std::vector<int64_t>& t, int64_t N, int64_t C, int64_t S,
-                           int64_t ignore, double eps) {
-  std::vector<double> loss(N * S, 0.0);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t s = 0; s < S; ++s) {
-      const int64_t target = t[n * S + s];
-      if (target == ignore) continue;
-      double z = 0;
-      for (int64_t c = 0; c < C; ++c) z += std::exp(x[(n * C + c) * S + s]);
-      const double lse = std::log(z);
-      double smooth = 0;
-      for (int64_t c = 0; c < C; ++c) smooth += lse - x[(n * C + c) * S + s];
-      loss[n * S + s] = (1 - eps) * (lse - x[(n * C + target) * S + s]) + eps * smooth / C;
-    }
-  return loss;
-}
-double ce_reduce(const std::vector<double>& loss, const std::vector<int64_t>& t, int64_t ignore, bool mean) {
-  double s = 0;
-  int64_t count = 0;
-  for (size_t i = 0; i < loss.size(); ++i) {
-    s += loss[i];
-    count += t[i] != ignore;
-  }
-  return mean ? s / count : s;
-}
+using ref::channel_stats;
+using ref::Stats;
 
 }  // namespace
 
@@ -125,17 +73,14 @@ TEST_CASE("batch_norm: training, running statistics after two steps, eval") {
       const std::vector<double> xv = values(x);  // as rounded to d
       const Stats st = channel_stats(xv, N, C, S);
       const Tensor y = batch_norm(x, rm, rvar, wt, bt, /*training=*/true, 0.1, 1e-5);
-      check_values(y, {shape, bn_ref(xv, N, C, S, st.mean, st.var, w, b)}, tolerance(d), "train output");
-      for (int64_t c = 0; c < C; ++c) {
-        want_m[c] = 0.9 * want_m[c] + 0.1 * st.mean[c];
-        want_v[c] = 0.9 * want_v[c] + 0.1 * st.var[c] * (N * S) / (N * S - 1.0);  // unbiased
-      }
+      check_values(y, {shape, ref::batch_norm(xv, N, C, S, st.mean, st.var, w, b)}, tolerance(d), "train output");
+      ref::update_running(want_m, want_v, st, N * S, 0.1);  // unbiased batch variance
       check_values(rm, {{C}, want_m}, tolerance(sd), "running_mean");
       check_values(rvar, {{C}, want_v}, tolerance(sd), "running_var");
     }
     const Tensor x = make_tensor(rv(N * C * S), shape, d);
     const Tensor y = batch_norm(x, rm, rvar, wt, bt, /*training=*/false);
-    check_values(y, {shape, bn_ref(values(x), N, C, S, want_m, want_v, w, b)}, tolerance(d), "eval output");
+    check_values(y, {shape, ref::batch_norm(values(x), N, C, S, want_m, want_v, w, b)}, tolerance(d), "eval output");
   }
 }
 
@@ -145,7 +90,7 @@ TEST_CASE("batch_norm: ranks 2 and 3, no affine, channels-last input") {
     const std::vector<double> xv = rv(numel(shape));
     const Stats st = channel_stats(xv, N, C, S);
     const Tensor y = batch_norm(f64(xv, shape), {}, {}, {}, {}, true);
-    check_values(y, {shape, bn_ref(xv, N, C, S, st.mean, st.var, std::vector<double>(C, 1), std::vector<double>(C, 0))},
+    check_values(y, {shape, ref::batch_norm(xv, N, C, S, st.mean, st.var, std::vector<double>(C, 1), std::vector<double>(C, 0))},
                  tolerance(DType::f64), to_string(shape));
   }
   // NCHW-shaped, NHWC-strided: the same result as the contiguous input, in both modes.
@@ -180,17 +125,11 @@ TEST_CASE("layer_norm: forward against a reference") {
   for (DType d : {DType::f32, DType::f64, DType::bf16}) {
     for (int k : {1, 2}) {
       INFO(name(d), " normalized dims ", k);
-      const int64_t D = k == 1 ? 5 : 20, R = 60 / D;
+      const int64_t D = k == 1 ? 5 : 20;
       const Shape ns = k == 1 ? Shape{5} : Shape{4, 5};
       const Tensor x = make_tensor(rv(60, -3, 3), shape, d);
       const std::vector<double> xv = values(x), wv = rv(D), bv = rv(D);
-      std::vector<double> want(60);
-      for (int64_t r = 0; r < R; ++r) {
-        double m = 0, v = 0;
-        for (int64_t j = 0; j < D; ++j) m += xv[r * D + j] / D;
-        for (int64_t j = 0; j < D; ++j) v += std::pow(xv[r * D + j] - m, 2) / D;
-        for (int64_t j = 0; j < D; ++j) want[r * D + j] = (xv[r * D + j] - m) / std::sqrt(v + 1e-5) * wv[j] + bv[j];
-      }
+      const std::vector<double> want = ref::layer_norm(xv, D, wv, bv);
       const DType pd = d == DType::f64 ? DType::f64 : DType::f32;
       check_values(layer_norm(x, ns, make_tensor(wv, ns, pd), make_tensor(bv, ns, pd)), {shape, want}, tolerance(d),
                    "layer_norm");
@@ -238,10 +177,8 @@ TEST_CASE("embedding: lookup of any index shape, padding_idx") {
   const std::vector<int64_t> iv = {4, 0, 2, 2, 1, 3};
   for (DType id : {DType::i64, DType::i32}) {
     const Tensor idx = from_vector(iv, {2, 3}).to(id);
-    std::vector<double> want;
-    for (int64_t i : iv)
-      for (int64_t j = 0; j < 3; ++j) want.push_back(wv[i * 3 + j]);
-    check_values(embedding(w, idx), {{2, 3, 3}, want}, tolerance(DType::f64), "embedding " + name(id));
+    const Host want = ref::embedding({{5, 3}, wv}, {{2, 3}, std::vector<double>(iv.begin(), iv.end())});
+    check_values(embedding(w, idx), want, tolerance(DType::f64), "embedding " + name(id));
   }
   const Tensor wg = f64(wv, {5, 3}, true);
   const Tensor out = embedding(wg, from_vector(iv, {2, 3}), 2);
@@ -262,29 +199,29 @@ TEST_CASE("cross_entropy: reductions, smoothing, ignore_index, 4-D input, dtypes
     const Tensor t = from_vector(tv, {N});
     for (double eps : {0.0, 0.1}) {
       INFO(name(d), " label_smoothing ", eps);
-      const std::vector<double> loss = ce_ref(xr, tv, N, C, 1, -100, eps);
+      const std::vector<double> loss = ref::cross_entropy(xr, tv, N, C, 1, -100, eps);
       const Tol tol = d == DType::bf16 ? Tol{2e-2, 2e-2} : tolerance(d);
       check_values(cross_entropy(x, t, "none", -100, eps), {{N}, loss}, tol, "none");
-      check_values(cross_entropy(x, t, "sum", -100, eps), {{}, {ce_reduce(loss, tv, -100, false)}}, tol, "sum");
-      check_values(cross_entropy(x, t, "mean", -100, eps), {{}, {ce_reduce(loss, tv, -100, true)}}, tol, "mean");
+      check_values(cross_entropy(x, t, "sum", -100, eps), {{}, {ref::reduce_targets(loss, tv, -100, false)}}, tol, "sum");
+      check_values(cross_entropy(x, t, "mean", -100, eps), {{}, {ref::reduce_targets(loss, tv, -100, true)}}, tol, "mean");
     }
   }
   // ignore_index naming a real class; i32 targets
   const std::vector<int64_t> t2 = {1, 0, 4, 4, 2, 3};
-  const std::vector<double> l2 = ce_ref(xv, t2, N, C, 1, 4, 0.2);
+  const std::vector<double> l2 = ref::cross_entropy(xv, t2, N, C, 1, 4, 0.2);
   check_values(cross_entropy(f64(xv, {N, C}), from_vector(t2, {N}).to(DType::i32), "mean", 4, 0.2),
-               {{}, {ce_reduce(l2, t2, 4, true)}}, tolerance(DType::f64), "ignore_index=4");
+               {{}, {ref::reduce_targets(l2, t2, 4, true)}}, tolerance(DType::f64), "ignore_index=4");
   // (N, C, d1, d2)
   const std::vector<double> x4 = rv(2 * 3 * 2 * 2);
   const std::vector<int64_t> t4 = {0, 2, 1, -100, 2, 2, 0, 1};
-  const std::vector<double> l4 = ce_ref(x4, t4, 2, 3, 4, -100, 0.1);
+  const std::vector<double> l4 = ref::cross_entropy(x4, t4, 2, 3, 4, -100, 0.1);
   check_values(cross_entropy(f64(x4, {2, 3, 2, 2}), from_vector(t4, {2, 2, 2}), "none", -100, 0.1), {{2, 2, 2}, l4},
                tolerance(DType::f64), "4-D none");
   check_values(cross_entropy(f64(x4, {2, 3, 2, 2}), from_vector(t4, {2, 2, 2}), "mean", -100, 0.1),
-               {{}, {ce_reduce(l4, t4, -100, true)}}, tolerance(DType::f64), "4-D mean");
+               {{}, {ref::reduce_targets(l4, t4, -100, true)}}, tolerance(DType::f64), "4-D mean");
   // unbatched (C) logits with a 0-dim target
   check_values(cross_entropy(f64(xv, {N, C}).select(0, 0), scalar_tensor(1, DType::i64), "none"),
-               {{}, {ce_ref(xv, tv, 1, C, 1, -100, 0)[0]}}, tolerance(DType::f64), "unbatched");
+               {{}, {ref::cross_entropy(xv, tv, 1, C, 1, -100, 0)[0]}}, tolerance(DType::f64), "unbatched");
   // agrees with nll_loss(log_softmax)
   const Tensor x = f64(xv, {N, C});
   const Tensor t = from_vector(tv, {N});
@@ -296,12 +233,8 @@ TEST_CASE("nll_loss and mse_loss: forward against references") {
   const int64_t N = 4, C = 3;
   const std::vector<double> lp = rv(N * C, -3, 0);
   const std::vector<int64_t> tv = {2, -100, 0, 1};
-  double s = 0;
-  std::vector<double> none;
-  for (int64_t n = 0; n < N; ++n) {
-    none.push_back(tv[n] == -100 ? 0.0 : -lp[n * C + tv[n]]);
-    s += none.back();
-  }
+  const std::vector<double> none = ref::nll_loss(lp, tv, N, C, 1, -100);
+  const double s = ref::reduce_targets(none, tv, -100, false);
   const Tensor x = f64(lp, {N, C});
   const Tensor t = from_vector(tv, {N});
   check_values(nll_loss(x, t, "none"), {{N}, none}, tolerance(DType::f64), "nll none");
@@ -309,13 +242,10 @@ TEST_CASE("nll_loss and mse_loss: forward against references") {
   check_values(nll_loss(x, t), {{}, {s / 3}}, tolerance(DType::f64), "nll mean");
 
   const std::vector<double> a = rv(6), b = rv(3);
-  std::vector<double> sq;
+  const Host sq = ref::squared_error({{2, 3}, a}, {{3}, b});
   double total = 0;
-  for (int i = 0; i < 6; ++i) {
-    sq.push_back(std::pow(a[i] - b[i % 3], 2));
-    total += sq.back();
-  }
-  check_values(mse_loss(f64(a, {2, 3}), f64(b, {3}), "none"), {{2, 3}, sq}, tolerance(DType::f64), "mse none");
+  for (double e : sq.v) total += e;
+  check_values(mse_loss(f64(a, {2, 3}), f64(b, {3}), "none"), sq, tolerance(DType::f64), "mse none");
   check_values(mse_loss(f64(a, {2, 3}), f64(b, {3}), "sum"), {{}, {total}}, tolerance(DType::f64), "mse sum");
   check_values(mse_loss(f64(a, {2, 3}), f64(b, {3})), {{}, {total / 6}}, tolerance(DType::f64), "mse mean");
 }

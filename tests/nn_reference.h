@@ -1,0 +1,244 @@
+// Naive f64 references for the nn ops (conv2d, pooling, batch/layer norm, losses, embedding):
+// plain loops over row-major host values, written straight from the PyTorch definitions and sharing
+// no code with the library. The op-case table (tests/op_cases.cpp) and the nn tests
+// (tests/test_nn_conv.cpp, tests/test_nn_functional.cpp) all check against these.
+//
+// Conventions: a Host is a shape plus row-major doubles (tests/helpers.h); NCHW tensors index as
+// ((n * C + c) * H + h) * W + w; integer targets / indices arrive as doubles holding integers.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tests/helpers.h"
+
+namespace ember_test::ref {
+
+using P2 = std::array<int64_t, 2>;
+
+// ---- conv2d
+
+// out[n][o][i][j] = b[o] + sum_{c,ki,kj} x[n][g*Cg+c][i*s-p+ki*d][j*s-p+kj*d] * w[o][c][ki][kj],
+// g = o / (O / groups); taps that land in the zero padding are skipped.
+inline Host conv2d(const Host& x, const Host& w, const std::vector<double>* b, P2 s, P2 p, P2 d, int64_t groups) {
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  const int64_t O = w.shape[0], Cg = w.shape[1], kh = w.shape[2], kw = w.shape[3], Og = O / groups;
+  const int64_t OH = (H + 2 * p[0] - d[0] * (kh - 1) - 1) / s[0] + 1;
+  const int64_t OW = (W + 2 * p[1] - d[1] * (kw - 1) - 1) / s[1] + 1;
+  Host y{{N, O, OH, OW}, std::vector<double>(static_cast<size_t>(N * O * OH * OW))};
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t i = 0; i < OH; ++i)
+        for (int64_t j = 0; j < OW; ++j) {
+          double acc = b ? (*b)[o] : 0.0;
+          const int64_t g = o / Og;
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t ki = 0; ki < kh; ++ki)
+              for (int64_t kj = 0; kj < kw; ++kj) {
+                const int64_t h = i * s[0] - p[0] + ki * d[0], ww = j * s[1] - p[1] + kj * d[1];
+                if (h < 0 || h >= H || ww < 0 || ww >= W) continue;
+                acc += x.v[((n * C + g * Cg + c) * H + h) * W + ww] * w.v[((o * Cg + c) * kh + ki) * kw + kj];
+              }
+          y.v[((n * O + o) * OH + i) * OW + j] = acc;
+        }
+  return y;
+}
+
+// ---- pooling
+
+// Max (with the flat index h * W + w of the first maximum in window order) or average over each
+// window, with PyTorch's output size (ceil_mode drops a last window that starts in the padding)
+// and divisor (count_include_pad: the window clipped to the padded input; else the real elements).
+struct Pool {
+  Host values;
+  std::vector<double> indices;
+};
+
+inline Pool pool2d(const Host& x, P2 k, P2 s, P2 p, P2 d, bool ceil_mode, bool is_max, bool count_include_pad) {
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  auto out_size = [&](int64_t in, int i) {
+    const int64_t num = in + 2 * p[i] - d[i] * (k[i] - 1) - 1 + (ceil_mode ? s[i] - 1 : 0);
+    int64_t o = num / s[i] + 1;
+    if (ceil_mode && (o - 1) * s[i] >= in + p[i]) --o;
+    return o;
+  };
+  const int64_t OH = out_size(H, 0), OW = out_size(W, 1);
+  Pool r{{{N, C, OH, OW}, std::vector<double>(static_cast<size_t>(N * C * OH * OW))}, {}};
+  r.indices.resize(r.values.v.size());
+  for (int64_t nc = 0; nc < N * C; ++nc)
+    for (int64_t i = 0; i < OH; ++i)
+      for (int64_t j = 0; j < OW; ++j) {
+        double best = -INFINITY, sum = 0;
+        int64_t arg = -1, count = 0;
+        for (int64_t ki = 0; ki < k[0]; ++ki)
+          for (int64_t kj = 0; kj < k[1]; ++kj) {
+            const int64_t h = i * s[0] - p[0] + ki * d[0], w = j * s[1] - p[1] + kj * d[1];
+            if (h >= -p[0] && h < H + p[0] && w >= -p[1] && w < W + p[1] && count_include_pad) ++count;
+            if (h < 0 || h >= H || w < 0 || w >= W) continue;
+            if (!count_include_pad) ++count;
+            const double v = x.v[(nc * H + h) * W + w];
+            sum += v;
+            if (arg < 0 || v > best) best = v, arg = h * W + w;
+          }
+        const int64_t o = (nc * OH + i) * OW + j;
+        r.values.v[o] = is_max ? best : sum / count;
+        r.indices[o] = static_cast<double>(arg);
+      }
+  return r;
+}
+
+// Mean over windows [floor(i H / OH), ceil((i + 1) H / OH)) x [floor(j W / OW), ceil((j + 1) W / OW)).
+inline Host adaptive_avg_pool2d(const Host& x, P2 os) {
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  Host y{{N, C, os[0], os[1]}, {}};
+  for (int64_t nc = 0; nc < N * C; ++nc)
+    for (int64_t i = 0; i < os[0]; ++i)
+      for (int64_t j = 0; j < os[1]; ++j) {
+        const int64_t h0 = i * H / os[0], h1 = ((i + 1) * H + os[0] - 1) / os[0];
+        const int64_t w0 = j * W / os[1], w1 = ((j + 1) * W + os[1] - 1) / os[1];
+        double sum = 0;
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) sum += x.v[(nc * H + h) * W + w];
+        y.v.push_back(sum / static_cast<double>((h1 - h0) * (w1 - w0)));
+      }
+  return y;
+}
+
+// ---- normalization
+
+// Per-channel biased mean and variance of x seen as (N, C, S) row-major.
+struct Stats {
+  std::vector<double> mean, var;
+};
+inline Stats channel_stats(const std::vector<double>& x, int64_t N, int64_t C, int64_t S) {
+  Stats st{std::vector<double>(C, 0), std::vector<double>(C, 0)};
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t s = 0; s < S; ++s) st.mean[c] += x[(n * C + c) * S + s];
+    st.mean[c] /= static_cast<double>(N * S);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t s = 0; s < S; ++s) st.var[c] += std::pow(x[(n * C + c) * S + s] - st.mean[c], 2);
+    st.var[c] /= static_cast<double>(N * S);
+  }
+  return st;
+}
+
+// y = (x - m[c]) / sqrt(v[c] + eps) * w[c] + b[c] over x (N, C, S) row-major.
+inline std::vector<double> batch_norm(const std::vector<double>& x, int64_t N, int64_t C, int64_t S,
+                                      const std::vector<double>& m, const std::vector<double>& v,
+                                      const std::vector<double>& w, const std::vector<double>& b, double eps = 1e-5) {
+  std::vector<double> y(x.size());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t s = 0; s < S; ++s) {
+        const int64_t i = (n * C + c) * S + s;
+        y[i] = (x[i] - m[c]) / std::sqrt(v[c] + eps) * w[c] + b[c];
+      }
+  return y;
+}
+
+// Running statistics after one training step: (1 - momentum) * running + momentum * batch, the
+// batch variance unbiased (times count / (count - 1)).
+inline void update_running(std::vector<double>& running_mean, std::vector<double>& running_var, const Stats& batch,
+                           int64_t count, double momentum) {
+  for (size_t c = 0; c < running_mean.size(); ++c) {
+    running_mean[c] = (1 - momentum) * running_mean[c] + momentum * batch.mean[c];
+    running_var[c] = (1 - momentum) * running_var[c] +
+                     momentum * batch.var[c] * static_cast<double>(count) / static_cast<double>(count - 1);
+  }
+}
+
+// Layer norm of x seen as (R, D) row-major: each row normalised with its biased mean / variance,
+// then scaled by w and shifted by b (length D; empty means 1 and 0).
+inline std::vector<double> layer_norm(const std::vector<double>& x, int64_t D, const std::vector<double>& w,
+                                      const std::vector<double>& b, double eps = 1e-5) {
+  const int64_t R = static_cast<int64_t>(x.size()) / D;
+  std::vector<double> y(x.size());
+  for (int64_t r = 0; r < R; ++r) {
+    double m = 0, v = 0;
+    for (int64_t j = 0; j < D; ++j) m += x[r * D + j] / static_cast<double>(D);
+    for (int64_t j = 0; j < D; ++j) v += std::pow(x[r * D + j] - m, 2) / static_cast<double>(D);
+    for (int64_t j = 0; j < D; ++j)
+      y[r * D + j] = (x[r * D + j] - m) / std::sqrt(v + eps) * (w.empty() ? 1.0 : w[j]) + (b.empty() ? 0.0 : b[j]);
+  }
+  return y;
+}
+
+// ---- losses
+
+// Per-element cross-entropy of logits (N, C, S) row-major at targets (N, S):
+// (1 - eps) * (lse - x[target]) + eps * mean_c (lse - x[c]); 0 where the target is `ignore`.
+inline std::vector<double> cross_entropy(const std::vector<double>& x, const std::vector<int64_t>& t, int64_t N,
+                                         int64_t C, int64_t S, int64_t ignore, double eps) {
+  std::vector<double> loss(N * S, 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t target = t[n * S + s];
+      if (target == ignore) continue;
+      double z = 0;
+      for (int64_t c = 0; c < C; ++c) z += std::exp(x[(n * C + c) * S + s]);
+      const double lse = std::log(z);
+      double smooth = 0;
+      for (int64_t c = 0; c < C; ++c) smooth += lse - x[(n * C + c) * S + s];
+      loss[n * S + s] = (1 - eps) * (lse - x[(n * C + target) * S + s]) + eps * smooth / static_cast<double>(C);
+    }
+  return loss;
+}
+
+// Per-element negative log likelihood of log-probabilities (N, C, S) at targets (N, S).
+inline std::vector<double> nll_loss(const std::vector<double>& lp, const std::vector<int64_t>& t, int64_t N, int64_t C,
+                                    int64_t S, int64_t ignore) {
+  std::vector<double> loss(N * S, 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t s = 0; s < S; ++s)
+      if (t[n * S + s] != ignore) loss[n * S + s] = -lp[(n * C + t[n * S + s]) * S + s];
+  return loss;
+}
+
+// Sum, or mean over the targets that are not `ignore` (the class-loss "mean").
+inline double reduce_targets(const std::vector<double>& loss, const std::vector<int64_t>& t, int64_t ignore,
+                             bool mean) {
+  double s = 0;
+  int64_t count = 0;
+  for (size_t i = 0; i < loss.size(); ++i) {
+    s += loss[i];
+    count += t[i] != ignore;
+  }
+  return mean ? s / static_cast<double>(count) : s;
+}
+
+// A per-element loss reduced as "none" (kept, shape `shape`), "sum" or "mean" (0-dim).
+inline Host reduce_loss(const std::vector<double>& loss, const Shape& shape, const std::string& reduction,
+                        const std::vector<int64_t>& t, int64_t ignore) {
+  if (reduction == "none") return {shape, loss};
+  return {{}, {reduce_targets(loss, t, ignore, reduction == "mean")}};
+}
+
+// (a - b)^2 elementwise with a and b broadcast.
+inline Host squared_error(const Host& a, const Host& b) {
+  Host r{broadcast(a.shape, b.shape), {}};
+  for (int64_t i = 0; i < numel(r.shape); ++i) {
+    const Shape at = unravel(i, r.shape);
+    const double diff = a.v[broadcast_index(at, a.shape)] - b.v[broadcast_index(at, b.shape)];
+    r.v.push_back(diff * diff);
+  }
+  return r;
+}
+
+// ---- embedding
+
+// out[..., j] = weight[index[...]][j] for weight (V, D): shape (*index.shape, D).
+inline Host embedding(const Host& weight, const Host& index) {
+  const int64_t D = weight.shape[1];
+  Shape s = index.shape;
+  s.push_back(D);
+  Host r{s, {}};
+  for (double i : index.v)
+    for (int64_t j = 0; j < D; ++j) r.v.push_back(weight.v[static_cast<int64_t>(i) * D + j]);
+  return r;
+}
+
+}  // namespace ember_test::ref
