@@ -1,8 +1,8 @@
-// CPU kernels of conv2d and its backward halves: im2col per image and group, then GEMM (CBLAS when
-// built with it, else Eigen); backward-input is a GEMM then col2im. f32/f64 natively, f16/bf16
-// through f32 copies. Every tensor is read and written through its strides: a channels-last (NHWC)
-// input is gathered by im2col in place, and the output matrices are handed to GEMM in whichever of
-// row/column-major their strides give (an NHWC output is the transposed product).
+// CPU kernels of conv2d and its backward halves: im2col per image and group, then GEMM (cpu/gemm.h);
+// backward-input is a GEMM then col2im. f32/f64 natively, f16/bf16 through f32 copies. Every tensor
+// is read and written through its strides: a channels-last (NHWC) input is gathered by im2col in
+// place, and the output matrices are handed to GEMM in whichever of row/column-major their strides
+// give (an NHWC output is the transposed product).
 // Threads: when the per-image GEMM is small enough that OpenBLAS runs it on the calling thread, the
 // batch is split across threads; otherwise images go in chunks (several im2col matrices side by side,
 // one GEMM per chunk and group; NCHW outputs and gradients pass through a small reorder buffer) and
@@ -11,80 +11,24 @@
 // with chunked im2col: 2-4x slower on 2 cores). im2col/col2im copy the in-bounds run of each output
 // row without per-element bounds checks; that, more than chunking, is what brought conv fwd+bwd from
 // about 0.35 to about 0.75 of raw GEMM speed.
-#include <Eigen/Core>
 #include <algorithm>
-#include <climits>
 #include <mutex>
 #include <optional>
 
+#include "cpu/gemm.h"
 #include "cpu/loops.h"
 #include "nn/primitives/conv.h"
 #include "tensor/convert.h"
 #include "tensor/ops.h"
 
-#if defined(EMBER_HAVE_CBLAS)
-#include <cblas.h>
-#endif
-
 namespace ember {
 
 namespace {
 
-// A matrix as GEMM reads it: row-major with leading dimension ld, or (t) column-major with ld.
 template <class T>
-struct Mat {
-  T* p;
-  bool t;
-  int64_t ld;
-};
-
-#if defined(EMBER_HAVE_CBLAS)
-int blas_int(int64_t v) {
-  if (v > INT_MAX) throw ValueError("conv2d: size " + std::to_string(v) + " exceeds the BLAS library's int range");
-  return static_cast<int>(v);
-}
-#endif
-
-// C (m x n) = A (m x k) @ B (k x n) + beta C, beta 0 or 1.
-template <class T>
-void gemm(int64_t m, int64_t n, int64_t k, Mat<const T> a, Mat<const T> b, T beta, Mat<T> c) {
-  if (c.t) {  // C^T (n x m) = B^T A^T
-    gemm<T>(n, m, k, {b.p, !b.t, b.ld}, {a.p, !a.t, a.ld}, beta, {c.p, false, c.ld});
-    return;
-  }
-  if (m == 0 || n == 0) return;
-#if defined(EMBER_HAVE_CBLAS)
-  const auto ta = a.t ? CblasTrans : CblasNoTrans, tb = b.t ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, ta, tb, blas_int(m), blas_int(n), blas_int(k), 1.0f, a.p, blas_int(a.ld), b.p,
-                blas_int(b.ld), beta, c.p, blas_int(c.ld));
-  else
-    cblas_dgemm(CblasRowMajor, ta, tb, blas_int(m), blas_int(n), blas_int(k), 1.0, a.p, blas_int(a.ld), b.p,
-                blas_int(b.ld), beta, c.p, blas_int(c.ld));
-#else
-  using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using ColMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
-  using Stride = Eigen::OuterStride<>;
-  auto with_map = [](Mat<const T> x, int64_t rows, int64_t cols, auto&& f) {
-    if (x.t)
-      f(Eigen::Map<const ColMajor, Eigen::Unaligned, Stride>(x.p, rows, cols, Stride(x.ld)));
-    else
-      f(Eigen::Map<const RowMajor, Eigen::Unaligned, Stride>(x.p, rows, cols, Stride(x.ld)));
-  };
-  Eigen::Map<RowMajor, Eigen::Unaligned, Stride> out(c.p, m, n, Stride(c.ld));
-  with_map(a, m, k, [&](const auto& A) {
-    with_map(b, k, n, [&](const auto& B) {
-      if (beta == T(0))
-        out.noalias() = A * B;
-      else
-        out.noalias() += A * B;
-    });
-  });
-#endif
-}
-
-// As matmul's kernel: OpenBLAS runs GEMMs up to this m*n*k on the calling thread.
-constexpr int64_t kSingleThreadedGemm = 65536 * 4;
+using Mat = cpu::Matrix<T>;
+using cpu::gemm;
+using cpu::kSingleThreadedGemm;
 
 struct Geometry {
   int64_t N, C, H, W, O, kh, kw, OH, OW, G, Cg, Og;
@@ -117,10 +61,9 @@ std::optional<Mat<T>> plane_matrix(const View4<T>& v, int64_t rows, int64_t H, i
     cs = v.s[3];
   else
     return std::nullopt;
-  const int64_t rs = v.s[1], cols = H * W;
-  if ((cols == 1 || cs == 1) && (rows == 1 || rs >= cols)) return Mat<T>{v.p, false, rows == 1 ? std::max<int64_t>(cols, 1) : rs};
-  if ((rows == 1 || rs == 1) && (cols == 1 || cs >= rows)) return Mat<T>{v.p, true, cols == 1 ? std::max<int64_t>(rows, 1) : cs};
-  return std::nullopt;
+  const auto layout = cpu::matrix_layout(rows, H * W, v.s[1], cs);
+  if (!layout) return std::nullopt;
+  return Mat<T>{v.p, layout->transposed, layout->ld};
 }
 
 // The output columns ow in [lo, hi) whose input column ow*stride - pad + kj*dilation lies in [0, W).
@@ -227,7 +170,7 @@ template <class T>
 std::optional<Mat<T>> batch_matrix(const Geometry& g, const View4<T>& v, int64_t c0, int64_t rows, int64_t n0,
                                    int64_t nc) {
   auto m = plane_matrix(v, rows, g.OH, g.OW);
-  if (!m || !(nc == 1 || (m->t && v.s[0] == g.L() * m->ld))) return std::nullopt;
+  if (!m || !(nc == 1 || (m->transposed && v.s[0] == g.L() * m->ld))) return std::nullopt;
   m->p += n0 * v.s[0] + c0 * v.s[1];
   return m;
 }
@@ -290,7 +233,7 @@ Tensor gemm_readable(const Tensor& t, int64_t rows) {
 
 template <class T>
 Mat<const T> at(Mat<const T> m, int64_t offset) {
-  return {m.p + offset, m.t, m.ld};
+  return {m.p + offset, m.transposed, m.ld};
 }
 
 template <class T>

@@ -1,85 +1,25 @@
 // CPU kernel of Matmul. f32/f64 go through CBLAS (OpenBLAS) when ember was built with it and Eigen
 // otherwise; integers through Eigen; f16/bf16 are widened to f32 (f32 accumulation) and narrowed
 // back. Operands whose last two strides BLAS can describe are read in place; others are copied.
-#include <Eigen/Core>
 #include <algorithm>
 #include <climits>
 #include <optional>
 
+#include "cpu/gemm.h"
 #include "cpu/loops.h"
 #include "tensor/convert.h"
 #include "tensor/ops.h"
 #include "tensor/primitives/linalg.h"
 
-#if defined(EMBER_HAVE_CBLAS)
-#include <cblas.h>
-#endif
-
 namespace ember {
 
 namespace {
 
-// How GEMM reads a matrix in place: row-major with leading dimension ld, or (transposed) the
-// transpose of such a matrix, i.e. column-major with leading dimension ld.
-struct Layout {
-  bool transposed;
-  int64_t ld;
-};
-
-// The in-place layout of a rows x cols matrix with element strides (rs, cs), when BLAS can read it.
-// The stride of a dim of size 1 is never used, so it is free to take whatever value fits.
-std::optional<Layout> gemm_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
-  if ((cols == 1 || cs == 1) && (rows == 1 || rs >= cols)) return Layout{false, rows == 1 ? cols : rs};
-  if ((rows == 1 || rs == 1) && (cols == 1 || cs >= rows)) return Layout{true, cols == 1 ? rows : cs};
-  return std::nullopt;
-}
-
-// C (n x m, row-major, contiguous) = A (n x k) @ B (k x m), through Eigen. Integers are computed
-// in their unsigned twin: the same bits as two's complement wrapping, without signed overflow.
-template <class T>
-void eigen_gemm(const T* a, Layout la, const T* b, Layout lb, T* c, int64_t n, int64_t m, int64_t k) {
-  using S = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>, std::type_identity<T>>::type;
-  using RowMajor = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using ColMajor = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
-  auto with_map = [](const T* p, int64_t rows, int64_t cols, Layout l, auto&& f) {
-    const S* data = reinterpret_cast<const S*>(p);
-    if (l.transposed)
-      f(Eigen::Map<const ColMajor, Eigen::Unaligned, Eigen::OuterStride<>>(data, rows, cols, Eigen::OuterStride<>(l.ld)));
-    else
-      f(Eigen::Map<const RowMajor, Eigen::Unaligned, Eigen::OuterStride<>>(data, rows, cols, Eigen::OuterStride<>(l.ld)));
-  };
-  Eigen::Map<RowMajor> out(reinterpret_cast<S*>(c), n, m);
-  with_map(a, n, k, la, [&](const auto& A) { with_map(b, k, m, lb, [&](const auto& B) { out.noalias() = A * B; }); });
-}
-
-#if defined(EMBER_HAVE_CBLAS)
-int blas_int(int64_t v) {
-  if (v > INT_MAX) throw ValueError("matmul: size " + std::to_string(v) + " exceeds the BLAS library's int range");
-  return static_cast<int>(v);
-}
-#endif
-
 // C (n x m, row-major, contiguous) = A (n x k) @ B (k x m).
 template <class T>
-void gemm(const T* a, Layout la, const T* b, Layout lb, T* c, int64_t n, int64_t m, int64_t k) {
-#if defined(EMBER_HAVE_CBLAS)
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    const auto ta = la.transposed ? CblasTrans : CblasNoTrans, tb = lb.transposed ? CblasTrans : CblasNoTrans;
-    if constexpr (std::is_same_v<T, float>)
-      cblas_sgemm(CblasRowMajor, ta, tb, blas_int(n), blas_int(m), blas_int(k), 1.0f, a, blas_int(la.ld), b,
-                  blas_int(lb.ld), 0.0f, c, blas_int(m));
-    else
-      cblas_dgemm(CblasRowMajor, ta, tb, blas_int(n), blas_int(m), blas_int(k), 1.0, a, blas_int(la.ld), b,
-                  blas_int(lb.ld), 0.0, c, blas_int(m));
-    return;
-  }
-#endif
-  eigen_gemm(a, la, b, lb, c, n, m, k);
+void gemm(const T* a, cpu::MatrixLayout la, const T* b, cpu::MatrixLayout lb, T* c, int64_t n, int64_t m, int64_t k) {
+  cpu::gemm<T>(n, m, k, {a, la.transposed, la.ld}, {b, lb.transposed, lb.ld}, T(0), {c, false, std::max<int64_t>(m, 1)});
 }
-
-// OpenBLAS runs a GEMM with m*n*k <= 65536 * GEMM_MULTITHREAD_THRESHOLD (4 by default) on the calling
-// thread (interface/gemm.c), so batches of such matrices are threaded here without oversubscribing.
-constexpr int64_t kSingleThreadedGemm = 65536 * 4;
 
 // The (batch..., rows) dims of an operand form one run of stride ld: the batch folds into the rows.
 bool batch_folds_into_rows(const Shape& batch, const Strides& batch_strides, int64_t rows, int64_t ld) {
@@ -104,7 +44,7 @@ int64_t batch_offset(int64_t i, const Shape& batch, const Strides& strides) {
 // An operand's matrices as GEMM reads them: x itself when its last two strides allow, else a copy.
 struct Operand {
   Tensor data;
-  Layout layout;
+  cpu::MatrixLayout layout;
   Strides batch_strides;  // elements, broadcast to the output's batch
 };
 
@@ -112,11 +52,11 @@ Operand prepare(const Tensor& x, const Shape& batch) {
   const int r = x.dim();
   const int64_t rows = x.shape()[r - 2], cols = x.shape()[r - 1];
   Tensor data = x;
-  std::optional<Layout> layout = gemm_layout(rows, cols, x.strides()[r - 2], x.strides()[r - 1]);
+  std::optional<cpu::MatrixLayout> layout = cpu::matrix_layout(rows, cols, x.strides()[r - 2], x.strides()[r - 1]);
   if (!layout) {
     NoGradGuard no_grad;
     data = contiguous(x);
-    layout = Layout{false, cols};
+    layout = cpu::MatrixLayout{false, std::max<int64_t>(cols, 1)};
   }
   Shape own_batch = x.shape();
   own_batch.resize(r - 2);
@@ -150,7 +90,7 @@ void matmul_elements(const Tensor& a, const Tensor& b, const Tensor& out) {
     gemm(a0 + batch_offset(i, batch, A.batch_strides), A.layout, b0 + batch_offset(i, batch, B.batch_strides),
          B.layout, c + i * n * m, n, m, k);
   };
-  if (n * m * k <= kSingleThreadedGemm) {
+  if (n * m * k <= cpu::kSingleThreadedGemm) {
     cpu::parallel_for(count, n * m * k, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) one(i);
     });

@@ -1,10 +1,12 @@
 // Shared test helpers: host copies of tensors with plain index arithmetic (for references written
-// as loops), deterministic input values, dtype-scaled tolerances, and the CUDA skip decorator.
+// as loops), deterministic input values, dtype-scaled tolerances, error checks, and the CUDA skip
+// decorator.
 #pragma once
 
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -15,6 +17,30 @@
 #include "tensor/ops.h"
 
 namespace ember_test {
+
+// The message of the exception E that f must throw (a failed check, and "", otherwise).
+template <class E, class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    FAIL_CHECK("threw another exception type: ", std::string(e.what()));
+    return "";
+  }
+  FAIL_CHECK("did not throw");
+  return "";
+}
+
+// Runs f, which must throw E with a message containing every part.
+template <class E, class F>
+void expect_error(const std::string& what, F&& f, std::initializer_list<const char*> parts) {
+  INFO(what);
+  const std::string msg = message_of<E>(f);
+  for (const char* p : parts)
+    CHECK_MESSAGE(msg.find(p) != std::string::npos, "message '", msg, "' lacks '", std::string(p), "'");
+}
 
 using namespace ember;
 

@@ -14,21 +14,6 @@ namespace {
 Tensor leaf(const std::vector<double>& v, const Shape& s) { return from_vector(v, s).requires_grad_(true); }
 Tensor leaf(const std::vector<double>& v) { return leaf(v, {static_cast<int64_t>(v.size())}); }
 
-// The error message of `f`, which must throw E.
-template <class E, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    FAIL_CHECK("threw another exception type: ", std::string(e.what()));
-    return "";
-  }
-  FAIL_CHECK("did not throw");
-  return "";
-}
-
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace

@@ -8,24 +8,6 @@ using namespace ember_test;
 
 namespace {
 
-// Runs f, which must throw E with a message containing every part.
-template <class E, class F>
-void expect_error(const std::string& what, F&& f, std::initializer_list<const char*> parts) {
-  INFO(what);
-  try {
-    f();
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const char* p : parts)
-      CHECK_MESSAGE(msg.find(p) != std::string::npos, "message '", msg, "' lacks '", std::string(p), "'");
-    return;
-  } catch (const std::exception& e) {
-    FAIL_CHECK("threw the wrong type: ", std::string(e.what()));
-    return;
-  }
-  FAIL_CHECK("did not throw");
-}
-
 const Device kCuda{DeviceType::cuda, 0};
 
 }  // namespace

@@ -40,23 +40,6 @@ void check_vec(const Tensor& got, const Vec& want, const std::string& what) {
   check_values(got, Host{got.shape(), want}, kTol, what);
 }
 
-template <class E, class F>
-void expect_error(const std::string& what, F&& f, std::initializer_list<const char*> parts) {
-  INFO(what);
-  try {
-    f();
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const char* p : parts)
-      CHECK_MESSAGE(msg.find(p) != std::string::npos, "message '", msg, "' lacks '", std::string(p), "'");
-    return;
-  } catch (const std::exception& e) {
-    FAIL_CHECK("threw the wrong type: ", std::string(e.what()));
-    return;
-  }
-  FAIL_CHECK("did not throw");
-}
-
 // ---- references, written from the formulas of PyTorch's docs and the LAMB paper
 
 Vec sgd_ref(const SGDOptions& o, int steps) {

@@ -1,0 +1,38 @@
+// The one call into the GEMM library for every CPU kernel that multiplies matrices (matmul,
+// conv2d): CBLAS (OpenBLAS) for f32/f64 when ember was built with it, Eigen otherwise.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace ember::cpu {
+
+// A matrix as GEMM reads it in place: from p with leading dimension ld, row-major, or column-major
+// (the transpose of a row-major matrix) when `transposed`.
+template <class T>
+struct Matrix {
+  T* p;
+  bool transposed;
+  int64_t ld;
+};
+
+struct MatrixLayout {
+  bool transposed;
+  int64_t ld;
+};
+
+// How GEMM can read a rows x cols matrix with element strides (rs, cs) without a copy, if it can.
+// The stride of a dim of size 1 is never used, so it may take whatever value fits.
+std::optional<MatrixLayout> matrix_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs);
+
+// C (m x n) = A (m x k) @ B (k x n) + beta * C, with beta 0 or 1. Integer types go through Eigen,
+// computed in their unsigned twin: two's-complement wrapping without signed overflow.
+// Instantiated for float, double, int32_t, int64_t and uint8_t.
+template <class T>
+void gemm(int64_t m, int64_t n, int64_t k, Matrix<const T> a, Matrix<const T> b, T beta, Matrix<T> c);
+
+// OpenBLAS runs a GEMM with m*n*k <= 65536 * GEMM_MULTITHREAD_THRESHOLD (4 by default) on the calling
+// thread (its interface/gemm.c): batches of such GEMMs are worth threading in ember instead.
+inline constexpr int64_t kSingleThreadedGemm = 65536 * 4;
+
+}  // namespace ember::cpu
