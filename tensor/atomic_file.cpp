@@ -1,0 +1,79 @@
+#include "tensor/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace ember {
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+[[noreturn]] void fail(const std::string& what, const std::string& path, int err) {
+  throw IOError(what + " '" + path + "': " + errno_text(err));
+}
+
+class FdWriter final : public AtomicWriter {
+ public:
+  FdWriter(int fd, const std::string& path) : fd_(fd), path_(path) {}
+  void write(const void* data, size_t size) override {
+    const char* p = static_cast<const char*>(data);
+    while (size > 0) {
+      const ssize_t n = ::write(fd_, p, size);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        fail("write_file_atomic: cannot write", path_, errno);
+      }
+      p += n;
+      size -= static_cast<size_t>(n);
+    }
+  }
+
+ private:
+  int fd_;
+  const std::string& path_;
+};
+
+std::string parent_dir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::function<void(AtomicWriter&)>& fill) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("write_file_atomic: cannot create", tmp, errno);
+  bool closed = false;
+  try {
+    FdWriter w(fd, tmp);
+    fill(w);
+    if (::fsync(fd) != 0) fail("write_file_atomic: cannot fsync", tmp, errno);
+    closed = true;
+    if (::close(fd) != 0) fail("write_file_atomic: cannot close", tmp, errno);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) fail("write_file_atomic: cannot rename onto", path, errno);
+  } catch (...) {
+    if (!closed) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  // The rename is done; make it durable. The file itself is already in place.
+  const std::string dir = parent_dir(path);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) fail("write_file_atomic: cannot open directory", dir, errno);
+  const int rc = ::fsync(dfd);
+  const int err = errno;
+  ::close(dfd);
+  if (rc != 0 && err != EINVAL && err != EROFS) fail("write_file_atomic: cannot fsync directory", dir, err);
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t size) {
+  write_file_atomic(path, [&](AtomicWriter& w) { w.write(data, size); });
+}
+
+}  // namespace ember

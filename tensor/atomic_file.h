@@ -1,0 +1,30 @@
+// Atomic file replacement: the new contents go to `<path>.tmp.<pid>` in the same directory, are
+// fsynced, renamed over the target, and the directory is fsynced. A crash leaves the old file.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+#include "tensor/error.h"
+
+namespace ember {
+
+// A failed file-system call: the message names the path and the errno text.
+class IOError : public Error { using Error::Error; };
+
+// Appends bytes to the temporary file; raises IOError on a short or failed write.
+class AtomicWriter {
+ public:
+  virtual ~AtomicWriter() = default;
+  virtual void write(const void* data, size_t size) = 0;
+};
+
+// Replaces `path` atomically with what `fill` writes. If `fill` throws or any step fails, the
+// temporary file is removed, `path` is untouched, and the error propagates (IOError for I/O).
+void write_file_atomic(const std::string& path, const std::function<void(AtomicWriter&)>& fill);
+
+// Convenience: replaces `path` atomically with `size` bytes from `data`.
+void write_file_atomic(const std::string& path, const void* data, size_t size);
+
+}  // namespace ember

@@ -1,0 +1,246 @@
+#include "tensor/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <vector>
+
+#include "tensor/atomic_file.h"
+#include "tensor/tensor.h"
+
+namespace ember {
+
+static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
+static_assert(sizeof(bool) == 1, "bool tensors are stored as one byte");
+
+namespace {
+
+// Like Hugging Face's reader: a header above 100 MB is refused before it is parsed.
+constexpr uint64_t kMaxHeader = 100'000'000;
+
+const char* st_name(DType d) {
+  switch (d) {
+    case DType::f32: return "F32";
+    case DType::f16: return "F16";
+    case DType::bf16: return "BF16";
+    case DType::f64: return "F64";
+    case DType::i32: return "I32";
+    case DType::i64: return "I64";
+    case DType::u8: return "U8";
+    case DType::boolean: return "BOOL";
+  }
+  throw DTypeError("safetensors: unknown dtype");
+}
+
+bool st_parse(const std::string& s, DType& out) {
+  static const std::pair<const char*, DType> table[] = {
+      {"F32", DType::f32}, {"F16", DType::f16}, {"BF16", DType::bf16}, {"F64", DType::f64},
+      {"I32", DType::i32}, {"I64", DType::i64}, {"U8", DType::u8},     {"BOOL", DType::boolean}};
+  for (const auto& [name, d] : table)
+    if (s == name) {
+      out = d;
+      return true;
+    }
+  return false;
+}
+
+std::vector<char> read_all(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IOError("load_safetensors: cannot open '" + path + "': " + std::strerror(errno));
+  std::vector<char> buf;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) buf.reserve(static_cast<size_t>(st.st_size));
+  char chunk[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      throw IOError("load_safetensors: cannot read '" + path + "': " + std::strerror(err));
+    }
+    if (n == 0) break;
+    buf.insert(buf.end(), chunk, chunk + n);
+  }
+  ::close(fd);
+  return buf;
+}
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;
+};
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const StateDict& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  // Host, contiguous copies, laid out widest dtype first (then by name) as Hugging Face's writer
+  // does, so every tensor starts at an offset aligned to its element size.
+  std::vector<std::pair<std::string, Tensor>> items;
+  for (const auto& [name, t] : tensors) {
+    if (name == "__metadata__") throw ValueError("save_safetensors: '__metadata__' is a reserved name ('" + path + "')");
+    if (!t.defined()) throw ValueError("save_safetensors: tensor '" + name + "' is undefined ('" + path + "')");
+    items.emplace_back(name, t.detach().to(kCPU).contiguous());
+  }
+  std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) {
+    return dtype_size(a.second.dtype()) > dtype_size(b.second.dtype());
+  });
+
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    nlohmann::ordered_json m = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : metadata) m[k] = v;
+    header["__metadata__"] = std::move(m);
+  }
+  uint64_t offset = 0;
+  for (const auto& [name, t] : items) {
+    const uint64_t bytes = static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(dtype_size(t.dtype()));
+    header[name] = {{"dtype", st_name(t.dtype())}, {"shape", t.shape().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');  // pad so the byte buffer starts 8-aligned
+  const uint64_t n = json.size();
+
+  write_file_atomic(path, [&](AtomicWriter& w) {
+    w.write(&n, sizeof n);
+    w.write(json.data(), json.size());
+    for (const auto& [name, t] : items)
+      if (t.numel() > 0) w.write(t.raw_data(), static_cast<size_t>(t.numel() * dtype_size(t.dtype())));
+  });
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  auto bad = [&](const std::string& problem) -> FormatError {
+    return FormatError("load_safetensors: '" + path + "': " + problem);
+  };
+  const std::vector<char> file = read_all(path);
+  if (file.size() < 8)
+    throw bad("file is " + std::to_string(file.size()) + " bytes, shorter than the 8-byte header length");
+  uint64_t n = 0;
+  std::memcpy(&n, file.data(), 8);
+  const uint64_t rest = file.size() - 8;
+  if (n > rest)
+    throw bad("header length " + std::to_string(n) + " exceeds the " + std::to_string(rest) + " bytes after it");
+  if (n > kMaxHeader) throw bad("header length " + std::to_string(n) + " exceeds the 100 MB limit");
+
+  // Parse, noting duplicate top-level names (nlohmann keeps only the last one).
+  std::set<std::string> seen;
+  std::string duplicate;
+  auto cb = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+    if (ev == nlohmann::json::parse_event_t::key && depth == 1 && parsed.is_string()) {
+      const auto& k = parsed.get_ref<const std::string&>();
+      if (!seen.insert(k).second && duplicate.empty()) duplicate = k;
+    }
+    return true;
+  };
+  const char* hb = file.data() + 8;
+  nlohmann::json header = nlohmann::json::parse(hb, hb + n, cb, /*allow_exceptions=*/false);
+  if (header.is_discarded()) throw bad("header is not valid JSON");
+  if (!header.is_object()) throw bad("header is not a JSON object");
+  if (!duplicate.empty()) throw bad("tensor name '" + duplicate + "' appears twice in the header");
+
+  const uint64_t buffer_size = rest - n;
+  const char* buffer = hb + n;
+  SafetensorsFile out;
+  std::vector<Entry> entries;
+  for (const auto& [name, info] : header.items()) {
+    if (name == "__metadata__") {
+      if (!info.is_object()) throw bad("__metadata__ is not an object");
+      for (const auto& [k, v] : info.items()) {
+        if (!v.is_string()) throw bad("__metadata__ value of '" + k + "' is not a string");
+        out.metadata[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    const std::string where = "tensor '" + name + "': ";
+    if (!info.is_object()) throw bad(where + "entry is not an object");
+    const auto dt = info.find("dtype");
+    const auto sh = info.find("shape");
+    const auto off = info.find("data_offsets");
+    if (dt == info.end() || sh == info.end() || off == info.end())
+      throw bad(where + "entry needs dtype, shape and data_offsets");
+    Entry e;
+    e.name = name;
+    if (!dt->is_string()) throw bad(where + "dtype is not a string");
+    if (!st_parse(dt->get<std::string>(), e.dtype)) throw bad(where + "unknown dtype '" + dt->get<std::string>() + "'");
+    if (!sh->is_array()) throw bad(where + "shape is not an array");
+    if (sh->size() > static_cast<size_t>(kMaxDims))
+      throw bad(where + "shape has " + std::to_string(sh->size()) + " dims, ember supports at most " +
+                std::to_string(kMaxDims));
+    uint64_t numel = 1;
+    bool overflow = false;
+    for (const auto& d : *sh) {
+      if (d.is_number_integer() && !d.is_number_unsigned())
+        throw bad(where + "shape " + sh->dump() + " has a negative dim");
+      if (!d.is_number_unsigned()) throw bad(where + "shape " + sh->dump() + " has a dim that is not an integer");
+      const uint64_t v = d.get<uint64_t>();
+      if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) || __builtin_mul_overflow(numel, v, &numel))
+        overflow = true;
+      e.shape.push_back(static_cast<int64_t>(std::min<uint64_t>(v, std::numeric_limits<int64_t>::max())));
+    }
+    if (!off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() || !(*off)[1].is_number_unsigned())
+      throw bad(where + "data_offsets " + off->dump() + " is not two non-negative integers");
+    e.begin = (*off)[0].get<uint64_t>();
+    e.end = (*off)[1].get<uint64_t>();
+    if (e.begin > e.end)
+      throw bad(where + "data_offsets begin " + std::to_string(e.begin) + " > end " + std::to_string(e.end));
+    if (e.end > buffer_size)
+      throw bad(where + "data_offsets end " + std::to_string(e.end) + " is beyond the " + std::to_string(buffer_size) +
+                "-byte data buffer");
+    uint64_t bytes = 0;
+    if (overflow || __builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(e.dtype)), &bytes) ||
+        bytes != e.end - e.begin)
+      throw bad(where + "data_offsets cover " + std::to_string(e.end - e.begin) + " bytes, shape " + sh->dump() +
+                " of " + dt->get<std::string>() + " needs " + (overflow ? std::string("more than 2^64") : std::to_string(bytes)));
+    entries.push_back(std::move(e));
+  }
+
+  // Like Hugging Face's reader: the tensors must tile the buffer exactly, no overlap, gap or tail.
+  std::vector<const Entry*> order;
+  for (const auto& e : entries) order.push_back(&e);
+  std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t pos = 0;
+  const Entry* prev = nullptr;
+  for (const Entry* e : order) {
+    if (e->begin < pos)
+      throw bad("tensors '" + prev->name + "' and '" + e->name + "' overlap (bytes " + std::to_string(e->begin) +
+                " to " + std::to_string(pos) + ")");
+    if (e->begin > pos)
+      throw bad("bytes " + std::to_string(pos) + " to " + std::to_string(e->begin) + " of the data buffer belong to no tensor");
+    pos = e->end;
+    prev = e;
+  }
+  if (pos != buffer_size)
+    throw bad("data buffer has " + std::to_string(buffer_size - pos) + " trailing bytes that belong to no tensor");
+
+  for (const auto& e : entries) {
+    const char* src = buffer + e.begin;
+    const size_t bytes = static_cast<size_t>(e.end - e.begin);
+    if (e.dtype == DType::boolean)
+      for (size_t i = 0; i < bytes; ++i)
+        if (static_cast<unsigned char>(src[i]) > 1)
+          throw bad("tensor '" + e.name + "': BOOL byte " + std::to_string(i) + " is " +
+                    std::to_string(static_cast<unsigned char>(src[i])) + ", not 0 or 1");
+    Tensor t = Tensor::empty(e.shape, TensorOptions(e.dtype));
+    if (bytes > 0) std::memcpy(t.raw_data(), src, bytes);
+    out.tensors.emplace(e.name, std::move(t));
+  }
+  return out;
+}
+
+}  // namespace ember
