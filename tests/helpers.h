@@ -1,11 +1,14 @@
 // Shared test helpers: host copies of tensors with plain index arithmetic (for references written
-// as loops), deterministic input values, dtype-scaled tolerances, error checks, and the CUDA skip
-// decorator.
+// as loops), deterministic input values, dtype-scaled tolerances, error checks, temporary
+// directories, and the CUDA skip decorator.
 #pragma once
 
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <initializer_list>
 #include <cstdint>
 #include <random>
@@ -17,6 +20,22 @@
 #include "tensor/ops.h"
 
 namespace ember_test {
+
+// A fresh temporary directory, removed at scope exit; dir / "name" is a path inside it.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    static int counter = 0;
+    path = std::filesystem::temp_directory_path() /
+           ("ember_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
 
 // The message of the exception E that f must throw (a failed check, and "", otherwise).
 template <class E, class F>

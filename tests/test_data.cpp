@@ -20,19 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh temporary directory, removed at scope exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() / ("ember_test_data_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes, bool gzip = false) {
   if (gzip) {
     gzFile f = gzopen(path.c_str(), "wb");

@@ -17,19 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory per test case, removed afterwards.
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static int counter = 0;
-    dir = fs::temp_directory_path() / ("ember_st_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() { fs::remove_all(dir); }
-  std::string file(const std::string& name) const { return (dir / name).string(); }
-};
-
 std::string read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
@@ -95,19 +82,19 @@ TEST_CASE("safetensors: round trip of every dtype, 0-dim, empty and non-contiguo
     CHECK_FALSE(sd[n + ".permuted"].is_contiguous());
     CHECK(sd[n + ".sliced"].offset() != 0);
   }
-  const std::string path = tmp.file("all.safetensors");
+  const std::string path = (tmp / "all.safetensors");
   save_safetensors(path, sd);
   SafetensorsFile f = load_safetensors(path);
   CHECK(f.metadata.empty());
   REQUIRE(f.tensors.size() == sd.size());
   for (const auto& [n, t] : sd) check_same(f.tensors.at(n), t, n);
   // Nothing but the file itself is left in the directory.
-  CHECK(std::distance(fs::directory_iterator(tmp.dir), fs::directory_iterator()) == 1);
+  CHECK(std::distance(fs::directory_iterator(tmp.path), fs::directory_iterator()) == 1);
 }
 
 TEST_CASE("safetensors: metadata round trip, empty dict, overwrite") {
   TempDir tmp;
-  const std::string path = tmp.file("m.safetensors");
+  const std::string path = (tmp / "m.safetensors");
   const std::map<std::string, std::string> meta = {{"format", "pt"}, {"epoch", "3"}, {"note", "ünïcode \"q\"\n"}};
   save_safetensors(path, {{"w", ones({2}, DType::f32)}}, meta);
   SafetensorsFile f = load_safetensors(path);
@@ -121,7 +108,7 @@ TEST_CASE("safetensors: metadata round trip, empty dict, overwrite") {
 
 TEST_CASE("safetensors: byte layout follows the published format") {
   TempDir tmp;
-  const std::string path = tmp.file("small.safetensors");
+  const std::string path = (tmp / "small.safetensors");
   save_safetensors(path, {{"b", from_vector(std::vector<int32_t>{7}, {})},
                           {"a", from_vector(std::vector<double>{1.5, -2.0}, {2, 1})}},
                    {{"k", "v"}});
@@ -163,7 +150,7 @@ TEST_CASE("safetensors: byte layout follows the published format") {
 
 TEST_CASE("safetensors: corrupt headers raise FormatError naming the file and the problem") {
   TempDir tmp;
-  const std::string path = tmp.file("bad.safetensors");
+  const std::string path = (tmp / "bad.safetensors");
   const std::string data8(8, '\0');
   auto expect = [&](const std::string& what, const std::string& bytes, std::initializer_list<const char*> parts) {
     write_bytes(path, bytes);
@@ -236,19 +223,19 @@ TEST_CASE("safetensors: corrupt headers raise FormatError naming the file and th
   expect("bool byte 2", st_bytes(entry(R"("dtype": "BOOL", "shape": [2], "data_offsets": [0, 2])"), std::string("\x01\x02", 2)),
          {"BOOL byte 1 is 2"});
 
-  expect_error<IOError>("missing file", [&] { load_safetensors(tmp.file("absent.safetensors")); },
+  expect_error<IOError>("missing file", [&] { load_safetensors((tmp / "absent.safetensors")); },
                         {"absent.safetensors", "No such file"});
 }
 
 TEST_CASE("safetensors: truncation at every length is an error") {
   TempDir tmp;
-  const std::string good = tmp.file("good.safetensors");
+  const std::string good = (tmp / "good.safetensors");
   save_safetensors(good, {{"w", make_tensor(random_values(6, DType::f32, -1, 1, false, 9), {2, 3}, DType::f32)},
                           {"n", from_vector(std::vector<int64_t>{4}, {})},
                           {"m", make_tensor({1, 0, 1}, {3}, DType::boolean)}},
                    {{"epoch", "2"}});
   const std::string bytes = read_bytes(good);
-  const std::string path = tmp.file("cut.safetensors");
+  const std::string path = (tmp / "cut.safetensors");
   int errors = 0;
   for (size_t len = 0; len < bytes.size(); ++len) {
     write_bytes(path, bytes.substr(0, len));
@@ -266,7 +253,7 @@ TEST_CASE("safetensors: truncation at every length is an error") {
 
 TEST_CASE("safetensors: random byte flips load valid data or raise ember::Error") {
   TempDir tmp;
-  const std::string good = tmp.file("good.safetensors");
+  const std::string good = (tmp / "good.safetensors");
   save_safetensors(good, {{"w", make_tensor(random_values(12, DType::f16, -1, 1, false, 3), {3, 4}, DType::f16)},
                           {"b", make_tensor(random_values(4, DType::i64, -9, 9, false, 4), {4}, DType::i64)},
                           {"m", make_tensor({1, 0}, {2}, DType::boolean)},
@@ -275,7 +262,7 @@ TEST_CASE("safetensors: random byte flips load valid data or raise ember::Error"
   const std::string bytes = read_bytes(good);
   uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
-  const std::string path = tmp.file("flip.safetensors");
+  const std::string path = (tmp / "flip.safetensors");
   std::mt19937_64 rng(2024);
   int loaded = 0, rejected = 0;
   for (int iter = 0; iter < 3000; ++iter) {
@@ -298,17 +285,17 @@ TEST_CASE("safetensors: random byte flips load valid data or raise ember::Error"
 
 TEST_CASE("safetensors: save errors") {
   TempDir tmp;
-  expect_error<ValueError>("undefined tensor", [&] { save_safetensors(tmp.file("x"), {{"t", Tensor()}}); }, {"'t'", "undefined"});
-  expect_error<ValueError>("reserved name", [&] { save_safetensors(tmp.file("x"), {{"__metadata__", ones({1})}}); },
+  expect_error<ValueError>("undefined tensor", [&] { save_safetensors((tmp / "x"), {{"t", Tensor()}}); }, {"'t'", "undefined"});
+  expect_error<ValueError>("reserved name", [&] { save_safetensors((tmp / "x"), {{"__metadata__", ones({1})}}); },
                            {"reserved"});
-  expect_error<IOError>("missing directory", [&] { save_safetensors(tmp.file("no/such/x.safetensors"), {{"t", ones({1})}}); },
+  expect_error<IOError>("missing directory", [&] { save_safetensors((tmp / "no/such/x.safetensors"), {{"t", ones({1})}}); },
                         {"no/such/x.safetensors", "No such file"});
-  CHECK_FALSE(fs::exists(tmp.file("x")));
+  CHECK_FALSE(fs::exists((tmp / "x")));
 }
 
 TEST_CASE("atomic_file: replaces the target; a failure mid-write leaves the old file and no temp") {
   TempDir tmp;
-  const std::string path = tmp.file("ckpt.bin");
+  const std::string path = (tmp / "ckpt.bin");
   write_file_atomic(path, "old contents", 12);
   CHECK(read_bytes(path) == "old contents");
 
@@ -319,11 +306,11 @@ TEST_CASE("atomic_file: replaces the target; a failure mid-write leaves the old 
   };
   CHECK_THROWS_WITH_AS(write_file_atomic(path, half_then_throw), "simulated crash mid-write", std::runtime_error);
   CHECK(read_bytes(path) == "old contents");
-  for (const auto& e : fs::directory_iterator(tmp.dir))
+  for (const auto& e : fs::directory_iterator(tmp.path))
     CHECK_MESSAGE(e.path().filename() == "ckpt.bin", "left behind: ", e.path().string());
 
   // A save_safetensors that fails while copying (here: an undefined tensor) leaves the old file too.
-  const std::string st = tmp.file("model.safetensors");
+  const std::string st = (tmp / "model.safetensors");
   save_safetensors(st, {{"w", ones({3})}});
   const std::string before = read_bytes(st);
   CHECK_THROWS_AS(save_safetensors(st, {{"w", zeros({3})}, {"x", Tensor()}}), ValueError);
@@ -331,9 +318,9 @@ TEST_CASE("atomic_file: replaces the target; a failure mid-write leaves the old 
 
   write_file_atomic(path, big.data(), big.size());
   CHECK(read_bytes(path) == big);
-  CHECK(std::distance(fs::directory_iterator(tmp.dir), fs::directory_iterator()) == 2);
+  CHECK(std::distance(fs::directory_iterator(tmp.path), fs::directory_iterator()) == 2);
 
-  expect_error<IOError>("missing directory", [&] { write_file_atomic(tmp.file("nope/f"), "x", 1); },
+  expect_error<IOError>("missing directory", [&] { write_file_atomic((tmp / "nope/f"), "x", 1); },
                         {"nope/f.tmp.", "No such file"});
 }
 
