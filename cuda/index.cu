@@ -37,18 +37,20 @@ __device__ void report_bad_index(const IndexWalk& w, int64_t k) {
   slot->op = w.op;
 }
 
-template <class T, class I>
-__global__ void __launch_bounds__(kThreads) index_gather_kernel(T* direct, const T* indexed, const I* index,
-                                                                IndexWalk w) {
-  const int64_t step = int64_t{blockDim.x} * gridDim.x;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < w.numel; i += step) {
+// The walk both index ops share: for each element of `direct`, checks its index and calls
+// step(direct element, chosen element of `indexed`). D and X carry each side's constness.
+template <class D, class X, class I, class Step>
+__global__ void __launch_bounds__(kThreads) index_walk_kernel(D* direct, X* indexed, const I* index, IndexWalk w,
+                                                              Step step) {
+  const int64_t stride = int64_t{blockDim.x} * gridDim.x;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < w.numel; i += stride) {
     const WalkOffsets o = walk_offsets(w, i);
     const auto k = static_cast<int64_t>(index[o.index]);
     if (k < 0 || k >= w.bound) {
       report_bad_index(w, k);
       continue;
     }
-    direct[o.direct] = indexed[o.indexed + k * w.indexed_strides[w.dim]];
+    step(direct[o.direct], indexed[o.indexed + k * w.indexed_strides[w.dim]]);
   }
 }
 
@@ -70,19 +72,19 @@ template <class T>
 constexpr bool kHasAtomicAdd = std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, f16> ||
                                std::is_same_v<T, bf16> || std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
 
-template <class T, class I>
-__global__ void __launch_bounds__(kThreads) index_scatter_add_kernel(const T* direct, T* indexed, const I* index,
-                                                                     IndexWalk w) {
-  const int64_t step = int64_t{blockDim.x} * gridDim.x;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < w.numel; i += step) {
-    const WalkOffsets o = walk_offsets(w, i);
-    const auto k = static_cast<int64_t>(index[o.index]);
-    if (k < 0 || k >= w.bound) {
-      report_bad_index(w, k);
-      continue;
-    }
-    atomic_add(indexed + o.indexed + k * w.indexed_strides[w.dim], direct[o.direct]);
-  }
+struct GatherStep {
+  template <class T>
+  __device__ void operator()(T& direct, const T& indexed) const { direct = indexed; }
+};
+struct ScatterAddStep {
+  template <class T>
+  __device__ void operator()(const T& direct, T& indexed) const { atomic_add(&indexed, direct); }
+};
+
+template <class D, class X, class I, class Step>
+void launch_walk(D* direct, X* indexed, const I* index, const IndexWalk& w, Step step, cudaStream_t stream) {
+  index_walk_kernel<<<grid_blocks(w.numel, kThreads), kThreads, 0, stream>>>(direct, indexed, index, w, step);
+  EMBER_CUDA_LAUNCH_CHECK();
 }
 
 template <class F>
@@ -99,9 +101,8 @@ void launch_index_gather(DType dtype, DType index_dtype, void* direct, const voi
   if (w.numel == 0) return;
   visit(dtype, [&]<class T>() {
     visit_index(index_dtype, [&]<class I>() {
-      index_gather_kernel<T, I><<<grid_blocks(w.numel, kThreads), kThreads, 0, stream>>>(
-          static_cast<T*>(direct), static_cast<const T*>(indexed), static_cast<const I*>(index), w);
-      EMBER_CUDA_LAUNCH_CHECK();
+      launch_walk(static_cast<T*>(direct), static_cast<const T*>(indexed), static_cast<const I*>(index), w,
+                  GatherStep{}, stream);
     });
   });
 }
@@ -112,9 +113,8 @@ void launch_index_scatter_add(DType dtype, DType index_dtype, const void* direct
     if constexpr (kHasAtomicAdd<T>) {
       if (w.numel == 0) return;
       visit_index(index_dtype, [&]<class I>() {
-        index_scatter_add_kernel<T, I><<<grid_blocks(w.numel, kThreads), kThreads, 0, stream>>>(
-            static_cast<const T*>(direct), static_cast<T*>(indexed), static_cast<const I*>(index), w);
-        EMBER_CUDA_LAUNCH_CHECK();
+        launch_walk(static_cast<const T*>(direct), static_cast<T*>(indexed), static_cast<const I*>(index), w,
+                    ScatterAddStep{}, stream);
       });
     } else {
       throw NotImplementedError(std::string(w.op == kIndexAdd ? "index_add" : "scatter_add") +
