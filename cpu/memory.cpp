@@ -13,6 +13,8 @@ namespace ember::backend {
 void* cuda_allocate(Device device, size_t nbytes);
 void cuda_deallocate(Device device, void* ptr);
 void cuda_copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t n, bool non_blocking);
+size_t cuda_max_memory_allocated(Device device);
+void cuda_reset_peak_memory_stats(Device device);
 
 namespace {
 constexpr size_t kHostAlignment = 64;  // a cache line; also what AVX-512 loads like
@@ -38,6 +40,13 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     return;
   }
   cuda_copy_bytes(dst, dst_device, src, src_device, n, non_blocking);
+}
+
+// Host memory comes from the C library, which keeps no statistics.
+size_t max_memory_allocated(Device device) { return device.is_cuda() ? cuda_max_memory_allocated(device) : 0; }
+
+void reset_peak_memory_stats(Device device) {
+  if (device.is_cuda()) cuda_reset_peak_memory_stats(device);
 }
 
 }  // namespace ember::backend

@@ -149,6 +149,14 @@ MemoryStats memory_stats(int device) {
   return {static_cast<size_t>(used), static_cast<size_t>(reserved), static_cast<size_t>(peak)};
 }
 
+void reset_peak_memory_stats(int device) {
+  check_index(device);
+  cudaMemPool_t pool;
+  EMBER_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+  uint64_t zero = 0;  // the only value the driver accepts: it sets the mark to the current use
+  EMBER_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero));
+}
+
 namespace {
 int cuda_index(Device device) {
   if (!device.is_cuda()) throw DeviceError("expected a CUDA device, got " + device.str());

@@ -61,6 +61,8 @@ struct MemoryStats {
   size_t peak = 0;       // most bytes ever in use at once
 };
 MemoryStats memory_stats(int device);
+// Restarts `peak` from the bytes in use now.
+void reset_peak_memory_stats(int device);
 
 // Makes `device` current for its scope and restores the previous device after. Raises DeviceError
 // for an index no GPU answers to.

@@ -10,6 +10,10 @@
 
 namespace ember::backend {
 
+// Implemented by cuda/pinned_memory.cpp: `host` may point into a pinned block, which then stays out
+// of reuse until the work queued so far on `stream` (of `device`) has finished.
+void record_pinned_use(const void* host, int device, cudaStream_t stream);
+
 namespace {
 
 std::string format_bytes(size_t n) {
@@ -103,10 +107,18 @@ void cuda_copy_bytes(void* dst, Device dst_device, const void* src, Device src_d
   if (dst_device.is_cuda() && src_device.is_cuda() && !(dst_device == src_device)) cuda::synchronize(src_device.index);
   const cudaStream_t stream = cuda::current_stream(device.index);
   EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, stream));
-  if (!non_blocking) {
-    EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
-    cuda::raise_kernel_errors(device.index);
+  if (non_blocking) {
+    // The copy may still read or write the host side after this returns.
+    if (src_device.is_cpu()) record_pinned_use(src, device.index, stream);
+    if (dst_device.is_cpu()) record_pinned_use(dst, device.index, stream);
+    return;
   }
+  EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cuda::raise_kernel_errors(device.index);
 }
+
+size_t cuda_max_memory_allocated(Device device) { return cuda::memory_stats(device.index).peak; }
+
+void cuda_reset_peak_memory_stats(Device device) { cuda::reset_peak_memory_stats(device.index); }
 
 }  // namespace ember::backend

@@ -1,6 +1,7 @@
 // DataLoader: the per-epoch order, batch assembly and the worker pool with its bounded queue.
 #include "data/dataloader.h"
 
+#include <cstdio>
 #include <string>
 
 #include "data/rng.h"
@@ -22,6 +23,14 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   if (opts_.batch_size <= 0) throw ValueError("DataLoader: batch_size " + std::to_string(opts_.batch_size) + " must be positive");
   if (opts_.num_workers < 0) throw ValueError("DataLoader: num_workers " + std::to_string(opts_.num_workers) + " is negative");
   if (opts_.prefetch_factor <= 0) throw ValueError("DataLoader: prefetch_factor must be positive");
+  if (opts_.pin_memory && !backend::pinned_memory_available()) {
+    // PyTorch's choice: the same script runs on a machine without a GPU, only without the benefit.
+    static std::once_flag warned;
+    std::call_once(warned, [] {
+      std::fprintf(stderr, "ember: DataLoader pin_memory=true ignored: no CUDA device is visible\n");
+    });
+    opts_.pin_memory = false;
+  }
 }
 
 DataLoader::~DataLoader() { stop_workers(); }
@@ -62,6 +71,11 @@ Batch DataLoader::make_batch(const std::vector<int64_t>& order, int64_t epoch, i
     // One generator per batch, keyed by (seed, epoch, batch): the same on any worker.
     Generator gen(opts_.seed ^ (0x9E3779B97F4A7C15ull * uint64_t(epoch + 1)) ^ (uint64_t(b) << 40) ^ uint64_t(b));
     opts_.transform(batch, gen);
+  }
+  if (opts_.pin_memory) {
+    // One more copy, on the worker: the ops that gather a batch allocate their outputs themselves.
+    batch.images = batch.images.pin_memory();
+    batch.labels = batch.labels.pin_memory();
   }
   return batch;
 }

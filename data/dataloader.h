@@ -37,6 +37,9 @@ struct DataLoaderOptions {
   int prefetch_factor = 2;  // batches in flight per worker
   Sampler sampler = {};     // overrides shuffle when set
   BatchTransform transform = {};
+  // Batches come in page-locked memory, so that batch.images.to(cuda, true) does not block. Needs a
+  // visible GPU: without one it is turned off, with a warning.
+  bool pin_memory = false;
 };
 
 // Where the loader stands: the epoch and the index of the next batch it returns.

@@ -30,8 +30,7 @@ Batch TensorDataset::get_batch(const std::vector<int64_t>& indices) const {
   const Tensor idx = from_vector(indices, {int64_t(indices.size())});
   Tensor images = index_select(images_, 0, idx);
   images = images_.dtype() == DType::u8 ? div(images.to(DType::f32), 255.0) : images.to(DType::f32);
-  // Pinned memory hook: when the CUDA pinned host allocator exists, allocate `images` and `labels`
-  // there so the copy to the GPU can be non-blocking.
+  // Pageable memory: DataLoader's pin_memory option moves the batch to pinned memory when asked.
   return {images, index_select(labels_, 0, idx)};
 }
 

@@ -136,6 +136,9 @@ Tensor& masked_fill_(Tensor& self, const Tensor& mask, Scalar value);
 Tensor to(const Tensor& x, DType dtype);  // differentiable cast; returns x itself when dtype matches
 Tensor to(const Tensor& x, Device device, bool non_blocking = false);
 Tensor contiguous(const Tensor& x);  // x itself when already contiguous
+// A copy of a CPU tensor in page-locked memory, which a non-blocking copy to a GPU does not wait
+// for; x itself when already pinned. Raises DeviceError when no CUDA device is visible.
+Tensor pin_memory(const Tensor& x);
 Tensor clone(const Tensor& x);
 
 // ---- views and shape ops (tensor/view.cpp); views share storage with their input

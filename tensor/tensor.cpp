@@ -171,6 +171,7 @@ void Tensor::retain_grad() const {
 
 Tensor Tensor::to(DType d) const { return ember::to(*this, d); }
 Tensor Tensor::to(Device d, bool non_blocking) const { return ember::to(*this, d, non_blocking); }
+Tensor Tensor::pin_memory() const { return ember::pin_memory(*this); }
 Tensor Tensor::contiguous() const { return ember::contiguous(*this); }
 Tensor Tensor::clone() const { return ember::clone(*this); }
 Tensor Tensor::view(const Shape& s) const { return ember::view(*this, s); }

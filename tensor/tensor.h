@@ -73,6 +73,7 @@ class Tensor {
   Device device() const { return impl_->storage->device(); }
   const IntrusivePtr<Storage>& storage() const { return impl_->storage; }
   bool is_contiguous() const;
+  bool is_pinned() const { return impl_->storage->is_pinned(); }  // in page-locked host memory
   bool is_floating_point() const { return is_floating(dtype()); }
 
   // Pointer to the first element; T must be the storage type of dtype() (checked).
@@ -113,6 +114,7 @@ class Tensor {
   // ---- conversions and views (free functions in tensor/ops.h hold the full set)
   Tensor to(DType dtype) const;
   Tensor to(Device device, bool non_blocking = false) const;
+  Tensor pin_memory() const;
   Tensor contiguous() const;
   Tensor clone() const;
   Tensor view(const Shape& shape) const;

@@ -309,6 +309,26 @@ TEST_CASE("DataLoader: sampler hook and errors from workers") {
   expect_error<IndexError>("sampler range", [&] { out.next(); }, {"99"});
 }
 
+TEST_CASE("DataLoader: pin_memory gives the same batches, pinned only where a GPU is visible") {
+  auto ds = index_dataset(10);
+  DataLoader unpinned(ds, {.batch_size = 4});
+  const auto plain = epoch_labels(unpinned);
+  for (int workers : {0, 2}) {
+    INFO("workers ", workers);
+    DataLoader l(ds, {.batch_size = 4, .num_workers = workers, .pin_memory = true});
+    CHECK(l.options().pin_memory == has_cuda());  // without a GPU the option turns itself off
+    std::vector<std::vector<int64_t>> labels;
+    for (Batch& b : l) {
+      CHECK(b.images.is_pinned() == has_cuda());
+      CHECK(b.labels.is_pinned() == has_cuda());
+      auto px = b.images.to_vector<float>();
+      labels.push_back(b.labels.to_vector<int64_t>());
+      for (size_t i = 0; i < px.size(); ++i) CHECK(px[i] == doctest::Approx(labels.back()[i] / 255.0));
+    }
+    CHECK(labels == plain);
+  }
+}
+
 TEST_CASE("transforms: normalize, crop and flip by hand; reproducible from the generator") {
   // Two images, 2 channels, 2x3.
   std::vector<float> v(24);

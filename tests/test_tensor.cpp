@@ -1,5 +1,6 @@
 // Tensors themselves: dtypes and promotion, 16-bit float conversions, creation, host access,
-// printing, the Philox generator, views and version counters, in-place ops, devices.
+// printing, the Philox generator, views and version counters, in-place ops, devices, pinned host
+// memory and device-memory statistics.
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -7,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "data/dataloader.h"
 #include "tests/helpers.h"
 
 using namespace ember;
@@ -464,6 +466,19 @@ TEST_CASE("devices: parsing and CUDA on a machine without it") {
   }
 }
 
+TEST_CASE("memory: host statistics, and pinned memory on a machine without a GPU") {
+  CHECK(backend::max_memory_allocated(kCPU) == 0);  // host memory keeps no statistics
+  backend::reset_peak_memory_stats(kCPU);
+  CHECK_FALSE(ones({3}).is_pinned());
+  CHECK(backend::pinned_memory_available() == has_cuda());
+  if (!has_cuda()) {
+    expect_error<DeviceError>("pin_memory", [] { ones({3}).pin_memory(); }, {"pin_memory", "CUDA"});
+    expect_error<DeviceError>("pin_memory of nothing", [] { zeros({0}).pin_memory(); }, {"pin_memory", "CUDA"});
+    CHECK_THROWS_AS(backend::max_memory_allocated(kCuda), DeviceError);
+    CHECK_THROWS_AS(backend::reset_peak_memory_stats(kCuda), DeviceError);
+  }
+}
+
 TEST_CASE("threads: one setting for kernels and BLAS") {
   const int before = get_num_threads();
   CHECK(before >= 1);
@@ -504,4 +519,87 @@ EMBER_CUDA_TEST_CASE("cuda random: the same seed gives the same numbers as on th
   }
   Generator a(5), b(5);
   CHECK(equal(randint(-7, 9, {999}, DType::i32, &a), randint(-7, 9, {999}, TensorOptions(DType::i32).with_device(kCuda), &b).to(kCPU)));
+}
+
+EMBER_CUDA_TEST_CASE("cuda pinned memory: pin_memory copies into page-locked memory") {
+  const Tensor x = arange(0, 24, 1, DType::f32).view({2, 3, 4});
+  const Tensor p = x.pin_memory();
+  CHECK(p.is_pinned());
+  CHECK_FALSE(x.is_pinned());
+  CHECK(p.device() == kCPU);
+  CHECK(equal(p, x));
+  CHECK(p.pin_memory().is_same(p));
+  CHECK(p.narrow(0, 1, 1).is_pinned());  // views share the pinned storage
+  const Tensor strided = x.transpose(0, 2).pin_memory();
+  CHECK(strided.is_contiguous());
+  CHECK(equal(strided, x.transpose(0, 2)));
+  for (DType d : kAll) CHECK_MESSAGE(equal(x.to(d).pin_memory(), x.to(d)), name(d));
+  expect_error<ValueError>("a CUDA tensor", [&] { x.to(kCuda).pin_memory(); }, {"pin_memory", "cuda:0"});
+  // Differentiable, like a move between devices.
+  Tensor leaf = from_vector<double>({1, 2, 3}, {3});
+  leaf.requires_grad_();
+  mul(leaf.pin_memory(), 2.0).sum().backward();
+  CHECK(values(leaf.grad()) == std::vector<double>{2, 2, 2});
+}
+
+EMBER_CUDA_TEST_CASE("cuda pinned memory: a non-blocking copy to the GPU, then its use") {
+  Generator gen(3);
+  const Tensor x = randn({512, 1024}, {}, &gen);
+  const Tensor on_gpu = x.pin_memory().to(kCuda, /*non_blocking=*/true);
+  CHECK(equal(mul(on_gpu, 2.0).to(kCPU), mul(x, 2.0)));
+  CHECK(equal(on_gpu.to(kCPU), x));
+}
+
+EMBER_CUDA_TEST_CASE("cuda pinned memory: a freed block is reused only after its pending copies") {
+  // A busy stream (tens of milliseconds of matmuls) keeps the copies below queued while the host
+  // frees and pins again: a block reused too early would take the next batch before its copy ran.
+  const Tensor a = randn({8192, 8192}, kCuda);
+  const Tensor busy = matmul(matmul(a, a), a);
+  constexpr int64_t n = 1 << 20;
+  std::vector<Tensor> copies;
+  std::set<void*> blocks;
+  for (int i = 0; i < 32; ++i) {
+    const Tensor batch = full({n}, float(i)).pin_memory();
+    blocks.insert(batch.storage()->data());
+    copies.push_back(batch.to(kCuda, /*non_blocking=*/true));
+  }
+  for (int i = 0; i < 32; ++i) CHECK_MESSAGE(equal(copies[i], full({n}, float(i), kCuda)), "batch ", i);
+  // Every copy has run by now (equal waited for its result): the cache hands a block out again.
+  CHECK(blocks.count(full({n}, 0.0f).pin_memory().storage()->data()) == 1);
+}
+
+EMBER_CUDA_TEST_CASE("cuda memory statistics: the peak follows a big allocation and restarts at reset") {
+  backend::reset_peak_memory_stats(kCuda);
+  const size_t before = backend::max_memory_allocated(kCuda);
+  constexpr size_t kBytes = size_t{256} << 20;
+  {
+    const Tensor big = empty({int64_t(kBytes / 4)}, TensorOptions(DType::f32).with_device(kCuda));
+    CHECK(backend::max_memory_allocated(kCuda) >= before + kBytes);
+  }
+  CHECK(backend::max_memory_allocated(kCuda) >= before + kBytes);  // freed, but still the peak
+  CHECK(ones({1}, kCuda).item<float>() == 1);  // a blocking read: the stream has passed the free
+  backend::reset_peak_memory_stats(kCuda);
+  CHECK(backend::max_memory_allocated(kCuda) < before + kBytes);
+  CHECK_THROWS_AS(backend::max_memory_allocated(Device(DeviceType::cuda, backend::cuda_device_count())), DeviceError);
+}
+
+EMBER_CUDA_TEST_CASE("cuda DataLoader: pin_memory gives pinned batches that copy without blocking") {
+  std::vector<uint8_t> px(40);
+  std::vector<int64_t> labels(10);
+  for (int i = 0; i < 40; ++i) px[i] = uint8_t(i * 5);
+  for (int i = 0; i < 10; ++i) labels[i] = i % 3;
+  auto ds = std::make_shared<data::TensorDataset>(from_vector(px, {10, 1, 2, 2}), from_vector(labels, {10}));
+  for (int workers : {0, 2}) {
+    INFO("workers ", workers);
+    data::DataLoader pinned(ds, {.batch_size = 4, .shuffle = true, .num_workers = workers, .pin_memory = true});
+    data::DataLoader plain(ds, {.batch_size = 4, .shuffle = true, .num_workers = workers});
+    CHECK(pinned.options().pin_memory);
+    for (data::Batch& b : pinned) {
+      const data::Batch want = *plain.next();
+      CHECK(b.images.is_pinned());
+      CHECK(b.labels.is_pinned());
+      CHECK(equal(b.images.to(kCuda, true).to(kCPU), want.images));
+      CHECK(equal(b.labels.to(kCuda, true).to(kCPU), want.labels));
+    }
+  }
 }
