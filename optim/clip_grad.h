@@ -8,6 +8,10 @@
 
 namespace ember::optim {
 
+// The norm_type-norm of all gradients together, as one vector (infinity: max |g|); 0 when no
+// parameter has a gradient. ValueError for norm_type <= 0.
+double grad_norm(const std::vector<Tensor>& params, double norm_type = 2.0);
+
 // Scales every gradient by min(1, max_norm / (total + 1e-6)), total being the norm_type-norm of
 // all gradients together (norm_type = infinity: max |g|). Returns total as a host double (0 when no
 // parameter has a gradient). A non-finite total leaves the gradients untouched and is returned as is
