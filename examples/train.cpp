@@ -1,0 +1,261 @@
+// ember's training program: one of the model zoo's networks on Fashion-MNIST or CIFAR-10, with the
+// Runner's MMEngine-style log, checkpoints and exact resume. `train --help` lists every flag.
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "data/dataset.h"
+#include "data/transforms.h"
+#include "optim/adam.h"
+#include "optim/lr_scheduler.h"
+#include "optim/sgd.h"
+#include "tensor/ops.h"
+#include "tensor/storage.h"
+#include "train/model_zoo.h"
+#include "train/runner.h"
+
+using namespace ember;
+
+namespace {
+
+struct Flags {
+  std::string model = "cnn";
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;  // "": the data set's usual place
+  int64_t epochs = 3;
+  int64_t batch_size = 128;
+  double lr = 0;  // 0: the optimizer's default below
+  std::string optimizer = "sgd";
+  double momentum = 0.9;
+  double weight_decay = 5e-4;
+  std::string scheduler = "cosine";
+  int64_t warmup_iters = 0;
+  double clip_grad = 0;
+  std::string device;  // "": cuda when a GPU is present
+  int threads = 0;
+  int num_workers = 2;
+  uint64_t seed = 0;
+  std::string work_dir;  // "": work_dirs/<model>_<dataset>
+  std::string resume;
+  int64_t log_interval = 50;
+  int64_t save_interval = 1;
+  int64_t keep_checkpoints = 3;
+  int64_t train_samples = 0;
+  int64_t val_samples = 0;
+  int64_t max_iters = 0;
+  bool augment = false;
+};
+
+// Per-channel statistics of each training set, for normalize() (the values torchvision users
+// compute over the training images).
+struct DatasetSpec {
+  train::ImageShape shape;
+  std::vector<float> mean, std;
+  std::string default_dir;
+};
+
+DatasetSpec dataset_spec(const std::string& name) {
+  if (name == "fashion-mnist") return {{1, 28, 10}, {0.2860f}, {0.3530f}, "/usr/share/datasets/fashion-mnist"};
+  return {{3, 32, 10}, {0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}, ""};  // cifar10
+}
+
+double default_lr(const std::string& optimizer) { return optimizer == "sgd" ? 0.1 : 1e-3; }
+
+std::shared_ptr<optim::Optimizer> make_optimizer(const Flags& f, std::vector<Tensor> params) {
+  const double lr = f.lr > 0 ? f.lr : default_lr(f.optimizer);
+  if (f.optimizer == "sgd") {
+    optim::SGDOptions o;
+    o.lr = lr;
+    o.momentum = f.momentum;
+    o.weight_decay = f.weight_decay;
+    return std::make_shared<optim::SGD>(std::move(params), o);
+  }
+  if (f.optimizer == "adamw") {
+    optim::AdamOptions o = optim::adamw_defaults();
+    o.lr = lr;
+    o.weight_decay = f.weight_decay;
+    return std::make_shared<optim::AdamW>(std::move(params), o);
+  }
+  optim::LAMBOptions o;
+  o.lr = lr;
+  o.weight_decay = f.weight_decay;
+  return std::make_shared<optim::LAMB>(std::move(params), o);
+}
+
+// Stepped once per optimizer step: an optional linear warmup from lr/1000 (MMEngine's usual
+// start_factor), then cosine to 0, multistep (x0.1 at 50% and 75%), or constant.
+std::shared_ptr<optim::LRScheduler> make_scheduler(const Flags& f, optim::Optimizer& opt, int64_t total_iters) {
+  const int64_t warmup = std::min(f.warmup_iters, total_iters);
+  const int64_t rest = std::max<int64_t>(total_iters - warmup, 1);
+  std::shared_ptr<optim::LRScheduler> main;
+  if (f.scheduler == "cosine") main = std::make_shared<optim::CosineAnnealingLR>(opt, rest);
+  else if (f.scheduler == "multistep")
+    main = std::make_shared<optim::MultiStepLR>(opt, std::vector<int64_t>{rest / 2, rest * 3 / 4});
+  if (warmup == 0) return main;
+  auto ramp = std::make_shared<optim::LinearLR>(opt, 1e-3, 1.0, warmup);
+  if (!main) return ramp;  // constant after the warmup
+  return std::make_shared<optim::SequentialLR>(opt, std::vector<std::shared_ptr<optim::LRScheduler>>{ramp, main},
+                                               std::vector<int64_t>{warmup});
+}
+
+std::shared_ptr<data::TensorDataset> load_dataset(const std::string& name, const std::string& dir, bool train,
+                                                  int64_t samples) {
+  std::shared_ptr<data::TensorDataset> d;
+  if (name == "fashion-mnist") d = std::make_shared<data::FashionMNIST>(dir, train);
+  else d = std::make_shared<data::CIFAR10>(dir, train);
+  d->truncate(samples);
+  return d;
+}
+
+// A CLI11 check that a number is at least `low`, with a message that names both.
+CLI::Validator at_least(double low) {
+  char bound[32];
+  std::snprintf(bound, sizeof(bound), "%g", low);
+  return CLI::Validator(
+      [low, bound = std::string(bound)](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0') return "\"" + text + "\" is not a number";
+        return v >= low ? "" : "must be at least " + bound + ", got " + text;
+      },
+      ">=" + std::string(bound));
+}
+
+train::Runner* g_runner = nullptr;
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+// First Ctrl-C (or SIGTERM from a scheduler): finish the iteration, checkpoint, exit. A second one
+// kills at once.
+extern "C" void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+  if (g_runner) g_runner->request_stop();
+  std::signal(sig, SIG_DFL);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  CLI::App app{"Train a model of ember's zoo on Fashion-MNIST or CIFAR-10, logging in MMEngine's format.", "train"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--model", f.model, "the network")->check(CLI::IsMember(train::model_names()));
+  app.add_option("--dataset", f.dataset, "the data set")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
+  app.add_option("--data", f.data_dir,
+                 "data directory (default: /usr/share/datasets/fashion-mnist for fashion-mnist; required for cifar10)");
+  app.add_option("--epochs", f.epochs, "epochs to train")->check(at_least(1));
+  app.add_option("--batch-size", f.batch_size, "images per iteration")->check(at_least(1));
+  app.add_option("--lr", f.lr, "base learning rate (0: 0.1 for sgd, 1e-3 for adamw and lamb)")->check(at_least(0));
+  app.add_option("--optimizer", f.optimizer, "optimizer")->check(CLI::IsMember({"sgd", "adamw", "lamb"}));
+  app.add_option("--momentum", f.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--weight-decay", f.weight_decay, "weight decay (decoupled for adamw)")->check(at_least(0));
+  app.add_option("--scheduler", f.scheduler, "learning-rate schedule over all iterations, stepped per iteration")
+      ->check(CLI::IsMember({"cosine", "multistep", "constant"}));
+  app.add_option("--warmup-iters", f.warmup_iters, "linear warmup iterations before the schedule")->check(at_least(0));
+  app.add_option("--clip-grad", f.clip_grad, "clip the gradients' total 2-norm to this (0: no clipping)")->check(at_least(0));
+  app.add_option("--device", f.device, "cpu or cuda (default: cuda when a GPU is present, else cpu)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--threads", f.threads, "CPU compute threads (0: one per core)")->check(at_least(0));
+  app.add_option("--num-workers", f.num_workers, "background threads preparing batches (0: none)")->check(at_least(0));
+  app.add_option("--seed", f.seed, "seed of the initialisation, shuffling and augmentation");
+  app.add_option("--work-dir", f.work_dir, "where logs and checkpoints go (default: work_dirs/<model>_<dataset>)");
+  app.add_option("--resume", f.resume, "resume from PATH, or without a value from <work-dir>/last_checkpoint")
+      ->expected(0, 1)->type_name("[PATH]");
+  app.add_option("--log-interval", f.log_interval, "iterations between log lines")->check(at_least(1));
+  app.add_option("--save-interval", f.save_interval, "epochs between checkpoints (0: none)")->check(at_least(0));
+  app.add_option("--keep-checkpoints", f.keep_checkpoints, "epoch checkpoints kept (0: all)")->check(at_least(0));
+  app.add_option("--train-samples", f.train_samples, "use the first N training images (0: all)")->check(at_least(0));
+  app.add_option("--val-samples", f.val_samples, "use the first N test images (0: all)")->check(at_least(0));
+  app.add_option("--max-iters", f.max_iters, "stop after N iterations in all, with a checkpoint (0: run every epoch)")
+      ->check(at_least(0));
+  app.add_flag("--augment", f.augment, "random crop (padding 4) and horizontal flip of the training images");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "train: error: %s (see --help)\n", e.what());
+    return 2;
+  }
+
+  try {
+    const bool has_gpu = backend::cuda_device_count() > 0;
+    if (f.device.empty()) f.device = has_gpu ? "cuda" : "cpu";
+    if (f.device == "cuda" && !has_gpu)
+      throw DeviceError("--device cuda: no CUDA device is available (no GPU is visible, or ember was built without CUDA)");
+    const Device device = Device::parse(f.device);
+    if (f.threads > 0) set_num_threads(f.threads);
+    const DatasetSpec spec = dataset_spec(f.dataset);
+    if (f.data_dir.empty()) f.data_dir = spec.default_dir;
+    if (f.data_dir.empty()) throw ValueError("--data is required for " + f.dataset);
+    if (f.work_dir.empty()) f.work_dir = "work_dirs/" + f.model + "_" + f.dataset;
+
+    auto train_set = load_dataset(f.dataset, f.data_dir, true, f.train_samples);
+    auto val_set = load_dataset(f.dataset, f.data_dir, false, f.val_samples);
+
+    data::DataLoaderOptions loader;
+    loader.batch_size = f.batch_size;
+    loader.seed = f.seed;
+    loader.num_workers = f.num_workers;
+    loader.pin_memory = device.is_cuda();
+    data::DataLoaderOptions val_loader = loader;
+    loader.shuffle = true;
+    loader.transform = [&spec, augment = f.augment](data::Batch& b, Generator& gen) {
+      Tensor x = b.images;
+      if (augment) x = data::random_horizontal_flip(data::random_crop(x, spec.shape.size, 4, gen), 0.5, gen);
+      b.images = data::normalize(x, spec.mean, spec.std);
+    };
+    val_loader.transform = [&spec](data::Batch& b, Generator&) { b.images = data::normalize(b.images, spec.mean, spec.std); };
+    auto train_loader = std::make_shared<data::DataLoader>(train_set, loader);
+    auto val = std::make_shared<data::DataLoader>(val_set, val_loader);
+
+    manual_seed(f.seed);
+    auto model = train::make_model(f.model, spec.shape);
+    model->to(device);  // before the optimizer sees the parameters
+    auto optimizer = make_optimizer(f, model->parameters());
+    auto scheduler = make_scheduler(f, *optimizer, f.epochs * train_loader->size());
+
+    train::RunnerOptions ro;
+    ro.epochs = f.epochs;
+    ro.log_interval = f.log_interval;
+    ro.save_interval = f.save_interval;
+    ro.keep_checkpoints = f.keep_checkpoints;
+    ro.clip_grad_norm = f.clip_grad;
+    ro.work_dir = f.work_dir;
+    if (app.count("--resume")) ro.resume = f.resume;
+    ro.max_iters = f.max_iters;
+    ro.device = device;
+    ro.info = {{"model", f.model}, {"dataset", f.dataset}, {"optimizer", f.optimizer}, {"scheduler", f.scheduler}};
+    std::cout << "train: " << f.model << " (" << model->num_parameters() << " parameters) on " << f.dataset << " ("
+              << train_set->size() << " train / " << val_set->size() << " val images), " << f.optimizer << " lr "
+              << (f.lr > 0 ? f.lr : default_lr(f.optimizer)) << ", " << f.epochs << " epochs of "
+              << train_loader->size() << " iterations on " << device.str() << ", " << get_num_threads()
+              << " threads; work dir " << f.work_dir << std::endl;
+
+    train::Runner runner(model, optimizer, scheduler, train_loader, val, ro);
+    g_runner = &runner;
+    std::signal(SIGINT, on_stop_signal);
+    std::signal(SIGTERM, on_stop_signal);
+    const train::RunSummary s = runner.run();
+    g_runner = nullptr;
+
+    double seconds = 0, data_seconds = 0;
+    for (const auto& e : s.epochs) {
+      seconds += e.seconds;
+      data_seconds += e.data_seconds;
+    }
+    if (!s.epochs.empty())
+      std::printf("train: %s after %lld iterations; best accuracy/top1 %.4f; %.2f s per epoch, data_time %.1f%% of it%s\n",
+                  s.stopped_early ? "stopped" : "done", static_cast<long long>(s.iterations), s.best_top1,
+                  seconds / double(s.epochs.size()), seconds > 0 ? 100.0 * data_seconds / seconds : 0.0,
+                  s.skipped_steps ? (", " + std::to_string(s.skipped_steps) + " steps skipped").c_str() : "");
+    return g_stop_signal ? 128 + g_stop_signal : 0;  // the shell's code for a signalled program
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train: error: %s\n", e.what());
+    return 1;
+  }
+}

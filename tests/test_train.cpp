@@ -1,0 +1,457 @@
+// train/: the MMEngine log format, checkpoints, the Runner's loop, its files and bit-exact resume on
+// synthetic data, and an end-to-end run on the real Fashion-MNIST (skipped, saying so, when Debian's
+// dataset-fashion-mnist is not installed; `./ember deps` installs it).
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "data/dataset.h"
+#include "data/transforms.h"
+#include "nn/nn.h"
+#include "optim/lr_scheduler.h"
+#include "optim/sgd.h"
+#include "tensor/atomic_file.h"
+#include "tensor/safetensors.h"
+#include "tests/helpers.h"
+#include "train/checkpoint.h"
+#include "train/log.h"
+#include "train/model_zoo.h"
+#include "train/runner.h"
+
+using namespace ember;
+using namespace ember::train;
+using namespace ember_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kFashionDir = "/usr/share/datasets/fashion-mnist";
+bool has_fashion_mnist() { return fs::exists(kFashionDir + "/train-images-idx3-ubyte.gz"); }
+
+// Four classes of 8x8 images: noise plus a class's rows lit (every 4th row from the class index),
+// a pattern a small net learns and a horizontal flip keeps.
+// One image may be poisoned with NaN (to make one step's gradient non-finite).
+std::shared_ptr<data::TensorDataset> pattern_dataset(int64_t n, uint64_t seed, int64_t nan_at = -1) {
+  Generator gen(seed);
+  Tensor images = mul(randn({n, 1, 8, 8}, {}, &gen), 0.5);
+  std::vector<int64_t> labels(n);
+  std::vector<float> pixels = images.to_vector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    labels[i] = i % 4;
+    for (int64_t p = 0; p < 64; ++p)
+      if (p / 8 % 4 == labels[i]) pixels[i * 64 + p] += 1.0f;
+  }
+  if (nan_at >= 0) pixels[nan_at * 64] = std::nanf("");
+  return std::make_shared<data::TensorDataset>(from_vector(pixels, {n, 1, 8, 8}), from_vector(labels, {n}));
+}
+
+// A model, an optimizer with state (momentum), a scheduler and loaders: one training run's parts.
+struct Run {
+  std::shared_ptr<nn::Sequential> model;
+  std::shared_ptr<optim::SGD> optimizer;
+  std::shared_ptr<optim::LRScheduler> scheduler;
+  std::shared_ptr<data::DataLoader> train_loader, val_loader;
+
+  Run(uint64_t init_seed, int num_workers, int64_t epochs, std::shared_ptr<data::TensorDataset> train_set = {}) {
+    manual_seed(init_seed);
+    model = std::make_shared<nn::Sequential>();
+    model->push_back(std::make_shared<nn::Flatten>());
+    model->push_back(std::make_shared<nn::Linear>(64, 32));
+    model->push_back(std::make_shared<nn::ReLU>());
+    model->push_back(std::make_shared<nn::Dropout>(0.2));  // draws from the default generator
+    model->push_back(std::make_shared<nn::Linear>(32, 4));
+    optim::SGDOptions o;
+    o.lr = 0.05;
+    o.momentum = 0.9;
+    optimizer = std::make_shared<optim::SGD>(model->parameters(), o);
+    if (!train_set) train_set = pattern_dataset(36, 7);
+    scheduler = std::make_shared<optim::CosineAnnealingLR>(*optimizer, epochs * 5);
+    data::DataLoaderOptions lo;
+    lo.batch_size = 8;  // 36 images: 5 batches, the last of 4
+    lo.shuffle = true;
+    lo.seed = 3;
+    lo.num_workers = num_workers;
+    lo.transform = [](data::Batch& b, Generator& gen) { b.images = data::random_horizontal_flip(b.images, 0.5, gen); };
+    train_loader = std::make_shared<data::DataLoader>(train_set, lo);
+    val_loader = std::make_shared<data::DataLoader>(pattern_dataset(20, 11), data::DataLoaderOptions{.batch_size = 8});
+  }
+
+  Runner runner(RunnerOptions o) { return Runner(model, optimizer, scheduler, train_loader, val_loader, std::move(o)); }
+};
+
+RunnerOptions options(const std::string& work_dir, int64_t epochs, std::ostream& console) {
+  RunnerOptions o;
+  o.epochs = epochs;
+  o.log_interval = 2;
+  o.work_dir = work_dir;
+  o.console = &console;
+  return o;
+}
+
+void check_bit_equal(const StateDict& a, const StateDict& b, const std::string& what) {
+  REQUIRE(a.size() == b.size());
+  for (const auto& [name, t] : a) {
+    INFO(what, ": ", name);
+    REQUIRE(b.count(name) == 1);
+    const Tensor& u = b.at(name);
+    REQUIRE(t.shape() == u.shape());
+    REQUIRE(t.dtype() == u.dtype());
+    const Tensor x = t.contiguous(), y = u.contiguous();
+    CHECK(std::memcmp(x.raw_data(), y.raw_data(), size_t(x.numel()) * dtype_size(x.dtype())) == 0);
+  }
+}
+
+// The JSON lines of a work dir without the fields that measure time.
+std::vector<nlohmann::json> logged_values(const std::string& work_dir) {
+  std::ifstream in(work_dir + "/scalars.json");
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    for (const char* timed : {"eta", "time", "data_time"}) j.erase(timed);
+    records.push_back(j);
+  }
+  return records;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_SUITE("cpu") {
+
+TEST_CASE("log: MMEngine's line format, with grad_norm") {
+  CHECK(format_duration(70) == "0:01:10");
+  CHECK(format_duration(0.9) == "0:00:00");
+  CHECK(format_duration(36000 + 59) == "10:00:59");
+  CHECK(format_duration(90000) == "1 day, 1:00:00");
+  CHECK(format_duration(2 * 86400 + 3723) == "2 days, 1:02:03");
+  const std::vector<LogField> train_fields = {
+      {"lr", 1e-3, FieldFormat::scientific}, {"eta", 70, FieldFormat::duration}, {"time", 0.0412},
+      {"data_time", 0.0021}, {"memory", 0, FieldFormat::integer}, {"loss", 0.6134}, {"grad_norm", 1.2034}};
+  CHECK(format_log_line({"train", 1, 50, 469}, train_fields) ==
+        "Epoch(train)  [1][ 50/469]  lr: 1.0000e-03  eta: 0:01:10  time: 0.0412  data_time: 0.0021  memory: 0  "
+        "loss: 0.6134  grad_norm: 1.2034");
+  CHECK(format_log_line({"train", 12, 469, 469}, {{"loss", 0.61344}}) == "Epoch(train)  [12][469/469]  loss: 0.6134");
+  CHECK(format_log_line({"val", 1, 79, 79}, {{"accuracy/top1", 88.41}, {"data_time", 0.004}, {"time", 0.0123}}) ==
+        "Epoch(val) [1][79/79]  accuracy/top1: 88.4100  data_time: 0.0040  time: 0.0123");
+}
+
+TEST_CASE("log: MetricLog prints the line and appends the same fields as JSON") {
+  TempDir dir;
+  std::ostringstream console;
+  {
+    MetricLog log(console, dir / "scalars.json");
+    log.write({"train", 2, 5, 10}, 15, {{"lr", 0.5, FieldFormat::scientific}, {"loss", 1.25}});
+  }
+  MetricLog(console, dir / "scalars.json").write({"val", 2, 3, 3}, 2, {{"accuracy/top1", 50.0}});
+  CHECK(console.str() == "Epoch(train)  [2][ 5/10]  lr: 5.0000e-01  loss: 1.2500\nEpoch(val) [2][3/3]  accuracy/top1: 50.0000\n");
+  std::ifstream in(dir / "scalars.json");
+  std::string first, second;
+  REQUIRE(std::getline(in, first));
+  REQUIRE(std::getline(in, second));
+  const auto a = nlohmann::json::parse(first), b = nlohmann::json::parse(second);
+  CHECK(a["mode"] == "train");
+  CHECK(a["epoch"] == 2);
+  CHECK(a["iter"] == 5);
+  CHECK(a["step"] == 15);
+  CHECK(a["lr"] == 0.5);
+  CHECK(a["loss"] == 1.25);
+  CHECK(b["accuracy/top1"] == 50.0);
+  expect_error<IOError>("unwritable", [&] { MetricLog(console, dir / "no/such/dir/scalars.json"); }, {"no/such/dir"});
+}
+
+TEST_CASE("checkpoint: round trip of every part, and errors that name the file") {
+  TempDir dir;
+  Checkpoint c;
+  c.model["fc.weight"] = from_vector(std::vector<float>{1.5f, -2.0f, 3.25f}, {3});
+  c.optimizer["state.0.step"] = optim::scalar_f64(7);
+  c.scheduler["last_epoch"] = optim::scalar_f64(6);
+  c.runner["best_top1"] = optim::scalar_f64(81.5);
+  c.rng = {~uint64_t(0), uint64_t(1) << 63};  // u64 values past int64's range survive
+  c.epoch = 3;
+  c.iteration = 1407;
+  c.loader = {3, 12};
+  c.info = {{"model", "cnn"}};
+  const std::string path = dir / "c.safetensors";
+  save_checkpoint(path, c);
+  const Checkpoint r = load_checkpoint(path);
+  check_bit_equal(r.model, c.model, "model");
+  check_bit_equal(r.optimizer, c.optimizer, "optimizer");
+  check_bit_equal(r.scheduler, c.scheduler, "scheduler");
+  check_bit_equal(r.runner, c.runner, "runner");
+  CHECK(r.rng.seed == c.rng.seed);
+  CHECK(r.rng.offset == c.rng.offset);
+  CHECK(r.epoch == 3);
+  CHECK(r.iteration == 1407);
+  CHECK(r.loader == data::LoaderPosition{3, 12});
+  CHECK(r.info == c.info);
+
+  const std::string plain = dir / "plain.safetensors";
+  save_safetensors(plain, {{"w", zeros({2})}});
+  expect_error<FormatError>("not a checkpoint", [&] { load_checkpoint(plain); }, {"plain.safetensors", "not an ember checkpoint"});
+  auto with_meta = [&](std::map<std::string, std::string> meta, StateDict tensors) {
+    tensors["rng.default"] = zeros({2}, TensorOptions(DType::i64));
+    save_safetensors(plain, tensors, meta);
+  };
+  const std::map<std::string, std::string> good = {
+      {"format", "ember-checkpoint/1"}, {"epoch", "1"}, {"iteration", "5"}, {"loader.epoch", "1"}, {"loader.batch", "0"}};
+  with_meta(good, {{"model.w", zeros({1})}});
+  CHECK(load_checkpoint(plain).iteration == 5);
+  auto bad = good;
+  bad.erase("iteration");
+  with_meta(bad, {});
+  expect_error<FormatError>("missing counter", [&] { load_checkpoint(plain); }, {"plain.safetensors", "lacks \"iteration\""});
+  bad = good;
+  bad["epoch"] = "3x";
+  with_meta(bad, {});
+  expect_error<FormatError>("malformed counter", [&] { load_checkpoint(plain); }, {"\"epoch\" is \"3x\""});
+  with_meta(good, {{"weights.w", zeros({1})}});
+  expect_error<FormatError>("stray tensor", [&] { load_checkpoint(plain); }, {"unexpected tensor \"weights.w\""});
+
+  // Truncated: the safetensors reader refuses it, naming the file.
+  fs::resize_file(path, fs::file_size(path) - 4);
+  expect_error<FormatError>("truncated", [&] { load_checkpoint(path); }, {"c.safetensors"});
+}
+
+TEST_CASE("Runner: learns, logs every interval and each epoch's end, and writes its files") {
+  TempDir dir;
+  std::ostringstream console;
+  Run run(1, 0, 4);
+  RunnerOptions o = options(dir.path.string(), 4, console);
+  o.keep_checkpoints = 2;
+  const RunSummary s = run.runner(o).run();
+  REQUIRE(s.epochs.size() == 4);
+  CHECK(s.iterations == 20);
+  CHECK_FALSE(s.stopped_early);
+  CHECK(s.skipped_steps == 0);
+  CHECK(s.epochs.back().mean_loss < 0.5 * s.epochs.front().mean_loss);
+  CHECK(s.epochs.back().top1 >= 90.0);
+  double best = 0;
+  for (const auto& e : s.epochs) best = std::max(best, e.top1);
+  CHECK(s.best_top1 == best);
+
+  // Lines at batches 2 and 4 of 5 and at the epoch's end; then the validation line.
+  const std::string text = console.str();
+  // The lr of the step logged: 0.05 * (1 + cos(pi * 1 / 20)) / 2 at the second of 20 cosine steps.
+  CHECK(text.find("Epoch(train)  [1][2/5]  lr: 4.9692e-02  eta: ") != std::string::npos);
+  CHECK(text.find("Epoch(train)  [1][5/5]") != std::string::npos);
+  CHECK(text.find("Epoch(train)  [1][3/5]") == std::string::npos);
+  CHECK(text.find("Epoch(val) [4][3/3]  accuracy/top1: ") != std::string::npos);
+  CHECK(text.find("memory: 0  loss: ") != std::string::npos);
+  CHECK(text.find("grad_norm: ") != std::string::npos);
+  const auto records = logged_values(dir.path.string());
+  CHECK(records.size() == 4 * 3 + 4);
+
+  // Keep the newest 2 epoch files; last_checkpoint names the newest; best is the best epoch's state.
+  CHECK_FALSE(fs::exists(dir / "epoch_1.safetensors"));
+  CHECK_FALSE(fs::exists(dir / "epoch_2.safetensors"));
+  CHECK(fs::exists(dir / "epoch_3.safetensors"));
+  CHECK(read_text(dir / "last_checkpoint") == fs::absolute(dir / "epoch_4.safetensors").string() + "\n");
+  const Checkpoint last = load_checkpoint(dir / "epoch_4.safetensors");
+  CHECK(last.epoch == 4);
+  CHECK(last.iteration == 20);
+  CHECK(last.loader == data::LoaderPosition{4, 0});
+  check_bit_equal(last.model, run.model->state_dict(), "final weights");
+  const Checkpoint top = load_checkpoint(dir / "best_accuracy_top1.safetensors");
+  CHECK(top.runner.at("best_top1").item<double>() == s.best_top1);
+}
+
+TEST_CASE("Runner: save_interval, and stopping on request or at max_iters leaves a checkpoint") {
+  TempDir dir;
+  std::ostringstream console;
+  Run run(1, 0, 4);
+  RunnerOptions o = options(dir.path.string(), 4, console);
+  o.save_interval = 3;
+  o.max_iters = 12;  // batch 2 of epoch 3
+  RunSummary s = run.runner(o).run();
+  CHECK(s.stopped_early);
+  CHECK(s.iterations == 12);
+  CHECK(s.epochs.size() == 3);
+  CHECK_FALSE(fs::exists(dir / "epoch_1.safetensors"));
+  CHECK_FALSE(fs::exists(dir / "epoch_2.safetensors"));
+  REQUIRE(fs::exists(dir / "iter_12.safetensors"));
+  CHECK(read_text(dir / "last_checkpoint") == fs::absolute(dir / "iter_12.safetensors").string() + "\n");
+  CHECK(load_checkpoint(dir / "iter_12.safetensors").loader == data::LoaderPosition{2, 2});
+
+  o.max_iters = 0;
+  o.resume = "";
+  Runner resumed = run.runner(o);
+  resumed.request_stop();  // as a signal handler would: stops after the next iteration
+  s = resumed.run();
+  CHECK(s.stopped_early);
+  CHECK(s.iterations == 13);
+  CHECK(fs::exists(dir / "iter_13.safetensors"));
+  o.resume = dir / "iter_13.safetensors";
+  s = run.runner(o).run();
+  CHECK_FALSE(s.stopped_early);
+  CHECK(s.iterations == 20);
+  CHECK(fs::exists(dir / "epoch_3.safetensors"));
+  CHECK(fs::exists(dir / "epoch_4.safetensors"));  // the last epoch always
+}
+
+TEST_CASE("Runner: N iterations straight equal N/2, a resume in a fresh process state, and N/2, bit for bit") {
+  // Stopping mid-epoch between two log lines (8 = batch 3 of epoch 2) and at an epoch's end (5).
+  for (int64_t stop_at : {int64_t(8), int64_t(5)}) {
+    CAPTURE(stop_at);
+    TempDir straight_dir, split_dir;
+    std::ostringstream console;
+    Run straight(1, 0, 4);
+    const RunSummary full = straight.runner(options(straight_dir.path.string(), 4, console)).run();
+
+    RunnerOptions first_half = options(split_dir.path.string(), 4, console);
+    first_half.max_iters = stop_at;
+    Run before(1, 2, 4);  // two loader workers: the batches must not depend on them
+    CHECK(before.runner(first_half).run().stopped_early);
+
+    // Another initialisation and generator state: everything must come from the checkpoint.
+    Run after(99, 1, 4);
+    manual_seed(12345);
+    RunnerOptions second_half = options(split_dir.path.string(), 4, console);
+    second_half.resume = "";
+    const RunSummary rest = after.runner(second_half).run();
+    CHECK(rest.iterations == full.iterations);
+    CHECK(rest.best_top1 == full.best_top1);
+
+    check_bit_equal(after.model->state_dict(), straight.model->state_dict(), "weights");
+    check_bit_equal(after.optimizer->state_dict(), straight.optimizer->state_dict(), "optimizer");
+    check_bit_equal(after.scheduler->state_dict(), straight.scheduler->state_dict(), "scheduler");
+    CHECK(default_generator().state().offset == [&] {
+      Run again(1, 0, 4);
+      TempDir d;
+      again.runner(options(d.path.string(), 4, console)).run();
+      return default_generator().state().offset;
+    }());
+    // The same log values (loss, grad_norm, lr, accuracy), line for line.
+    const auto a = logged_values(straight_dir.path.string()), b = logged_values(split_dir.path.string());
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) CHECK_MESSAGE(a[i] == b[i], a[i].dump(), " vs ", b[i].dump());
+  }
+}
+
+TEST_CASE("Runner: a non-finite gradient skips the step and the schedule; weights stay finite") {
+  std::ostringstream console;
+  Run run(1, 0, 1, pattern_dataset(36, 7, /*nan_at=*/5));
+  const RunSummary s = run.runner(options("", 1, console)).run();
+  CHECK(s.skipped_steps == 1);
+  CHECK(s.iterations == 5);
+  CHECK(run.scheduler->last_epoch() == 4);  // 4 steps taken
+  for (const Tensor& p : run.model->parameters())
+    for (float v : p.to_vector<float>()) REQUIRE(std::isfinite(v));
+}
+
+TEST_CASE("Runner: bad options and checkpoints that do not fit raise, changing nothing") {
+  TempDir dir;
+  std::ostringstream console;
+  Run run(1, 0, 2);
+  RunnerOptions o = options(dir.path.string(), 2, console);
+  o.epochs = 0;
+  expect_error<ValueError>("epochs", [&] { run.runner(o); }, {"epochs must be >= 1, got 0"});
+  o = options(dir.path.string(), 2, console);
+  o.log_interval = 0;
+  expect_error<ValueError>("log interval", [&] { run.runner(o); }, {"log_interval"});
+
+  o = options(dir.path.string(), 2, console);
+  o.resume = "";
+  expect_error<IOError>("nothing to resume", [&] { run.runner(o).run(); }, {"last_checkpoint", "missing"});
+  o.resume = dir / "absent.safetensors";
+  expect_error<IOError>("no file", [&] { run.runner(o).run(); }, {"absent.safetensors"});
+
+  // A checkpoint of another model: nothing is loaded.
+  const StateDict before = run.model->state_dict();
+  StateDict copy;
+  for (const auto& [k, v] : before) copy[k] = v.clone();
+  Runner runner = run.runner(options(dir.path.string(), 2, console));
+  Checkpoint other = runner.checkpoint();
+  other.model["1.weight"] = zeros({3, 3});
+  expect_error<ValueError>("shape", [&] { runner.restore(other); }, {"1.weight"});
+  Checkpoint far = runner.checkpoint();
+  far.loader = {0, 5};
+  expect_error<ValueError>("position", [&] { runner.restore(far); }, {"batch 5", "5 batches"});
+  check_bit_equal(run.model->state_dict(), copy, "untouched weights");
+}
+
+TEST_CASE("model zoo: every name builds a model that maps images to class scores") {
+  const ImageShape fashion{1, 28, 10};
+  for (const std::string name : {"mlp", "cnn", "resnet18"}) {
+    CAPTURE(name);
+    auto model = make_model(name, fashion);
+    model->eval();
+    NoGradGuard no_grad;
+    CHECK(model->forward(zeros({2, 1, 28, 28})).shape() == Shape{2, 10});
+  }
+  CHECK(make_model("vit_tiny", {3, 32, 10})->num_parameters() > 5'000'000);
+  expect_error<ValueError>("unknown", [] { make_model("lenet", {1, 28, 10}); }, {"unknown model \"lenet\"", "mlp"});
+  expect_error<ValueError>("patch", [] { make_model("vit_small", {1, 30, 10}); }, {"divisible by 4", "30"});
+}
+
+TEST_CASE("Fashion-MNIST from Debian's package: the real files, and truncated and corrupt copies" *
+          doctest::skip(!has_fashion_mnist())) {
+  const data::FashionMNIST train_set(kFashionDir, true), test_set(kFashionDir, false);
+  CHECK(train_set.size() == 60000);
+  CHECK(test_set.size() == 10000);
+  CHECK(train_set.images().shape() == Shape{60000, 1, 28, 28});
+  // 6,000 training and 1,000 test images per class (the data set's README).
+  const auto per_class = [](const Tensor& labels) {
+    std::vector<int64_t> counts(10);
+    for (int64_t l : labels.to_vector<int64_t>()) ++counts.at(size_t(l));
+    return counts;
+  };
+  CHECK(per_class(train_set.labels()) == std::vector<int64_t>(10, 6000));
+  CHECK(per_class(test_set.labels()) == std::vector<int64_t>(10, 1000));
+  CHECK(train_set.labels().to_vector<int64_t>()[0] == 9);  // the first image is an ankle boot
+
+  TempDir dir;
+  for (const char* f : {"train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"})
+    fs::copy_file(kFashionDir + "/" + f, dir / f);
+  const std::string images = dir / "train-images-idx3-ubyte.gz";
+  fs::copy_file(kFashionDir + "/train-images-idx3-ubyte.gz", images);
+  fs::resize_file(images, fs::file_size(images) / 2);
+  expect_error<data::DataError>("truncated gzip", [&] { data::FashionMNIST(dir.path.string(), true); },
+                                {"train-images-idx3-ubyte.gz", "truncated"});
+  {
+    std::fstream f(dir / "t10k-labels-idx1-ubyte.gz", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('\x5a');  // inside the deflate stream: a CRC or structure error
+  }
+  expect_error<data::DataError>("corrupt gzip", [&] { data::FashionMNIST(dir.path.string(), false); },
+                                {"t10k-labels-idx1-ubyte.gz"});
+}
+
+TEST_CASE("end to end: the MLP learns a 2,000-image Fashion-MNIST subset on the CPU" *
+          doctest::skip(!has_fashion_mnist())) {
+  auto train_set = std::make_shared<data::FashionMNIST>(kFashionDir, true);
+  auto test_set = std::make_shared<data::FashionMNIST>(kFashionDir, false);
+  train_set->truncate(2000);
+  test_set->truncate(1000);
+  const auto normalize = [](data::Batch& b, Generator&) { b.images = data::normalize(b.images, {0.2860f}, {0.3530f}); };
+  auto train_loader = std::make_shared<data::DataLoader>(
+      train_set, data::DataLoaderOptions{.batch_size = 64, .shuffle = true, .seed = 1, .num_workers = 1, .transform = normalize});
+  auto val_loader = std::make_shared<data::DataLoader>(test_set, data::DataLoaderOptions{.batch_size = 250, .transform = normalize});
+  manual_seed(0);
+  auto model = make_model("mlp", {1, 28, 10});
+  optim::SGDOptions o;
+  o.lr = 0.05;
+  o.momentum = 0.9;
+  auto optimizer = std::make_shared<optim::SGD>(model->parameters(), o);
+  auto scheduler = std::make_shared<optim::CosineAnnealingLR>(*optimizer, 3 * train_loader->size());
+  std::ostringstream console;
+  RunnerOptions ro;
+  ro.epochs = 3;
+  ro.console = &console;
+  const RunSummary s = Runner(model, optimizer, scheduler, train_loader, val_loader, ro).run();
+  MESSAGE(console.str());
+  REQUIRE(s.epochs.size() == 3);
+  CHECK(s.epochs[2].mean_loss < 0.6 * s.epochs[0].mean_loss);
+  CHECK(s.epochs[2].top1 >= 75.0);  // chance is 10%
+}
+
+}  // TEST_SUITE

@@ -1,0 +1,54 @@
+// The training log in MMEngine's line format (REFERENCE.md §6), with the same fields written as
+// JSON lines for plotting:
+//   Epoch(train)  [1][ 50/469]  lr: 1.0000e-03  eta: 0:01:10  time: 0.0412  data_time: 0.0021  memory: 0  loss: 0.6134
+//   Epoch(val) [1][79/79]  accuracy/top1: 88.4100  data_time: 0.0040  time: 0.0123
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace ember::train {
+
+// How a field's value is printed: lr as 1.0000e-03, most values with four decimals, memory as an
+// integer, eta as H:MM:SS (Python's str(timedelta), which MMEngine prints).
+enum class FieldFormat { scientific, fixed4, integer, duration };
+
+struct LogField {
+  std::string name;
+  double value;
+  FieldFormat format = FieldFormat::fixed4;
+};
+
+// "Epoch(train)  [epoch][ iter/iters]" or "Epoch(val) [epoch][iter/iters]": the iteration is padded
+// to the width of the total, as MMEngine does for training lines.
+struct LogHeader {
+  std::string mode;  // "train" or "val"
+  int64_t epoch;     // 1-based
+  int64_t iter;      // 1-based within the epoch
+  int64_t iters;     // per epoch
+};
+
+// 70 s -> "0:01:10"; 90000 s -> "1 day, 1:00:00".
+std::string format_duration(double seconds);
+std::string format_field(const LogField& field);
+std::string format_log_line(const LogHeader& header, const std::vector<LogField>& fields);
+
+// Writes each line to a stream (the console) and, when a path is given, appends the fields as one
+// JSON object per line ({"mode": "train", "epoch": 1, "iter": 50, "step": 50, "lr": ..., ...}).
+class MetricLog {
+ public:
+  // IOError when the JSON-lines file cannot be opened for appending.
+  MetricLog(std::ostream& console, const std::string& jsonl_path = "");
+  // `step` is the global iteration for training lines and the epoch for validation lines.
+  void write(const LogHeader& header, int64_t step, const std::vector<LogField>& fields);
+
+ private:
+  std::ostream& console_;
+  std::ofstream jsonl_;
+  std::string jsonl_path_;
+};
+
+}  // namespace ember::train

@@ -1,0 +1,308 @@
+#include "train/runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+
+#include "autograd/grad_mode.h"
+#include "nn/loss.h"
+#include "optim/clip_grad.h"
+#include "tensor/atomic_file.h"
+#include "tensor/ops.h"
+#include "tensor/storage.h"
+#include "train/log.h"
+
+namespace ember::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// The N of "epoch_N.safetensors", or -1 for any other name.
+int64_t epoch_file_number(const std::string& name) {
+  const std::string prefix = "epoch_", suffix = ".safetensors";
+  if (!name.starts_with(prefix) || !name.ends_with(suffix) || name.size() == prefix.size() + suffix.size()) return -1;
+  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (!std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) return -1;
+  return std::stoll(digits);
+}
+
+}  // namespace
+
+// Sums since the last log line (or the epoch's start): the line prints their means, as MMEngine
+// smooths over the interval. Saved in mid-epoch checkpoints so a resumed run logs the same values.
+struct Runner::Window {
+  double loss = 0, grad_norm = 0, time = 0, data_time = 0, count = 0;
+
+  void add(double l, double g, double t, double d) {
+    loss += l;
+    grad_norm += g;
+    time += t;
+    data_time += d;
+    count += 1;
+  }
+};
+
+namespace {
+// The window's fields under their checkpoint names ("runner.log_window.<name>").
+constexpr std::pair<const char*, double Runner::Window::*> kWindowFields[] = {
+    {"loss", &Runner::Window::loss}, {"grad_norm", &Runner::Window::grad_norm}, {"time", &Runner::Window::time},
+    {"data_time", &Runner::Window::data_time}, {"count", &Runner::Window::count}};
+}  // namespace
+
+Runner::Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<optim::Optimizer> optimizer,
+               std::shared_ptr<optim::LRScheduler> scheduler, std::shared_ptr<data::DataLoader> train_loader,
+               std::shared_ptr<data::DataLoader> val_loader, RunnerOptions options)
+    : model_(std::move(model)),
+      optimizer_(std::move(optimizer)),
+      scheduler_(std::move(scheduler)),
+      train_loader_(std::move(train_loader)),
+      val_loader_(std::move(val_loader)),
+      opts_(std::move(options)),
+      console_(opts_.console ? *opts_.console : std::cout),
+      best_top1_(kNaN),
+      log_window_(std::make_unique<Window>()) {
+  if (!model_ || !optimizer_ || !train_loader_) throw ValueError("Runner: the model, optimizer and train loader must be set");
+  if (opts_.epochs < 1) throw ValueError("Runner: epochs must be >= 1, got " + std::to_string(opts_.epochs));
+  if (opts_.log_interval < 1) throw ValueError("Runner: log_interval must be >= 1, got " + std::to_string(opts_.log_interval));
+  if (opts_.save_interval < 0 || opts_.keep_checkpoints < 0 || opts_.max_iters < 0)
+    throw ValueError("Runner: save_interval, keep_checkpoints and max_iters must be >= 0");
+  if (!(opts_.clip_grad_norm >= 0)) throw ValueError("Runner: clip_grad_norm must be >= 0, got " + std::to_string(opts_.clip_grad_norm));
+  if (train_loader_->size() == 0) throw ValueError("Runner: the train loader yields no batch");
+  model_->to(opts_.device);
+  params_ = model_->parameters();
+  if (!opts_.work_dir.empty()) fs::create_directories(opts_.work_dir);
+}
+
+Runner::~Runner() = default;
+
+std::string Runner::work_path(const std::string& file_name) const { return (fs::path(opts_.work_dir) / file_name).string(); }
+
+void Runner::train_iteration(const data::Batch& batch, Window& window, Window& epoch_window, double data_time,
+                             double started) {
+  const Tensor images = batch.images.to(opts_.device, batch.images.is_pinned());
+  const Tensor labels = batch.labels.to(opts_.device, batch.labels.is_pinned());
+  const Tensor loss = cross_entropy(model_->forward(images), labels);
+  optimizer_->zero_grad();
+  loss.backward();
+  const double norm = opts_.clip_grad_norm > 0 ? optim::clip_grad_norm_(params_, opts_.clip_grad_norm)
+                                               : optim::grad_norm(params_);
+  // A non-finite norm would poison the weights: the step and the schedule both wait for a good one.
+  if (std::isfinite(norm)) {
+    optimizer_->step();
+    if (scheduler_) scheduler_->step();
+  } else {
+    ++skipped_steps_;
+  }
+  const double loss_value = loss.item<double>();  // waits for the device: `time` covers the work
+  const double time = now_seconds() - started;
+  window.add(loss_value, norm, time, data_time);
+  epoch_window.add(loss_value, norm, time, data_time);
+  ++iteration_;
+}
+
+void Runner::log_train(Window& window, int64_t batch_index, double lr, double eta) {
+  const double n = window.count;
+  const double memory = std::floor(static_cast<double>(backend::max_memory_allocated(opts_.device)) / kMiB);
+  backend::reset_peak_memory_stats(opts_.device);
+  const std::vector<LogField> fields = {
+      {"lr", lr, FieldFormat::scientific},
+      {"eta", eta, FieldFormat::duration},
+      {"time", window.time / n},
+      {"data_time", window.data_time / n},
+      {"memory", memory, FieldFormat::integer},
+      {"loss", window.loss / n},
+      {"grad_norm", window.grad_norm / n},
+  };
+  log_->write({"train", epoch_ + 1, batch_index + 1, train_loader_->size()}, iteration_, fields);
+  window = Window{};
+}
+
+RunSummary Runner::run() {
+  if (opts_.resume) {
+    std::string path = *opts_.resume;
+    if (path.empty()) {
+      if (opts_.work_dir.empty()) throw ValueError("Runner: resume from last_checkpoint needs a work_dir");
+      const std::string pointer = work_path("last_checkpoint");
+      std::ifstream in(pointer);
+      if (!in || !std::getline(in, path) || path.empty())
+        throw IOError("cannot resume: " + pointer + " is missing or empty (no checkpoint was saved in " + opts_.work_dir + ")");
+    }
+    restore(load_checkpoint(path));
+    console_ << "Resumed from " << path << " at epoch " << epoch_ << ", iteration " << iteration_ << std::endl;
+  }
+  if (!log_) log_ = std::make_unique<MetricLog>(console_, opts_.work_dir.empty() ? "" : work_path("scalars.json"));
+
+  RunSummary summary;
+  const int64_t iters_per_epoch = train_loader_->size();
+  const int64_t total_iters = opts_.max_iters > 0 ? std::min(opts_.max_iters, opts_.epochs * iters_per_epoch)
+                                                  : opts_.epochs * iters_per_epoch;
+  const int64_t first_iteration = iteration_;
+  const double run_started = now_seconds();
+  bool stopped = false;
+
+  while (epoch_ < opts_.epochs && !stopped) {
+    model_->train();
+    train_loader_->set_position({epoch_, next_batch_});
+    Window epoch_window;
+    bool stop_at_epoch_end = false;
+    double started = now_seconds();
+    const double epoch_started = started;
+    while (auto batch = train_loader_->next()) {
+      const double data_time = now_seconds() - started;
+      const int64_t batch_index = train_loader_->position().batch - 1;
+      const double lr = optimizer_->param_groups().front().lr();  // the lr this step uses
+      train_iteration(*batch, *log_window_, epoch_window, data_time, started);
+      if ((batch_index + 1) % opts_.log_interval == 0 || batch_index + 1 == iters_per_epoch) {
+        const double per_iter = (now_seconds() - run_started) / static_cast<double>(iteration_ - first_iteration);
+        log_train(*log_window_, batch_index, lr, per_iter * static_cast<double>(total_iters - iteration_));
+      }
+      if (stop_requested_.load() || (opts_.max_iters > 0 && iteration_ >= opts_.max_iters)) {
+        // At the epoch's last batch the epoch ends as usual (evaluation, checkpoints) first.
+        stop_at_epoch_end = true;
+        if (batch_index + 1 < iters_per_epoch) {
+          stopped = true;
+          break;
+        }
+      }
+      started = now_seconds();
+    }
+    const double epoch_seconds = now_seconds() - epoch_started;
+    const double mean_loss = epoch_window.loss / std::max(epoch_window.count, 1.0);
+    if (stopped) {
+      next_batch_ = train_loader_->position().batch;
+      summary.epochs.push_back({epoch_ + 1, epoch_seconds, epoch_window.data_time, mean_loss, kNaN});
+      if (!opts_.work_dir.empty()) save("iter_" + std::to_string(iteration_) + ".safetensors");
+      break;
+    }
+    ++epoch_;
+    next_batch_ = 0;
+    const double top1 = val_loader_ ? evaluate() : kNaN;
+    summary.epochs.push_back({epoch_, epoch_seconds, epoch_window.data_time, mean_loss, top1});
+    const bool saved = save_epoch_checkpoints(top1);
+    if (stop_at_epoch_end && epoch_ < opts_.epochs) {
+      stopped = true;
+      if (!saved && !opts_.work_dir.empty()) save("iter_" + std::to_string(iteration_) + ".safetensors");
+    }
+  }
+  summary.best_top1 = best_top1_;
+  summary.iterations = iteration_;
+  summary.skipped_steps = skipped_steps_;
+  summary.stopped_early = stopped;
+  return summary;
+}
+
+double Runner::evaluate() {
+  if (!val_loader_) throw ValueError("Runner::evaluate: no validation loader was given");
+  if (!log_) log_ = std::make_unique<MetricLog>(console_, opts_.work_dir.empty() ? "" : work_path("scalars.json"));
+  NoGradGuard no_grad;
+  const bool was_training = model_->is_training();
+  model_->eval();
+  val_loader_->set_epoch(0);
+  int64_t correct = 0, seen = 0, iters = 0;
+  double time = 0, data_time = 0;
+  double started = now_seconds();
+  while (auto batch = val_loader_->next()) {
+    data_time += now_seconds() - started;
+    const Tensor images = batch->images.to(opts_.device, batch->images.is_pinned());
+    const Tensor labels = batch->labels.to(opts_.device, batch->labels.is_pinned());
+    const Tensor predicted = argmax(model_->forward(images), 1);
+    correct += sum(eq(predicted, labels)).item<int64_t>();
+    seen += labels.numel();
+    ++iters;
+    time += now_seconds() - started;
+    started = now_seconds();
+  }
+  model_->train(was_training);
+  if (seen == 0) throw ValueError("Runner::evaluate: the validation loader yields no example");
+  const double top1 = 100.0 * static_cast<double>(correct) / static_cast<double>(seen);
+  const double n = static_cast<double>(iters);
+  log_->write({"val", epoch_, iters, val_loader_->size()}, epoch_,
+              {{"accuracy/top1", top1}, {"data_time", data_time / n}, {"time", time / n}});
+  return top1;
+}
+
+Checkpoint Runner::checkpoint() const {
+  Checkpoint c;
+  c.model = model_->state_dict();
+  c.optimizer = optimizer_->state_dict();
+  if (scheduler_) c.scheduler = scheduler_->state_dict();
+  c.runner["best_top1"] = optim::scalar_f64(best_top1_);
+  c.runner["skipped_steps"] = optim::scalar_f64(static_cast<double>(skipped_steps_));
+  for (const auto& [name, field] : kWindowFields)
+    c.runner[std::string("log_window.") + name] = optim::scalar_f64((*log_window_).*field);
+  c.rng = default_generator().state();
+  c.epoch = epoch_;
+  c.iteration = iteration_;
+  c.loader = {epoch_, next_batch_};
+  c.info = opts_.info;
+  return c;
+}
+
+void Runner::restore(const Checkpoint& c) {
+  if (c.loader.epoch != c.epoch || c.loader.batch >= train_loader_->size())
+    throw ValueError("Runner: checkpoint position epoch " + std::to_string(c.loader.epoch) + ", batch " +
+                     std::to_string(c.loader.batch) + " does not fit a loader of " +
+                     std::to_string(train_loader_->size()) + " batches per epoch at epoch " + std::to_string(c.epoch));
+  if (c.scheduler.empty() != !scheduler_)
+    throw ValueError(std::string("Runner: the checkpoint ") + (scheduler_ ? "has no" : "has a") +
+                     " scheduler state but this run " + (scheduler_ ? "has a scheduler" : "has none"));
+  auto runner_value = [&](const std::string& key) {
+    const auto it = c.runner.find(key);
+    if (it == c.runner.end()) throw ValueError("Runner: the checkpoint lacks runner." + key);
+    return it->second.item<double>();
+  };
+  Window window;
+  for (const auto& [name, field] : kWindowFields) window.*field = runner_value(std::string("log_window.") + name);
+  const double best = runner_value("best_top1");
+  const auto skipped = static_cast<int64_t>(runner_value("skipped_steps"));
+  // Everything that can fail is checked before anything changes; the loads below validate first too.
+  model_->load_state_dict(c.model);
+  optimizer_->load_state_dict(c.optimizer);
+  if (scheduler_) scheduler_->load_state_dict(c.scheduler);
+  default_generator().set_state(c.rng);
+  *log_window_ = window;
+  best_top1_ = best;
+  skipped_steps_ = skipped;
+  epoch_ = c.epoch;
+  iteration_ = c.iteration;
+  next_batch_ = c.loader.batch;
+}
+
+void Runner::save(const std::string& file_name) {
+  const std::string path = fs::absolute(work_path(file_name)).string();
+  save_checkpoint(path, checkpoint());
+  const std::string pointer = path + "\n";
+  write_file_atomic(work_path("last_checkpoint"), pointer.data(), pointer.size());
+}
+
+bool Runner::save_epoch_checkpoints(double top1) {
+  if (opts_.work_dir.empty()) return false;
+  const bool best = std::isfinite(top1) && !(top1 <= best_top1_);  // NaN best: the first is the best
+  if (best) best_top1_ = top1;
+  const bool due = opts_.save_interval > 0 && (epoch_ % opts_.save_interval == 0 || epoch_ == opts_.epochs);
+  if (due) save("epoch_" + std::to_string(epoch_) + ".safetensors");
+  if (best) save_checkpoint(work_path("best_accuracy_top1.safetensors"), checkpoint());
+  if (opts_.keep_checkpoints == 0) return due;
+  std::vector<std::pair<int64_t, fs::path>> epoch_files;
+  for (const auto& entry : fs::directory_iterator(opts_.work_dir)) {
+    const int64_t n = epoch_file_number(entry.path().filename().string());
+    if (n >= 0) epoch_files.emplace_back(n, entry.path());
+  }
+  std::sort(epoch_files.rbegin(), epoch_files.rend());
+  for (size_t i = static_cast<size_t>(opts_.keep_checkpoints); i < epoch_files.size(); ++i) fs::remove(epoch_files[i].second);
+  return due;
+}
+
+}  // namespace ember::train

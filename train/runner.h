@@ -1,0 +1,117 @@
+// train::Runner: the loop every training program shares (DESIGN.md §8). Per iteration: the batch to
+// the device, forward, cross-entropy loss, backward, gradient norm (clipped when asked), optimizer
+// step and then scheduler step, both skipped when the gradient norm is not finite. Per epoch: top-1
+// accuracy on the validation loader and checkpoints. Log lines follow MMEngine's format (train/log.h).
+//
+// Work dir layout: epoch_N.safetensors (the newest `keep_checkpoints` kept), best_accuracy_top1.safetensors,
+// iter_N.safetensors (written when a run is stopped early), last_checkpoint (the newest path, one
+// line), scalars.json (the log's fields as JSON lines).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "data/dataloader.h"
+#include "nn/module.h"
+#include "optim/lr_scheduler.h"
+#include "optim/optimizer.h"
+#include "train/checkpoint.h"
+
+namespace ember::train {
+
+class MetricLog;
+
+struct RunnerOptions {
+  int64_t epochs = 1;
+  int64_t log_interval = 50;     // iterations between train log lines (and the epoch's last one)
+  int64_t save_interval = 1;     // epochs between epoch_N checkpoints; 0: none
+  int64_t keep_checkpoints = 3;  // epoch_N files kept, newest first; 0: all
+  double clip_grad_norm = 0;     // max 2-norm of all gradients together; 0: no clipping
+  std::string work_dir;          // "": no files (no checkpoints, no JSON lines)
+  // Resume before training: "" from the path in <work_dir>/last_checkpoint, else from this file.
+  std::optional<std::string> resume;
+  int64_t max_iters = 0;  // stop after this many iterations in all, with a checkpoint; 0: run every epoch
+  Device device = kCPU;
+  std::ostream* console = nullptr;           // log lines; null: std::cout
+  std::map<std::string, std::string> info;   // saved in each checkpoint's metadata
+};
+
+struct EpochSummary {
+  int64_t epoch;          // 1-based
+  double seconds;         // the training part of the epoch, wall clock
+  double data_seconds;    // of which waiting for batches
+  double mean_loss;       // over the epoch's iterations
+  double top1;            // validation accuracy in percent (NaN without a validation loader)
+};
+
+struct RunSummary {
+  std::vector<EpochSummary> epochs;  // those run by this call (not those before a resume)
+  double best_top1;                  // over the whole run, resumed parts included (NaN: none)
+  int64_t iterations;                // finished, over the whole run
+  int64_t skipped_steps;             // steps skipped for a non-finite gradient norm, over the whole run
+  bool stopped_early;                // max_iters or request_stop() ended it before the last epoch
+};
+
+class Runner {
+ public:
+  ~Runner();
+  // `scheduler` and `val_loader` may be null. The model is moved to options.device.
+  Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<optim::Optimizer> optimizer,
+         std::shared_ptr<optim::LRScheduler> scheduler, std::shared_ptr<data::DataLoader> train_loader,
+         std::shared_ptr<data::DataLoader> val_loader, RunnerOptions options);
+
+  // Trains (after resuming, when options.resume is set) until the last epoch, max_iters or a stop
+  // request; then the state is in a checkpoint when a work dir is set.
+  RunSummary run();
+  // Asks run() to stop after the current iteration and checkpoint there. Safe from a signal handler.
+  void request_stop() { stop_requested_.store(true); }
+
+  // Top-1 accuracy in percent over the validation loader; logs the Epoch(val) line.
+  double evaluate();
+
+  Checkpoint checkpoint() const;
+  // Restores everything a checkpoint holds; ValueError when it does not fit this run (other shapes,
+  // another optimizer, a position past the loader's end).
+  void restore(const Checkpoint& checkpoint);
+
+  int64_t epoch() const { return epoch_; }
+  int64_t iteration() const { return iteration_; }
+
+  struct Window;  // sums of the logged values since the last log line
+
+ private:
+  // One step on `batch`, which took `data_time` s to arrive; the iteration began at `started`.
+  void train_iteration(const data::Batch& batch, Window& window, Window& epoch_window, double data_time,
+                       double started);
+  void log_train(Window& window, int64_t batch_index, double lr, double eta);
+  // Writes the checkpoint to the work dir and points last_checkpoint at it.
+  void save(const std::string& file_name);
+  // epoch_N when due (and prunes old ones), best_accuracy_top1 on a new best; true when epoch_N was written.
+  bool save_epoch_checkpoints(double top1);
+  std::string work_path(const std::string& file_name) const;
+
+  std::shared_ptr<nn::UnaryModule> model_;
+  std::shared_ptr<optim::Optimizer> optimizer_;
+  std::shared_ptr<optim::LRScheduler> scheduler_;
+  std::shared_ptr<data::DataLoader> train_loader_, val_loader_;
+  RunnerOptions opts_;
+  std::ostream& console_;
+  std::vector<Tensor> params_;
+
+  int64_t epoch_ = 0;          // finished epochs
+  int64_t iteration_ = 0;      // finished iterations
+  int64_t next_batch_ = 0;     // where the current epoch goes on (non-zero after a mid-epoch resume)
+  int64_t skipped_steps_ = 0;
+  double best_top1_;
+  std::unique_ptr<Window> log_window_;  // kept across a mid-epoch checkpoint
+  std::unique_ptr<MetricLog> log_;      // opened by run() or evaluate()
+  std::atomic<bool> stop_requested_{false};
+};
+
+}  // namespace ember::train
