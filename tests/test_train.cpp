@@ -1,8 +1,13 @@
 // train/: the MMEngine log format, checkpoints, the Runner's loop, its files and bit-exact resume on
 // synthetic data, and an end-to-end run on the real Fashion-MNIST (skipped, saying so, when Debian's
 // dataset-fashion-mnist is not installed; `./ember deps` installs it).
+#include <sys/wait.h>
+
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -115,6 +120,27 @@ std::vector<nlohmann::json> logged_values(const std::string& work_dir) {
     records.push_back(j);
   }
   return records;
+}
+
+// examples/train, as meson passes it; "" when it was not built.
+std::string train_program() {
+  const char* p = std::getenv("EMBER_TRAIN_PROGRAM");
+  return p ? p : "";
+}
+
+struct CommandResult {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+CommandResult run_train(const std::string& args) {
+  FILE* pipe = ::popen((train_program() + " " + args + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), pipe)) > 0;) out.append(buf, n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
 }
 
 std::string read_text(const std::string& path) {
@@ -452,6 +478,55 @@ TEST_CASE("end to end: the MLP learns a 2,000-image Fashion-MNIST subset on the 
   REQUIRE(s.epochs.size() == 3);
   CHECK(s.epochs[2].mean_loss < 0.6 * s.epochs[0].mean_loss);
   CHECK(s.epochs[2].top1 >= 75.0);  // chance is 10%
+}
+
+TEST_CASE("train program: --help lists every flag; bad input gives one line and a non-zero exit" *
+          doctest::skip(train_program().empty())) {
+  const CommandResult help = run_train("--help");
+  CHECK(help.exit_code == 0);
+  for (const char* flag : {"--model", "--dataset", "--data", "--epochs", "--batch-size", "--lr", "--optimizer",
+                           "--weight-decay", "--scheduler", "--warmup-iters", "--device", "--threads", "--num-workers",
+                           "--seed", "--work-dir", "--resume", "--log-interval", "--save-interval", "--train-samples",
+                           "--val-samples"})
+    CHECK_MESSAGE(help.output.find(std::string(flag) + " ") != std::string::npos, flag);
+  CHECK(help.output.find("--epochs INT:>=1=3") != std::string::npos);  // the default beside the flag
+
+  const auto one_line_error = [](const CommandResult& r, int code, const std::string& text) {
+    CHECK(r.exit_code == code);
+    CHECK_MESSAGE(r.output.find(text) != std::string::npos, r.output);
+    CHECK_MESSAGE(std::count(r.output.begin(), r.output.end(), '\n') == 1, r.output);
+  };
+  one_line_error(run_train("--epochs 0"), 2, "train: error: --epochs: must be at least 1, got 0");
+  one_line_error(run_train("--model lenet"), 2, "--model");
+  one_line_error(run_train("--no-such-flag"), 2, "--no-such-flag");
+  TempDir dir;
+  one_line_error(run_train("--data " + (dir / "absent")), 1, "absent does not exist");
+  if (!has_cuda()) one_line_error(run_train("--device cuda"), 1, "--device cuda: no CUDA device is available");
+}
+
+TEST_CASE("train program: a short run, stopped at --max-iters and resumed, ends with the uninterrupted weights" *
+          doctest::skip(train_program().empty() || !has_fashion_mnist())) {
+  TempDir straight, split;
+  const std::string common =
+      "--model mlp --train-samples 640 --val-samples 200 --epochs 2 --batch-size 64 --num-workers 0 --log-interval 4 ";
+  const CommandResult full = run_train(common + "--work-dir " + straight.path.string());
+  REQUIRE_MESSAGE(full.exit_code == 0, full.output);
+  CHECK(full.output.find("Epoch(train)  [1][ 4/10]  lr: ") != std::string::npos);
+  CHECK(full.output.find("Epoch(val) [2][4/4]  accuracy/top1: ") != std::string::npos);
+  CHECK(fs::exists(straight / "epoch_2.safetensors"));
+
+  const CommandResult first = run_train(common + "--max-iters 13 --work-dir " + split.path.string());
+  REQUIRE_MESSAGE(first.exit_code == 0, first.output);
+  CHECK(first.output.find("stopped after 13 iterations") != std::string::npos);
+  const CommandResult rest = run_train(common + "--resume --work-dir " + split.path.string());
+  REQUIRE_MESSAGE(rest.exit_code == 0, rest.output);
+  CHECK(rest.output.find("Resumed from ") != std::string::npos);
+  check_bit_equal(load_checkpoint(split / "epoch_2.safetensors").model,
+                  load_checkpoint(straight / "epoch_2.safetensors").model, "weights");
+  const CommandResult bad = run_train(common + "--resume " + (split / "absent.safetensors") + " --work-dir " +
+                                      split.path.string());
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.output.find("absent.safetensors") != std::string::npos);
 }
 
 }  // TEST_SUITE
