@@ -1,5 +1,8 @@
 // The CUDA side of a build without CUDA: no devices, and every CUDA entry point raises a
 // DeviceError that says so. Linked instead of cuda/*.cu when the toolkit is absent or disabled.
+#include "nn/primitives/loss.h"
+#include "nn/primitives/normalization.h"
+#include "nn/primitives/pooling.h"
 #include "tensor/primitives/all.h"
 
 namespace ember {
@@ -26,6 +29,17 @@ bool pinned_memory_available() { return false; }
 #define EMBER_NO_CUDA(P) \
   void P::eval_cuda(const std::vector<Tensor>&, std::vector<Tensor>&) { no_cuda(name()); }
 EMBER_KERNEL_PRIMITIVES(EMBER_NO_CUDA)
+// nn primitives with CUDA kernels (conv2d's are in cuda/conv_without_cudnn.cpp, which every build
+// without cuDNN links).
+EMBER_NO_CUDA(MaxPool2d)
+EMBER_NO_CUDA(AvgPool2d)
+EMBER_NO_CUDA(AvgPool2dBackward)
+EMBER_NO_CUDA(BatchNorm)
+EMBER_NO_CUDA(BatchNormBackward)
+EMBER_NO_CUDA(LayerNorm)
+EMBER_NO_CUDA(LayerNormBackward)
+EMBER_NO_CUDA(CrossEntropy)
+EMBER_NO_CUDA(CrossEntropyBackward)
 #undef EMBER_NO_CUDA
 
 template <class Op>

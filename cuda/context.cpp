@@ -73,6 +73,7 @@ const char* kernel_op_name(int32_t op) {
     case kIndexAdd: return "index_add";
     case kGather: return "gather";
     case kScatterAdd: return "scatter_add";
+    case kCrossEntropy: return "cross_entropy (target)";
     default: return "an indexing kernel";
   }
 }

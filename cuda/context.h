@@ -19,7 +19,7 @@ struct KernelErrorSlot {
   int64_t index;  // the offending index
   int64_t bound;  // the size it had to stay below
 };
-enum KernelOp : int32_t { kIndexSelect = 1, kIndexAdd, kGather, kScatterAdd };
+enum KernelOp : int32_t { kIndexSelect = 1, kIndexAdd, kGather, kScatterAdd, kCrossEntropy };
 
 struct DeviceContext {
   int device = 0;

@@ -3,7 +3,9 @@
 // 0-dim, empty; channels-last for the NCHW nn ops), and the nn ops (conv2d, pooling, norms, losses,
 // embedding; references in tests/nn_reference.h), compared with an independent f64 reference written
 // as plain loops over the inputs' values (rounded to the dtype first). The same table runs on CUDA
-// when there is a GPU (the nn ops whose CUDA kernels are pending excepted).
+// when there is a GPU. It checks forward values, dtypes and devices; gradients are gradchecked on the
+// CPU (conv2d's and pooling's CUDA gradients are compared with the CPU's in tests/test_nn_conv.cpp,
+// the norms' and cross_entropy's in tests/test_nn_functional.cpp).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -1212,6 +1214,8 @@ EMBER_CUDA_TEST_CASE("cuda ops: index_select index_add gather scatter_add") { ru
 EMBER_CUDA_TEST_CASE("cuda ops: reductions") { run_all(reduce_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda ops: matmul mm bmm") { run_all(linalg_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda ops: softmax log_softmax") { run_all(softmax_cases(), kCuda); }
-// conv2d, pooling, the norms and the class losses have no CUDA kernels yet (cuda/pending_conv.cpp,
-// cuda/pending_norm.cpp throw NotImplementedError): their CUDA rows join when the kernels land.
+EMBER_CUDA_TEST_CASE("cuda nn ops: conv2d") { run_all(conv_cases(), kCuda); }
+EMBER_CUDA_TEST_CASE("cuda nn ops: pooling") { run_all(pool_cases(), kCuda); }
+EMBER_CUDA_TEST_CASE("cuda nn ops: batch_norm layer_norm") { run_all(norm_cases(), kCuda); }
+EMBER_CUDA_TEST_CASE("cuda nn ops: cross_entropy nll_loss") { run_all(loss_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda nn ops: mse_loss embedding") { run_all(composite_nn_cases(), kCuda); }

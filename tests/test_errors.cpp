@@ -1,6 +1,7 @@
 // Bad input raises typed exceptions whose messages show the offending values.
 #include <limits>
 
+#include "nn/loss.h"
 #include "tests/helpers.h"
 
 using namespace ember;
@@ -133,4 +134,13 @@ EMBER_CUDA_TEST_CASE("cuda errors: tensors on different devices") {
   expect_error<DeviceError>("missing device", [&] {
     (void)a.to(Device(DeviceType::cuda, backend::cuda_device_count()));
   }, {"cuda:"});
+}
+
+EMBER_CUDA_TEST_CASE("cuda errors: a bad class target raises IndexError at the next synchronisation") {
+  const Tensor x = zeros({4, 3}).to(kCuda);
+  const Tensor bad = from_vector<int64_t>({0, 7, 1, 2}, {4}).to(kCuda);
+  for (const char* r : {"mean", "none"})
+    expect_error<IndexError>(r, [&] { (void)cross_entropy(x, bad, r).to(kCPU); }, {"cross_entropy", "7", "3"});
+  // reported once: the next call with good targets succeeds
+  CHECK(cross_entropy(x, zeros({4}, DType::i64).to(kCuda)).item<float>() == doctest::Approx(std::log(3.0)));
 }

@@ -1,10 +1,13 @@
 // conv2d and pooling: forward against the naive f64 loops of tests/nn_reference.h over many configurations (strides, padding,
-// dilation, groups, channels-last, dtypes), gradcheck of every backward, argument errors.
+// dilation, groups, channels-last, dtypes), gradcheck of every backward, argument errors; on CUDA, forward and
+// gradients against the CPU kernels, and cuDNN's benchmark mode and algorithm cache.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "autograd/gradcheck.h"
 #include "nn/conv.h"
+#include "nn/cudnn_settings.h"
 #include "nn/pooling.h"
 #include "tests/helpers.h"
 #include "tests/nn_reference.h"
@@ -225,4 +228,157 @@ TEST_CASE("conv2d and pooling argument errors" * doctest::test_suite("cpu")) {
   CHECK_THROWS_AS(max_pool2d(zeros({32, 32}), {2, 2}), ShapeError);
   CHECK_THROWS_AS(avg_pool2d(zeros({1, 1, 2, 2}), {3, 3}), ShapeError);
   CHECK_THROWS_AS(adaptive_avg_pool2d(x, {0, 2}), ValueError);
+}
+
+// ---- cuDNN's switches (every build) and the CUDA kernels against the CPU ones
+
+namespace {
+
+const Device kCuda{DeviceType::cuda, 0};
+
+// Puts the cuDNN switches back as they were at scope exit.
+struct CudnnSettingsGuard {
+  bool benchmark = cuda::benchmark(), tf32 = cuda::conv_allow_tf32();
+  ~CudnnSettingsGuard() {
+    cuda::set_benchmark(benchmark);
+    cuda::set_conv_allow_tf32(tf32);
+  }
+};
+
+// x as a fresh leaf requiring grad on `device`, channels-last if asked.
+Tensor leaf_on(const Tensor& x, Device device, bool channels_last = false) {
+  Tensor t = x.to(device);
+  if (channels_last) t = to_channels_last(t);
+  return t.detach().requires_grad_(true);
+}
+
+// conv2d of c on `device` from inputs {x, w, b, gy}, then backward with gy: {y, x.grad, w.grad, b.grad}.
+std::vector<Tensor> conv_and_grads(const ConvCase& c, const std::vector<Tensor>& in, bool channels_last, Device device) {
+  const Tensor x = leaf_on(in[0], device, channels_last), w = leaf_on(in[1], device), b = leaf_on(in[2], device);
+  const Tensor y = conv2d(x, w, c.bias ? b : Tensor(), c.stride, c.padding, c.dilation, c.groups);
+  y.backward(in[3].to(device));
+  return {y, x.grad(), w.grad(), c.bias ? b.grad() : Tensor()};
+}
+
+}  // namespace
+
+TEST_CASE("cuDNN settings are process-wide switches, off by default" * doctest::test_suite("cpu")) {
+  const CudnnSettingsGuard restore;
+  CHECK_FALSE(cuda::benchmark());
+  CHECK_FALSE(cuda::conv_allow_tf32());
+  cuda::set_benchmark(true);
+  cuda::set_conv_allow_tf32(true);
+  CHECK(cuda::benchmark());
+  CHECK(cuda::conv_allow_tf32());
+  cuda::clear_conv_algorithm_cache();
+  conv2d(ones({1, 2, 4, 4}), ones({2, 2, 3, 3}));
+  CHECK(cuda::conv_algorithm_cache_size() == 0);  // the CPU kernels choose no algorithm
+}
+
+EMBER_CUDA_TEST_CASE("cuda conv2d: forward and gradients match the CPU kernels") {
+  for (const ConvCase& c : kConvCases)
+    for (DType dt : kFloats)
+      for (bool channels_last : {false, true}) {
+        INFO(describe(c), " ", name(dt), channels_last ? " channels-last" : "");
+        Shape y_shape{c.x[0], c.w[0], 0, 0};
+        for (int i = 0; i < 2; ++i)
+          y_shape[2 + i] = (c.x[2 + i] + 2 * c.padding[i] - c.dilation[i] * (c.w[2 + i] - 1) - 1) / c.stride[i] + 1;
+        std::vector<Tensor> in;
+        for (const Shape& s : {c.x, c.w, Shape{c.w[0]}, y_shape})
+          in.push_back(make_tensor(random_values(numel(s), DType::f64, -1, 1, false, next_seed()), s, dt));
+        const std::vector<Tensor> want = conv_and_grads(c, in, channels_last, kCPU);
+        const std::vector<Tensor> got = conv_and_grads(c, in, channels_last, kCuda);
+        // Each result is a sum of at most this many products, in another order on each device.
+        const int64_t terms = std::max({c.w[1] * c.w[2] * c.w[3], c.w[0] / c.groups * c.w[2] * c.w[3],
+                                        y_shape[0] * y_shape[2] * y_shape[3]});
+        Tol tol = tolerance(dt);
+        tol.atol *= static_cast<double>(terms);
+        const char* what[] = {"y", "x.grad", "w.grad", "b.grad"};
+        for (size_t i = 0; i < want.size(); ++i) {
+          if (!want[i].defined()) continue;
+          CHECK(got[i].device() == kCuda);
+          check_values(got[i], to_host(want[i]), tol, what[i]);
+        }
+        if (channels_last && c.x[1] > 1 && c.w[0] > 1) {
+          CHECK(is_channels_last(got[0]));
+          CHECK(is_channels_last(got[1]));
+        }
+      }
+}
+
+EMBER_CUDA_TEST_CASE("cuda pooling: forward and gradients match the CPU kernels") {
+  for (const PoolCase& c : kPoolCases)
+    for (DType dt : kFloats)
+      for (bool channels_last : {false, true}) {
+        INFO("x ", to_string(c.x), " k ", c.k[0], "x", c.k[1], " ", name(dt), channels_last ? " channels-last" : "");
+        const Tensor x0 = distinct_values(c.x, dt);
+        // max, average (without dilation) and adaptive pooling of one input, then the gradient of
+        // all of them, each with its own values as cotangent.
+        auto run = [&](Device device) {
+          const Tensor x = leaf_on(x0, device, channels_last);
+          const ValuesIndices m = max_pool2d_with_indices(x, c.k, c.s, c.p, c.d, c.ceil_mode);
+          std::vector<Tensor> r = {m.values, m.indices, adaptive_avg_pool2d(x, {3, 4})};
+          if (c.d == P2{1, 1}) r.push_back(avg_pool2d(x, c.k, c.s, c.p, c.ceil_mode, false));
+          std::vector<Tensor> roots, cotangents;
+          for (size_t i = 0; i < r.size(); ++i)
+            if (i != 1) {
+              roots.push_back(r[i]);
+              cotangents.push_back(r[i].detach());
+            }
+          autograd::backward(roots, cotangents);
+          r.push_back(x.grad());
+          return r;
+        };
+        const std::vector<Tensor> want = run(kCPU), got = run(kCuda);
+        Tol tol = tolerance(dt);
+        tol.atol *= static_cast<double>(c.k[0] * c.k[1]);
+        for (size_t i = 0; i < want.size(); ++i) {
+          CHECK(got[i].device() == kCuda);
+          CHECK(got[i].dtype() == want[i].dtype());
+          check_values(got[i], to_host(want[i]), i == 1 ? Tol{0, 0} : tol, "output " + std::to_string(i));
+        }
+      }
+}
+
+EMBER_CUDA_TEST_CASE("cuda conv2d: benchmark mode agrees with the heuristics, and every choice is cached") {
+  const CudnnSettingsGuard restore;
+  auto random = [](const Shape& s) {
+    return make_tensor(random_values(numel(s), DType::f64, -1, 1, false, next_seed()), s, DType::f32, kCuda);
+  };
+  const Tensor x0 = random({4, 8, 16, 16}), w0 = random({16, 8, 3, 3}), gy = random({4, 16, 16, 16});
+  // y, x.grad and w.grad: three cuDNN problems (forward, backward data, backward filter).
+  auto run = [&] {
+    const Tensor x = leaf_on(x0, kCuda), w = leaf_on(w0, kCuda);
+    const Tensor y = conv2d(x, w, {}, {1, 1}, {1, 1});
+    y.backward(gy);
+    return std::vector<Tensor>{y, x.grad(), w.grad()};
+  };
+  cuda::clear_conv_algorithm_cache();
+  cuda::set_conv_allow_tf32(false);
+  cuda::set_benchmark(false);
+  const std::vector<Tensor> heuristic = run();
+  CHECK(cuda::conv_algorithm_cache_size() == 3);
+  const std::vector<Tensor> heuristic_again = run();
+  CHECK(cuda::conv_algorithm_cache_size() == 3);  // found its three choices in the cache
+  cuda::set_benchmark(true);
+  const std::vector<Tensor> measured = run();
+  CHECK(cuda::conv_algorithm_cache_size() == 6);  // benchmark mode chooses, and caches, apart
+  const std::vector<Tensor> measured_again = run();
+  CHECK(cuda::conv_algorithm_cache_size() == 6);
+
+  Tol tol = tolerance(DType::f32);
+  tol.atol *= 4 * 16 * 16;  // the most products in one sum (w.grad's)
+  const char* what[] = {"y", "x.grad", "w.grad"};
+  for (size_t i = 0; i < 3; ++i) {
+    check_values(heuristic_again[i], to_host(heuristic[i]), tol, std::string("again: ") + what[i]);
+    check_values(measured[i], to_host(heuristic[i]), tol, std::string("benchmark: ") + what[i]);
+    check_values(measured_again[i], to_host(measured[i]), tol, std::string("benchmark again: ") + what[i]);
+  }
+
+  // TF32 is part of the problem too.
+  cuda::set_benchmark(false);
+  cuda::set_conv_allow_tf32(true);
+  const std::vector<Tensor> tf32 = run();
+  CHECK(cuda::conv_algorithm_cache_size() == 9);
+  check_values(tf32[0], to_host(heuristic[0]), Tol{1e-2, 1e-2}, "TF32: y");
 }

@@ -1,5 +1,6 @@
-// nn functional ops on the CPU: batch_norm, layer_norm, dropout, embedding, cross_entropy,
-// nll_loss, mse_loss against the naive f64 references of tests/nn_reference.h, gradcheck of their backward, and errors.
+// nn functional ops: batch_norm, layer_norm, dropout, embedding, cross_entropy, nll_loss, mse_loss
+// against the naive f64 references of tests/nn_reference.h, gradcheck of their backward, and errors;
+// on a GPU, the CUDA kernels of the norms and cross_entropy against the CPU's, gradients included.
 #include <cmath>
 
 #include "autograd/gradcheck.h"
@@ -7,7 +8,6 @@
 #include "nn/embedding.h"
 #include "nn/loss.h"
 #include "nn/normalization.h"
-#include "nn/primitives/loss.h"
 #include "nn/primitives/normalization.h"
 #include "tests/helpers.h"
 #include "tests/nn_reference.h"
@@ -377,20 +377,191 @@ TEST_CASE("errors name the values") {
   check_error<ShapeError>([&] { cross_entropy(x, zeros({3}, DType::i64)); }, "(3,)");
   check_error<DTypeError>([&] { cross_entropy(x, zeros({4})); }, "float32");
   check_error<ValueError>([&] { mse_loss(x, x, "max"); }, "'max'");
-  // the CUDA side of these primitives is pending
-  std::vector<Tensor> out;
-  BatchNorm bn(true, false, false, 1e-5);
-  check_error<NotImplementedError>([&] { bn.eval_cuda({}, out); }, "batch_norm: the CUDA kernel");
-  LayerNorm ln(1, false, false, 1e-5);
-  check_error<NotImplementedError>([&] { ln.eval_cuda({}, out); }, "layer_norm");
-  BatchNormBackward bnb(true, false, 1e-5);
-  check_error<NotImplementedError>([&] { bnb.eval_cuda({}, out); }, "batch_norm_backward");
-  LayerNormBackward lnb(1, false, 1e-5);
-  check_error<NotImplementedError>([&] { lnb.eval_cuda({}, out); }, "layer_norm_backward");
-  CrossEntropy ce(Reduction::mean, -100, 0);
-  check_error<NotImplementedError>([&] { ce.eval_cuda({}, out); }, "cross_entropy");
-  CrossEntropyBackward ceb(Reduction::mean, -100, 0);
-  check_error<NotImplementedError>([&] { ceb.eval_cuda({}, out); }, "cross_entropy_backward");
 }
 
 }  // TEST_SUITE
+
+namespace {
+
+const Device kCuda{DeviceType::cuda, 0};
+
+// A CUDA result against the CPU kernel's: the two accumulate in another order and width (f32 on the
+// GPU for all but f64), and 16-bit results may round to neighbouring values.
+Tol device_tol(DType d) {
+  switch (d) {
+    case DType::f64: return {1e-10, 1e-10};
+    case DType::f32: return {1e-4, 1e-4};
+    case DType::f16: return {4e-3, 4e-3};
+    default: return {3e-2, 3e-2};
+  }
+}
+// For per-channel sums over m elements (dweight, dbias) of values of dtype d.
+Tol sum_tol(DType d, int64_t m) {
+  const Tol t = device_tol(d);
+  return {t.atol * std::sqrt(static_cast<double>(m)), t.rtol};
+}
+
+void check_same(const Tensor& got, const Tensor& want, Tol tol, const std::string& what) {
+  CHECK_MESSAGE(got.device() == kCuda, what);
+  CHECK_MESSAGE(got.dtype() == want.dtype(), what);
+  check_values(got, to_host(want), tol, what);
+}
+
+// t on `device` as a fresh leaf that requires grad.
+Tensor leaf(const Tensor& t, Device device) { return t.to(device).detach().requires_grad_(true); }
+
+// x (N, C, ...) on `device` in one of the layouts batch norm reads in place or through a copy; the
+// same seed gives the same values on every device.
+enum class BnLayout { contiguous, channels_last, strided, transposed_spatial };
+Tensor bn_input(const Shape& s, DType d, BnLayout layout, Device device, uint64_t seed) {
+  Shape stored = s;
+  if (layout == BnLayout::channels_last) {  // (N, spatial..., C)
+    for (int i = 1; i + 1 < s.size(); ++i) stored[i] = s[i + 1];
+    stored[s.size() - 1] = s[1];
+  }
+  if (layout == BnLayout::strided) stored[0] = 2 * s[0];  // every other sample
+  if (layout == BnLayout::transposed_spatial) std::swap(stored[s.size() - 1], stored[s.size() - 2]);
+  const Tensor t = make_tensor(random_values(numel(stored), DType::f64, -3, 3, false, seed), stored, d, device);
+  switch (layout) {
+    case BnLayout::contiguous: return t;
+    case BnLayout::channels_last: {
+      Shape back{0, s.size() - 1};
+      for (int i = 2; i < s.size(); ++i) back.push_back(i - 1);
+      return t.permute(back);
+    }
+    case BnLayout::strided: return slice(t, 0, 0, stored[0], 2);
+    case BnLayout::transposed_spatial: return t.transpose(-1, -2);  // read through a copy
+  }
+  return t;
+}
+
+}  // namespace
+
+EMBER_CUDA_TEST_CASE("cuda batch_norm: outputs, running statistics and gradients match the CPU kernels") {
+  struct Config {
+    Shape x;
+    BnLayout layout;
+  };
+  // Small shapes in every layout, then sizes whose statistics are split over many blocks
+  // (a block per channel and split for NCHW, warps across channels for channels-last).
+  const std::vector<Config> configs = {
+      {{4, 3, 5, 6}, BnLayout::contiguous}, {{4, 3, 5, 6}, BnLayout::channels_last},
+      {{3, 3, 2, 5}, BnLayout::strided},    {{2, 3, 4, 5}, BnLayout::transposed_spatial},
+      {{6, 5}, BnLayout::contiguous},       {{3, 4, 7}, BnLayout::channels_last},
+      {{16, 6, 40, 40}, BnLayout::contiguous}, {{16, 40, 24, 24}, BnLayout::channels_last},
+  };
+  for (const Config& cfg : configs)
+    for (DType d : kFloats)
+      for (bool training : {true, false})
+        for (bool affine : {true, false}) {
+          INFO(to_string(cfg.x), " layout ", static_cast<int>(cfg.layout), " ", name(d), training ? " train" : " eval",
+               affine ? " affine" : "");
+          const int64_t C = cfg.x[1], M = numel(cfg.x) / C;
+          const DType sd = d == DType::f64 ? DType::f64 : DType::f32;
+          const uint64_t seed = next_seed();
+          const Tensor w0 = make_tensor(rv(C), {C}, sd), b0 = make_tensor(rv(C), {C}, sd);
+          const Tensor rm0 = make_tensor(rv(C), {C}, sd), rv0 = make_tensor(rv(C, 0.5, 2), {C}, sd);
+          const Tensor gy = make_tensor(rv(numel(cfg.x)), cfg.x, d);
+          auto run = [&](Device device) {
+            const Tensor x = bn_input(cfg.x, d, cfg.layout, device, seed).detach().requires_grad_(true);
+            const Tensor w = leaf(w0, device), b = leaf(b0, device);
+            Tensor rm = clone(rm0).to(device), rvar = clone(rv0).to(device);
+            const Tensor y = affine ? batch_norm(x, rm, rvar, w, b, training) : batch_norm(x, rm, rvar, {}, {}, training);
+            const std::vector<Tensor> wrt = affine ? std::vector<Tensor>{x, w, b} : std::vector<Tensor>{x};
+            std::vector<Tensor> r = autograd::grad({y}, wrt, {gy.to(device)});
+            r.insert(r.begin(), {y, rm, rvar});
+            return r;
+          };
+          const std::vector<Tensor> want = run(kCPU), got = run(kCuda);
+          const char* what[] = {"y", "running_mean", "running_var", "dx", "dweight", "dbias"};
+          for (size_t i = 0; i < want.size(); ++i)
+            check_same(got[i], want[i], i < 4 ? device_tol(i == 0 || i == 3 ? d : sd) : sum_tol(d, M), what[i]);
+          CHECK(got[0].strides() == want[0].strides());  // the memory format of x
+          CHECK(got[3].strides() == want[3].strides());
+        }
+}
+
+EMBER_CUDA_TEST_CASE("cuda batch_norm_backward: the statistics' cotangents g_mean, g_var match the CPU kernel") {
+  // batch_norm() hides the batch statistics, so their cotangents are given to the primitive directly.
+  for (DType d : kFloats)
+    for (bool channels_last : {false, true}) {
+      INFO(name(d), channels_last ? " channels-last" : "");
+      const DType sd = d == DType::f64 ? DType::f64 : DType::f32;
+      const Shape s{4, 5, 3, 6};
+      const BnLayout layout = channels_last ? BnLayout::channels_last : BnLayout::contiguous;
+      const uint64_t seed = next_seed();
+      const Tensor g = make_tensor(rv(numel(s)), s, d), w = make_tensor(rv(5), {5}, sd);
+      const Tensor gm = make_tensor(rv(5), {5}, sd), gv = make_tensor(rv(5), {5}, sd);
+      auto on = [&](Device device) {
+        const std::vector<Tensor> in{bn_input(s, d, layout, device, seed), g.to(device), w.to(device), gm.to(device),
+                                     gv.to(device)};
+        return run(BatchNormBackward(true, true, 1e-5), in);
+      };
+      const std::vector<Tensor> want = on(kCPU), got = on(kCuda);
+      const char* what[] = {"dx", "dweight", "dbias"};
+      for (size_t i = 0; i < 3; ++i) check_same(got[i], want[i], i == 0 ? device_tol(d) : sum_tol(d, 72), what[i]);
+      CHECK(got[0].strides() == want[0].strides());
+    }
+}
+
+EMBER_CUDA_TEST_CASE("cuda layer_norm: outputs and gradients match the CPU kernels") {
+  // rows of 24 and 8 (a warp each) and of 1500 (a block each); 210 rows split dweight's sums over blocks
+  const std::vector<std::pair<Shape, Shape>> configs = {{{5, 4, 6}, {4, 6}}, {{3, 1500}, {1500}}, {{70, 3, 8}, {8}}};
+  for (const auto& [xs, ns] : configs)
+    for (DType d : kFloats)
+      for (bool affine : {true, false}) {
+        INFO(to_string(xs), " over ", to_string(ns), " ", name(d), affine ? " affine" : "");
+        const DType sd = d == DType::f64 ? DType::f64 : DType::f32;
+        const Tensor x0 = make_tensor(rv(numel(xs), -3, 3), xs, d);
+        const Tensor w0 = make_tensor(rv(numel(ns)), ns, sd), b0 = make_tensor(rv(numel(ns)), ns, sd);
+        const Tensor gy = make_tensor(rv(numel(xs)), xs, d);
+        auto run = [&](Device device) {
+          const Tensor x = leaf(x0, device), w = leaf(w0, device), b = leaf(b0, device);
+          const Tensor y = affine ? layer_norm(x, ns, w, b) : layer_norm(x, ns);
+          const std::vector<Tensor> wrt = affine ? std::vector<Tensor>{x, w, b} : std::vector<Tensor>{x};
+          std::vector<Tensor> r = autograd::grad({y}, wrt, {gy.to(device)});
+          r.insert(r.begin(), y);
+          return r;
+        };
+        const std::vector<Tensor> want = run(kCPU), got = run(kCuda);
+        const char* what[] = {"y", "dx", "dweight", "dbias"};
+        for (size_t i = 0; i < want.size(); ++i)
+          check_same(got[i], want[i], i < 2 ? device_tol(d) : sum_tol(d, numel(xs) / numel(ns)), what[i]);
+      }
+}
+
+EMBER_CUDA_TEST_CASE("cuda cross_entropy: losses and gradients match the CPU kernels") {
+  struct Config {
+    Shape x;
+    DType target;
+  };
+  // rows of 5 classes (a warp each), of 1200 (a block each), and (N, C, d...) (a thread per position)
+  const std::vector<Config> configs = {
+      {{9, 5}, DType::i64}, {{7, 1200}, DType::i32}, {{3, 4, 5, 6}, DType::i64}, {{2, 3, 70}, DType::i32}};
+  for (const Config& cfg : configs)
+    for (DType d : kFloats)
+      for (const char* r : {"none", "sum", "mean"})
+        for (double eps : {0.0, 0.1}) {
+          INFO(to_string(cfg.x), " ", name(d), " ", r, " label_smoothing ", eps);
+          const int64_t C = cfg.x[1];
+          Shape ts{cfg.x[0]};
+          for (int i = 2; i < cfg.x.size(); ++i) ts.push_back(cfg.x[i]);
+          const Tensor x0 = make_tensor(rv(numel(cfg.x), -4, 4), cfg.x, d);
+          // targets in [-1, C): -1 is ignore_index
+          const Tensor t = make_tensor(random_values(numel(ts), DType::i64, -1, static_cast<double>(C - 1), true, next_seed()),
+                                       ts, cfg.target);
+          const Tensor gy = make_tensor(rv(std::string(r) == "none" ? numel(ts) : 1), std::string(r) == "none" ? ts : Shape{}, d);
+          auto run = [&](Device device) {
+            const Tensor x = leaf(x0, device);
+            const Tensor loss = cross_entropy(x, t.to(device), r, -1, eps);
+            return std::vector<Tensor>{loss, autograd::grad({loss}, {x}, {gy.to(device)})[0]};
+          };
+          const std::vector<Tensor> want = run(kCPU), got = run(kCuda);
+          check_same(got[0], want[0], std::string(r) == "none" ? device_tol(d) : sum_tol(d, numel(ts)), "loss");
+          check_same(got[1], want[1], device_tol(d), "dlogits");
+        }
+  // every target ignored: the mean is 0 / 0
+  const Tensor x = make_tensor(rv(6), {2, 3}, DType::f32, kCuda);
+  CHECK(std::isnan(cross_entropy(x, full({2}, -1, DType::i64).to(kCuda), "mean", -1).item<float>()));
+  CHECK(cross_entropy(x, full({2}, -1, DType::i64).to(kCuda), "sum", -1).item<float>() == 0.0f);
+}
