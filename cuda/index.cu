@@ -27,16 +27,6 @@ __device__ __forceinline__ WalkOffsets walk_offsets(const IndexWalk& w, int64_t 
   return o;
 }
 
-// Leaves the first bad index where the host looks after the next synchronisation.
-__device__ void report_bad_index(const IndexWalk& w, int64_t k) {
-  volatile KernelErrorSlot* slot = w.errors;
-  if (slot->op != 0) return;
-  slot->index = k;
-  slot->bound = w.bound;
-  __threadfence_system();
-  slot->op = w.op;
-}
-
 // The walk both index ops share: for each element of `direct`, checks its index and calls
 // step(direct element, chosen element of `indexed`). D and X carry each side's constness.
 template <class D, class X, class I, class Step>
@@ -47,7 +37,7 @@ __global__ void __launch_bounds__(kThreads) index_walk_kernel(D* direct, X* inde
     const WalkOffsets o = walk_offsets(w, i);
     const auto k = static_cast<int64_t>(index[o.index]);
     if (k < 0 || k >= w.bound) {
-      report_bad_index(w, k);
+      report_bad_index(w.errors, w.op, k, w.bound);
       continue;
     }
     step(direct[o.direct], indexed[o.indexed + k * w.indexed_strides[w.dim]]);

@@ -61,4 +61,15 @@ __device__ __forceinline__ T& at(char* p) {
   throw DTypeError(std::string(what) + ": not supported for dtype " + dtype_name(dtype) + " on CUDA");
 }
 
+// Records the first out-of-range index any kernel meets (op, index, bound) in the mapped slot the
+// host reads after a synchronisation; later ones are dropped.
+__device__ inline void report_bad_index(KernelErrorSlot* errors, int32_t op, int64_t index, int64_t bound) {
+  volatile KernelErrorSlot* slot = errors;
+  if (slot->op != 0) return;
+  slot->index = index;
+  slot->bound = bound;
+  __threadfence_system();  // the fields are visible before op says they are set
+  slot->op = op;
+}
+
 }  // namespace ember::cuda

@@ -15,17 +15,6 @@ namespace ember::cuda {
 
 namespace {
 
-// Leaves the first bad target where the host looks after the next synchronisation (as
-// cuda/index.cu does for indices).
-__device__ void report_bad_target(KernelErrorSlot* errors, int64_t target, int64_t classes) {
-  volatile KernelErrorSlot* slot = errors;
-  if (slot->op != 0) return;
-  slot->index = target;
-  slot->bound = classes;
-  __threadfence_system();
-  slot->op = kCrossEntropy;
-}
-
 // The logits of position p: class c at row[c * S].
 __device__ __forceinline__ int64_t row_start(const CrossEntropyArgs& a, int64_t p) {
   return (p / a.S) * a.C * a.S + p % a.S;
@@ -72,7 +61,7 @@ __global__ void __launch_bounds__(kThreads) cross_entropy_kernel(CrossEntropyArg
         sum_x = R::all_reduce(sum_x, AddOp{}, shared);
       }
       if (k < 0 || k >= a.C) {
-        if (R::rank() == 0) report_bad_target(a.errors, k, a.C);
+        if (R::rank() == 0) report_bad_index(a.errors, kCrossEntropy, k, a.C);
         loss = std::numeric_limits<A>::quiet_NaN();
       } else {
         const A nll = lse - load_as<A>(row[k * a.S]);
@@ -155,7 +144,7 @@ __global__ void __launch_bounds__(kThreads) cross_entropy_backward_kernel(CrossE
       for (int64_t c = R::rank(); c < a.C; c += R::size()) drow[c * a.S] = convert<T>(A(0));
       continue;
     }
-    if ((k < 0 || k >= a.C) && R::rank() == 0) report_bad_target(a.errors, k, a.C);
+    if ((k < 0 || k >= a.C) && R::rank() == 0) report_bad_index(a.errors, kCrossEntropy, k, a.C);
     const T* row = x + start;
     A mx, sum_exp;
     softmax_terms<G>(row, a, shared, &mx, &sum_exp);
