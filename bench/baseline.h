@@ -4,10 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #if defined(EMBER_HAVE_CBLAS)
 #include <cblas.h>
+#if defined(EMBER_HAVE_OPENBLAS)
+extern "C" void openblas_set_num_threads(int);
+#endif
 #else
 #include <Eigen/Core>
 #endif
@@ -44,5 +48,24 @@ inline void baseline_gemm(int m, int n, int k, const float* a, bool a_transposed
     C.noalias() = Eigen::Map<const Matrix>(a, m, k) * B;
 }
 #endif
+
+// Calls f with the GEMM library threading its calls over `threads` threads of its own: ember keeps
+// OpenBLAS on the calling thread and splits products over its OpenMP threads (cpu/gemm.cpp), so the
+// baseline gets OpenBLAS's own threading back for its phase only. (Eigen takes OpenMP's count.)
+template <class F>
+void with_library_threads(int threads, F&& f) {
+#if defined(EMBER_HAVE_OPENBLAS)
+  openblas_set_num_threads(threads);
+  f();
+  openblas_set_num_threads(1);
+#else
+  (void)threads;
+  f();
+#endif
+}
+
+// Between the phases that time ember and the library: idle threads of either pool spin for a while
+// after their last work (OpenBLAS's up to about 0.1 s), and would slow the other side's first runs.
+inline void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(250)); }
 
 }  // namespace bench

@@ -12,6 +12,8 @@
 
 namespace {
 
+constexpr int kThreads = 2;
+
 struct Shape4 {
   int n, c, h, w, o, k;
 };
@@ -21,7 +23,8 @@ struct Row {
 };
 
 // Median over `runs` of one forward + backward of conv2d (stride 1, same padding), and of the three
-// GEMMs it amounts to (as one GEMM per pass over the whole batch), alternated.
+// GEMMs it amounts to (as one GEMM per pass over the whole batch), each timed in a phase of its own
+// (the two thread pools don't run side by side).
 Row time_conv(const Shape4& s, int runs) {
   using ember::Tensor;
   const Tensor x = ember::randn({s.n, s.c, s.h, s.w}).requires_grad_();
@@ -30,31 +33,36 @@ Row time_conv(const Shape4& s, int runs) {
   std::vector<float> a(static_cast<size_t>(m) * depth, 1.0f), b(static_cast<size_t>(depth) * cols, 1.0f),
       c(static_cast<size_t>(m) * cols);
   std::vector<float> bt(static_cast<size_t>(cols) * depth, 1.0f), ct(static_cast<size_t>(depth) * cols);
-  std::vector<double> conv_s, gemm_s;
-  for (int r = -1; r < runs; ++r) {  // one warm-up round
-    auto start = bench::Clock::now();
+  auto median_time = [runs](auto&& f) {
+    std::vector<double> t;
+    for (int r = -1; r < runs; ++r) {  // one warm-up round
+      const auto start = bench::Clock::now();
+      f();
+      if (r >= 0) t.push_back(bench::seconds_since(start));
+    }
+    bench::settle();
+    return bench::median(t);
+  };
+  const double conv_s = median_time([&] {
     const Tensor y = ember::conv2d(x, w, {}, {1, 1}, {s.k / 2, s.k / 2});
     y.backward(ember::ones_like(y));
-    const double tc = bench::seconds_since(start);
-    start = bench::Clock::now();
-    bench::baseline_gemm(m, cols, depth, a.data(), false, b.data(), c.data());      // y = W @ cols
-    bench::baseline_gemm(depth, cols, m, a.data(), true, c.data(), ct.data());      // dcols = W^T @ dy
-    bench::baseline_gemm(m, depth, cols, c.data(), false, bt.data(), a.data());     // dW = dy @ cols^T
-    const double tg = bench::seconds_since(start);
-    if (r >= 0) {
-      conv_s.push_back(tc);
-      gemm_s.push_back(tg);
-    }
     x.set_grad({});
     w.set_grad({});
-  }
-  return {bench::median(conv_s), bench::median(gemm_s)};
+  });
+  double gemm_s = 0;
+  bench::with_library_threads(kThreads, [&] {
+    gemm_s = median_time([&] {
+      bench::baseline_gemm(m, cols, depth, a.data(), false, b.data(), c.data());   // y = W @ cols
+      bench::baseline_gemm(depth, cols, m, a.data(), true, c.data(), ct.data());   // dcols = W^T @ dy
+      bench::baseline_gemm(m, depth, cols, c.data(), false, bt.data(), a.data());  // dW = dy @ cols^T
+    });
+  });
+  return {conv_s, gemm_s};
 }
 
 }  // namespace
 
 int main() {
-  constexpr int kThreads = 2;
   ember::set_num_threads(kThreads);
   std::printf("ember conv bench: %d threads, f32 NCHW, GEMM baseline %s (same FLOPs, same run)\n", kThreads,
               bench::kBaselineGemm);

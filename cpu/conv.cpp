@@ -3,17 +3,16 @@
 // is read and written through its strides: a channels-last (NHWC) input is gathered by im2col in
 // place, and the output matrices are handed to GEMM in whichever of row/column-major their strides
 // give (an NHWC output is the transposed product).
-// Threads: when the per-image GEMM is small enough that OpenBLAS runs it on the calling thread, the
-// batch is split across threads; otherwise images go in chunks (several im2col matrices side by side,
-// one GEMM per chunk and group; NCHW outputs and gradients pass through a small reorder buffer) and
-// only the GEMM library threads. im2col/col2im then stay on the calling thread: an OpenMP region
-// between two OpenBLAS calls leaves its workers spinning against OpenBLAS's pthreads (measured again
-// with chunked im2col: 2-4x slower on 2 cores). im2col/col2im copy the in-bounds run of each output
-// row without per-element bounds checks; that, more than chunking, is what brought conv fwd+bwd from
-// about 0.35 to about 0.75 of raw GEMM speed.
+// Threads: images go in chunks (several im2col matrices side by side, one GEMM per chunk and group;
+// NCHW outputs and gradients pass through a small reorder buffer), and the batch is split across
+// threads, each doing its own im2col/col2im and one-thread GEMMs. im2col/col2im copy the in-bounds
+// run of each output row without per-element bounds checks; that, more than chunking, is what brought
+// conv fwd+bwd from about 0.35 to about 0.75 of raw GEMM speed.
 #include <algorithm>
 #include <mutex>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "cpu/gemm.h"
 #include "cpu/loops.h"
@@ -28,7 +27,6 @@ namespace {
 template <class T>
 using Mat = cpu::Matrix<T>;
 using cpu::gemm;
-using cpu::kSingleThreadedGemm;
 
 struct Geometry {
   int64_t N, C, H, W, O, kh, kw, OH, OW, G, Cg, Og;
@@ -130,40 +128,6 @@ void col2im(const Geometry& g, const T* col, int64_t ld, const View4<T>& gx, int
   }
 }
 
-// Calls image(n, col) for every image, with a K x L scratch matrix per thread. Small per-image
-// GEMMs (which BLAS runs on one thread) are spread over the batch; large ones run one image at a
-// time and BLAS threads them. im2col/col2im then stay on one thread: an OpenMP region between
-// BLAS calls left OpenMP workers spinning against BLAS's own threads (about 5x slower).
-template <class T, class F>
-void for_each_image(const Geometry& g, F&& image) {
-  const int64_t gemm_size = g.Og * g.L() * g.K();
-  if (gemm_size <= kSingleThreadedGemm) {
-    cpu::parallel_for(g.N, gemm_size * g.G, [&](int64_t begin, int64_t end) {
-      std::vector<T> col(static_cast<size_t>(g.K() * g.L()));
-      for (int64_t n = begin; n < end; ++n) image(n, col.data());
-    });
-  } else {
-    std::vector<T> col(static_cast<size_t>(g.K() * g.L()));
-    for (int64_t n = 0; n < g.N; ++n) image(n, col.data());
-  }
-}
-
-// The large-GEMM path works on chunks of images: the im2col matrices of a chunk sit side by side in
-// one K x (chunk*L) buffer, so each pass is one GEMM per chunk and group rather than per image. The
-// buffer is kept small (kColumnBytes) so that it stays in cache between im2col and GEMM: measured on
-// 2 cores (ember_conv_bench, a noisy shared machine), 1-4 MiB ran conv fwd+bwd at about 0.75-0.95 of
-// raw GEMM, 8 MiB about 0.7-0.8, 16 MiB about 0.55 and a whole-batch 58 MiB buffer about 0.35. The
-// GEMMs alone ran as fast per chunk of 1 image as of 32, so the gain over per-image GEMMs is small.
-constexpr int64_t kColumnBytes = int64_t{4} << 20;
-
-template <class T>
-int64_t chunk_images(const Geometry& g) {
-  const int64_t per_image = std::max<int64_t>(g.K() * g.L() * static_cast<int64_t>(sizeof(T)), 1);
-  const int64_t cap = std::clamp<int64_t>(kColumnBytes / per_image, 1, std::max<int64_t>(g.N, 1));
-  const int64_t chunks = (g.N + cap - 1) / cap;
-  return std::max<int64_t>((g.N + chunks - 1) / chunks, 1);
-}
-
 // Channels [c0, c0 + rows) of images [n0, n0 + nc) of v as one (rows x nc*L) GEMM matrix, when the
 // strides allow it (one image, or channels-last with images one after another).
 template <class T>
@@ -206,12 +170,48 @@ void im2col_chunk(const Geometry& g, const View4<const T>& xv, int64_t n0, int64
   for (int64_t i = 0; i < nc; ++i) im2col(g, xv, n0 + i, c0, col + i * g.L(), ld);
 }
 
-// Calls chunk(n0, nc, col) for consecutive chunks of images, col a K x (nc*L) buffer.
+// Images go in chunks: the im2col matrices of a chunk sit side by side in one K x (chunk*L) buffer,
+// so that small images still make GEMMs about kChunkColumns wide, enough to pay for packing the
+// weights, which every GEMM call does again (2 cores, ember_conv_bench and SmallCNN's convs: 2048
+// columns ran no faster; chunks bounded by kColumnBytes alone ran SmallCNN's first conv 2x slower).
+// A thread's buffer stays within kColumnBytes so that it is still in cache between im2col and GEMM.
+constexpr int64_t kColumnBytes = int64_t{4} << 20;
+constexpr int64_t kChunkColumns = 512;
+
+template <class T>
+int64_t chunk_images(const Geometry& g) {
+  const int64_t per_image = std::max<int64_t>(g.K() * g.L() * static_cast<int64_t>(sizeof(T)), 1);
+  const int64_t cap = std::clamp<int64_t>(kColumnBytes / per_image, 1, std::max<int64_t>(g.N, 1));
+  return std::clamp<int64_t>((kChunkColumns + g.L() - 1) / std::max<int64_t>(g.L(), 1), 1, cap);
+}
+
+// A thread's buffers: the im2col matrix, a reorder buffer for NCHW blocks and, in backward-weight,
+// its partial sum of the weight gradient.
+template <class T>
+struct Scratch {
+  std::vector<T> col, tmp, acc;
+};
+
+// Calls chunk(n0, nc, scratch) for consecutive chunks of images. The batch is split across threads,
+// each running im2col/col2im and one-thread GEMMs on its own images with its own scratch; a batch of
+// one image runs on the calling thread, where cpu::gemm spreads each GEMM over the threads instead.
+// Returns the scratches in batch order.
 template <class T, class F>
-void for_each_chunk(const Geometry& g, F&& chunk) {
+std::vector<Scratch<T>> for_each_chunk(const Geometry& g, F&& chunk) {
   const int64_t most = chunk_images<T>(g);
-  std::vector<T> col(static_cast<size_t>(g.K() * g.L() * most));
-  for (int64_t n0 = 0; n0 < g.N; n0 += most) chunk(n0, std::min(most, g.N - n0), col.data());
+  std::vector<std::pair<int64_t, Scratch<T>>> parts;
+  std::mutex done;
+  cpu::parallel_for(g.N, g.G * g.Og * g.L() * g.K(), [&](int64_t begin, int64_t end) {
+    Scratch<T> s;
+    s.col.resize(static_cast<size_t>(g.K() * g.L() * std::min(most, end - begin)));
+    for (int64_t n0 = begin; n0 < end; n0 += most) chunk(n0, std::min(most, end - n0), s);
+    std::lock_guard<std::mutex> lock(done);
+    parts.emplace_back(begin, std::move(s));
+  });
+  std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Scratch<T>> ordered;
+  for (auto& part : parts) ordered.push_back(std::move(part.second));
+  return ordered;
 }
 
 // gy's channels [c0, c0 + Og) of images [n0, n0 + nc) as a GEMM matrix: in place, or gathered into tmp.
@@ -232,43 +232,26 @@ Tensor gemm_readable(const Tensor& t, int64_t rows) {
 }
 
 template <class T>
-Mat<const T> at(Mat<const T> m, int64_t offset) {
-  return {m.p + offset, m.transposed, m.ld};
-}
-
-template <class T>
 void conv_forward(const Tensor& x, const Tensor& w_in, const Tensor& y, const Conv2dParams& p) {
   const Geometry g = geometry(x.shape(), w_in.shape(), y.shape(), p);
   if (y.numel() == 0) return;
   const Tensor w = contiguous(w_in);  // (O, K) row-major
   const View4<const T> xv(x);
   const View4<T> yv(y);
-  const Mat<T> ym = *plane_matrix(yv, g.Og, g.OH, g.OW);
   const T* wp = w.data<T>();
-  if (g.Og * g.L() * g.K() > kSingleThreadedGemm) {
-    std::vector<T> tmp;
-    for_each_chunk<T>(g, [&](int64_t n0, int64_t nc, T* col) {
-      const int64_t ld = nc * g.L();
-      for (int64_t gr = 0; gr < g.G; ++gr) {
-        im2col_chunk(g, xv, n0, nc, gr * g.Cg, col, ld);
-        const Mat<const T> wg{wp + gr * g.Og * g.K(), false, g.K()};
-        if (auto out = batch_matrix(g, yv, gr * g.Og, g.Og, n0, nc)) {
-          gemm<T>(g.Og, ld, g.K(), wg, {col, false, ld}, T(0), *out);
-        } else {
-          tmp.resize(static_cast<size_t>(g.Og * ld));
-          gemm<T>(g.Og, ld, g.K(), wg, {col, false, ld}, T(0), {tmp.data(), false, ld});
-          copy_block<false>(g, tmp.data(), yv, gr * g.Og, g.Og, n0, nc);
-        }
-      }
-    });
-    return;
-  }
-  for_each_image<T>(g, [&](int64_t n, T* col) {
+  for_each_chunk<T>(g, [&](int64_t n0, int64_t nc, Scratch<T>& s) {
+    const int64_t ld = nc * g.L();
     for (int64_t gr = 0; gr < g.G; ++gr) {
-      im2col(g, xv, n, gr * g.Cg, col, g.L());
-      Mat<T> out = ym;
-      out.p += n * yv.s[0] + gr * g.Og * yv.s[1];
-      gemm<T>(g.Og, g.L(), g.K(), {wp + gr * g.Og * g.K(), false, g.K()}, {col, false, g.L()}, T(0), out);
+      im2col_chunk(g, xv, n0, nc, gr * g.Cg, s.col.data(), ld);
+      // y[chunk, g] (Og x nc*L) = W_g (Og x K) @ col (K x nc*L)
+      const Mat<const T> wg{wp + gr * g.Og * g.K(), false, g.K()};
+      if (auto out = batch_matrix(g, yv, gr * g.Og, g.Og, n0, nc)) {
+        gemm<T>(g.Og, ld, g.K(), wg, {s.col.data(), false, ld}, T(0), *out);
+      } else {
+        s.tmp.resize(static_cast<size_t>(g.Og * ld));
+        gemm<T>(g.Og, ld, g.K(), wg, {s.col.data(), false, ld}, T(0), {s.tmp.data(), false, ld});
+        copy_block<false>(g, s.tmp.data(), yv, gr * g.Og, g.Og, n0, nc);
+      }
     }
   });
 }
@@ -277,32 +260,24 @@ template <class T>
 void conv_backward_input(const Tensor& gy_in, const Tensor& w_in, const Tensor& gx, const Conv2dParams& p) {
   const Geometry g = geometry(gx.shape(), w_in.shape(), gy_in.shape(), p);
   if (gx.numel() == 0) return;
-  std::fill(gx.data<T>(), gx.data<T>() + gx.numel(), T(0));  // freshly allocated: dense
-  if (gy_in.numel() == 0) return;
+  T* const gx0 = gx.data<T>();  // freshly allocated: dense, image n at [n * image, (n + 1) * image)
+  const int64_t image = gx.numel() / g.N;
+  if (gy_in.numel() == 0) {
+    std::fill(gx0, gx0 + gx.numel(), T(0));
+    return;
+  }
   const Tensor w = contiguous(w_in), gy = gemm_readable<T>(gy_in, g.Og);
   const View4<const T> gyv(gy);
   const View4<T> gxv(gx);
-  const Mat<const T> gm = *plane_matrix(gyv, g.Og, g.OH, g.OW);
   const T* wp = w.data<T>();
-  if (g.Og * g.L() * g.K() > kSingleThreadedGemm) {
-    std::vector<T> tmp;
-    for_each_chunk<T>(g, [&](int64_t n0, int64_t nc, T* col) {
-      const int64_t ld = nc * g.L();
-      for (int64_t gr = 0; gr < g.G; ++gr) {
-        // col (K x nc*L) = W_g^T (K x Og) @ gy[chunk, g] (Og x nc*L)
-        gemm<T>(g.K(), ld, g.Og, {wp + gr * g.Og * g.K(), true, g.K()}, gy_block(g, gyv, gr * g.Og, n0, nc, tmp), T(0),
-                {col, false, ld});
-        for (int64_t i = 0; i < nc; ++i) col2im(g, col + i * g.L(), ld, gxv, n0 + i, gr * g.Cg);
-      }
-    });
-    return;
-  }
-  for_each_image<T>(g, [&](int64_t n, T* col) {
+  for_each_chunk<T>(g, [&](int64_t n0, int64_t nc, Scratch<T>& s) {
+    const int64_t ld = nc * g.L();
+    std::fill(gx0 + n0 * image, gx0 + (n0 + nc) * image, T(0));
     for (int64_t gr = 0; gr < g.G; ++gr) {
-      // col (K x L) = W_g^T (K x Og) @ gy[n, g] (Og x L)
-      gemm<T>(g.K(), g.L(), g.Og, {wp + gr * g.Og * g.K(), true, g.K()}, at(gm, n * gyv.s[0] + gr * g.Og * gyv.s[1]),
-              T(0), {col, false, g.L()});
-      col2im(g, col, g.L(), gxv, n, gr * g.Cg);
+      // col (K x nc*L) = W_g^T (K x Og) @ gy[chunk, g] (Og x nc*L)
+      gemm<T>(g.K(), ld, g.Og, {wp + gr * g.Og * g.K(), true, g.K()}, gy_block(g, gyv, gr * g.Og, n0, nc, s.tmp),
+              T(0), {s.col.data(), false, ld});
+      for (int64_t i = 0; i < nc; ++i) col2im(g, s.col.data() + i * g.L(), ld, gxv, n0 + i, gr * g.Cg);
     }
   });
 }
@@ -311,40 +286,24 @@ template <class T>
 void conv_backward_weight(const Tensor& gy_in, const Tensor& x, const Tensor& gw, const Conv2dParams& p) {
   const Geometry g = geometry(x.shape(), gw.shape(), gy_in.shape(), p);
   T* out = gw.data<T>();  // (O, K), dense
-  std::fill(out, out + gw.numel(), T(0));
+  const auto size = static_cast<size_t>(gw.numel());
+  std::fill(out, out + size, T(0));
   if (gy_in.numel() == 0 || x.numel() == 0) return;
   const Tensor gy = gemm_readable<T>(gy_in, g.Og);
   const View4<const T> gyv(gy), xv(x);
-  const Mat<const T> gm = *plane_matrix(gyv, g.Og, g.OH, g.OW);
-  std::mutex sum;
-  // gw_g (Og x K) += gy[n, g] (Og x L) @ col^T (L x K), into `acc` (the output, or a thread's partial sum).
-  auto image = [&](int64_t n, T* col, T* acc) {
+  // Each thread sums its images' gradients apart; the sums are added in batch order.
+  const std::vector<Scratch<T>> parts = for_each_chunk<T>(g, [&](int64_t n0, int64_t nc, Scratch<T>& s) {
+    if (s.acc.empty()) s.acc.assign(size, T(0));
+    const int64_t ld = nc * g.L();
     for (int64_t gr = 0; gr < g.G; ++gr) {
-      im2col(g, xv, n, gr * g.Cg, col, g.L());
-      gemm<T>(g.Og, g.K(), g.L(), at(gm, n * gyv.s[0] + gr * g.Og * gyv.s[1]), {col, true, g.L()}, T(1),
-              {acc + gr * g.Og * g.K(), false, g.K()});
+      im2col_chunk(g, xv, n0, nc, gr * g.Cg, s.col.data(), ld);
+      // gw_g (Og x K) += gy[chunk, g] (Og x nc*L) @ col^T (nc*L x K)
+      gemm<T>(g.Og, g.K(), ld, gy_block(g, gyv, gr * g.Og, n0, nc, s.tmp), {s.col.data(), true, ld}, T(1),
+              {s.acc.data() + gr * g.Og * g.K(), false, g.K()});
     }
-  };
-  const int64_t gemm_size = g.Og * g.L() * g.K();
-  if (gemm_size <= kSingleThreadedGemm) {
-    cpu::parallel_for(g.N, gemm_size * g.G, [&](int64_t begin, int64_t end) {
-      std::vector<T> col(static_cast<size_t>(g.K() * g.L())), acc(static_cast<size_t>(gw.numel()), T(0));
-      for (int64_t n = begin; n < end; ++n) image(n, col.data(), acc.data());
-      std::lock_guard<std::mutex> lock(sum);
-      for (size_t i = 0; i < acc.size(); ++i) out[i] += acc[i];
-    });
-  } else {
-    std::vector<T> tmp;
-    for_each_chunk<T>(g, [&](int64_t n0, int64_t nc, T* col) {
-      const int64_t ld = nc * g.L();
-      for (int64_t gr = 0; gr < g.G; ++gr) {
-        im2col_chunk(g, xv, n0, nc, gr * g.Cg, col, ld);
-        // gw_g (Og x K) += gy[chunk, g] (Og x nc*L) @ col^T (nc*L x K)
-        gemm<T>(g.Og, g.K(), ld, gy_block(g, gyv, gr * g.Og, n0, nc, tmp), {col, true, ld}, T(1),
-                {out + gr * g.Og * g.K(), false, g.K()});
-      }
-    });
-  }
+  });
+  for (const Scratch<T>& part : parts)
+    for (size_t i = 0; i < size; ++i) out[i] += part.acc[i];
 }
 
 Tensor nchw(const Tensor& t, bool channels_last) { return channels_last ? permute(t, {0, 3, 1, 2}) : t; }

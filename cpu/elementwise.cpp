@@ -1,4 +1,6 @@
 // CPU kernels of the elementwise primitives, one template each, instantiated over the op lists.
+#include <cstdint>
+
 #include "cpu/loops.h"
 #include "tensor/convert.h"
 #include "tensor/primitives/elementwise.h"
@@ -47,13 +49,27 @@ void Binary<Op>::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& ou
   });
 }
 
+// Both values are loaded and one selected, not branched to: the condition is often a coin toss (a
+// ReLU mask). Dense rows get a loop on typed pointers, which the compiler vectorizes.
 void Where::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   visit(out[0].dtype(), [&]<class T>() {
     const auto ops = cpu::make_operands<4>(out[0], {&in[0], &in[1], &in[2]});
     cpu::for_each_row<4>(out[0].shape(), ops, [](const std::array<char*, 4>& p, int64_t n, const std::array<int64_t, 4>& s) {
+      constexpr int64_t size = sizeof(T);
+      if (s[0] == size && s[1] == 1 && s[2] == size && s[3] == size) {
+        T* o = reinterpret_cast<T*>(p[0]);
+        const auto* c = reinterpret_cast<const uint8_t*>(p[1]);  // bools as bytes: this vectorizes, bool doesn't
+        const T* a = reinterpret_cast<const T*>(p[2]);
+        const T* b = reinterpret_cast<const T*>(p[3]);
+        for (int64_t i = 0; i < n; ++i) {
+          const T av = a[i], bv = b[i];
+          o[i] = c[i] ? av : bv;
+        }
+        return;
+      }
       for (int64_t i = 0; i < n; ++i) {
-        const bool c = *reinterpret_cast<const bool*>(p[1] + i * s[1]);
-        *reinterpret_cast<T*>(p[0] + i * s[0]) = *reinterpret_cast<const T*>(c ? p[2] + i * s[2] : p[3] + i * s[3]);
+        const T a = *reinterpret_cast<const T*>(p[2] + i * s[2]), b = *reinterpret_cast<const T*>(p[3] + i * s[3]);
+        *reinterpret_cast<T*>(p[0] + i * s[0]) = *reinterpret_cast<const bool*>(p[1] + i * s[1]) ? a : b;
       }
     });
   });

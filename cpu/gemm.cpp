@@ -6,6 +6,7 @@
 #include <string>
 #include <type_traits>
 
+#include "cpu/parallel.h"
 #include "tensor/error.h"
 
 #if defined(EMBER_HAVE_CBLAS)
@@ -55,17 +56,22 @@ int blas_int(int64_t v) {
 }
 #endif
 
-}  // namespace
+#if defined(EMBER_HAVE_OPENBLAS)
+extern "C" void openblas_set_num_threads(int);
+#endif
 
+// C = A @ B + beta * C on the calling thread. OpenBLAS is told once to run every call there: ember's
+// own OpenMP threads split large products (gemm below), so that one pool of threads serves both
+// kernels and GEMMs. With OpenBLAS's pthreads beside OpenMP's workers on the same cores, each pool
+// spun while the other worked (perf record of examples/train --model cnn on 2 cores: about 30% of
+// the samples in sched_yield).
 template <class T>
-void gemm(int64_t m, int64_t n, int64_t k, Matrix<const T> a, Matrix<const T> b, T beta, Matrix<T> c) {
-  if (c.transposed) {  // C^T (n x m) = B^T A^T
-    gemm<T>(n, m, k, {b.p, !b.transposed, b.ld}, {a.p, !a.transposed, a.ld}, beta, {c.p, false, c.ld});
-    return;
-  }
-  if (m == 0 || n == 0) return;
+void gemm_here(int64_t m, int64_t n, int64_t k, Matrix<const T> a, Matrix<const T> b, T beta, Matrix<T> c) {
 #if defined(EMBER_HAVE_CBLAS)
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+#if defined(EMBER_HAVE_OPENBLAS)
+    [[maybe_unused]] static const bool one_thread = (openblas_set_num_threads(1), true);
+#endif
     const auto ta = a.transposed ? CblasTrans : CblasNoTrans, tb = b.transposed ? CblasTrans : CblasNoTrans;
     if constexpr (std::is_same_v<T, float>)
       cblas_sgemm(CblasRowMajor, ta, tb, blas_int(m), blas_int(n), blas_int(k), 1.0f, a.p, blas_int(a.ld), b.p,
@@ -77,6 +83,38 @@ void gemm(int64_t m, int64_t n, int64_t k, Matrix<const T> a, Matrix<const T> b,
   }
 #endif
   eigen_gemm<T>(m, n, k, a, b, beta, c);
+}
+
+// Rows of C go to threads in blocks of this many (columns, when C is wider than tall): 16 floats
+// are a cache line, so threads never write the same line of a row-major C.
+constexpr int64_t kBlock = 16;
+
+}  // namespace
+
+template <class T>
+void gemm(int64_t m, int64_t n, int64_t k, Matrix<const T> a, Matrix<const T> b, T beta, Matrix<T> c) {
+  if (c.transposed) {  // C^T (n x m) = B^T A^T
+    gemm<T>(n, m, k, {b.p, !b.transposed, b.ld}, {a.p, !a.transposed, a.ld}, beta, {c.p, false, c.ld});
+    return;
+  }
+  if (m == 0 || n == 0) return;
+  if (m * n * k <= kSingleThreadedGemm || cpu::max_threads() == 1) {
+    gemm_here<T>(m, n, k, a, b, beta, c);
+    return;
+  }
+  // Split the longer side of C: each thread packs the whole of the other operand again, which costs
+  // least against its share of the work when that operand is the narrow one.
+  const bool by_rows = m >= n;
+  const int64_t len = by_rows ? m : n, other = by_rows ? n : m;
+  cpu::parallel_for((len + kBlock - 1) / kBlock, kBlock * other * k, [&](int64_t begin, int64_t end) {
+    const int64_t lo = begin * kBlock, count = std::min(end * kBlock, len) - lo;
+    if (by_rows)  // rows [lo, lo + count) of A and C
+      gemm_here<T>(count, n, k, {a.p + (a.transposed ? lo : lo * a.ld), a.transposed, a.ld}, b, beta,
+                   {c.p + lo * c.ld, false, c.ld});
+    else  // columns [lo, lo + count) of B and C
+      gemm_here<T>(m, count, k, a, {b.p + (b.transposed ? lo * b.ld : lo), b.transposed, b.ld}, beta,
+                   {c.p + lo, false, c.ld});
+  });
 }
 
 #define EMBER_INSTANTIATE(T)                                                                                 \

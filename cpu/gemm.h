@@ -26,13 +26,15 @@ struct MatrixLayout {
 std::optional<MatrixLayout> matrix_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs);
 
 // C (m x n) = A (m x k) @ B (k x n) + beta * C, with beta 0 or 1. Integer types go through Eigen,
-// computed in their unsigned twin: two's-complement wrapping without signed overflow.
-// Instantiated for float, double, int32_t, int64_t and uint8_t.
+// computed in their unsigned twin: two's-complement wrapping without signed overflow. Products
+// larger than kSingleThreadedGemm are split across the threads unless called inside a parallel
+// region; smaller ones run on the calling thread. Instantiated for float, double, int32_t, int64_t
+// and uint8_t.
 template <class T>
 void gemm(int64_t m, int64_t n, int64_t k, Matrix<const T> a, Matrix<const T> b, T beta, Matrix<T> c);
 
-// OpenBLAS runs a GEMM with m*n*k <= 65536 * GEMM_MULTITHREAD_THRESHOLD (4 by default) on the calling
-// thread (its interface/gemm.c): batches of such GEMMs are worth threading in ember instead.
+// Multiply-adds up to which a GEMM runs on one thread: batches of such GEMMs are worth threading
+// across the batch instead.
 inline constexpr int64_t kSingleThreadedGemm = 65536 * 4;
 
 }  // namespace ember::cpu

@@ -3,6 +3,7 @@
 // Two loops serve all four index ops: index_select is a gather, index_add a scatter_add, each with
 // its 1-D index laid over the whole iteration shape through zero strides.
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include "cpu/loops.h"
@@ -144,33 +145,39 @@ void gather_elements(const Tensor& out, int dim, ByteView x, const ByteView& ind
 }
 
 // out = self, then out[p with p[dim] replaced by index[p]] += src[p] for every p of `shape`. The
-// slices along dim run one after another, so repeated indices never race; each slice is split
-// across threads (its elements land on distinct outputs).
+// positions off dim are split across threads, each taking in its fibers along dim in order: repeated
+// indices never race, and every output takes its additions in the order of dim. A fiber lying closer
+// in memory than the next position is walked whole before the next (max-pool's backward scatters
+// each plane's window maxima so); otherwise the walk goes step by step along dim across the row.
 template <class T, class I>
 void scatter_add_elements(const Tensor& out, const Tensor& self, const Shape& shape, int dim, const ByteView& src,
                           const ByteView& index) {
   const ByteView o = byte_view(out);
   copy_elements<T>(out.shape(), o, byte_view(self));
-  const int64_t out_dim_stride = o.strides[dim];
+  const int64_t K = shape[dim], ods = o.strides[dim], sds = src.strides[dim], ids = index.strides[dim];
   Shape slice = shape;
   slice.erase(dim);
-  cpu::Operands<3> ops{{}, {without(o.strides, dim), without(src.strides, dim), without(index.strides, dim)}};
-  for (int64_t k = 0; k < shape[dim]; ++k) {
-    ops.base = {o.base, src.base + k * src.strides[dim], index.base + k * index.strides[dim]};
-    cpu::for_each_row<3>(slice, ops, [out_dim_stride](const std::array<char*, 3>& p, int64_t n,
-                                                      const std::array<int64_t, 3>& s) {
-      if (s[2] == 0) {  // one index for the whole row (index_add)
-        const int64_t j = *reinterpret_cast<const I*>(p[2]);
-        add_row<T>(p[0] + j * out_dim_stride, s[0], p[1], s[1], n);
-        return;
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t j = *reinterpret_cast<const I*>(p[2] + i * s[2]);
-        T* dst = reinterpret_cast<T*>(p[0] + i * s[0] + j * out_dim_stride);
-        *dst = add_stored(*dst, *reinterpret_cast<const T*>(p[1] + i * s[1]));
-      }
-    });
-  }
+  const cpu::Operands<3> ops{{o.base, src.base, index.base},
+                             {without(o.strides, dim), without(src.strides, dim), without(index.strides, dim)}};
+  auto row = [&](const std::array<char*, 3>& p, int64_t n, const std::array<int64_t, 3>& s) {
+    if (s[2] == 0) {  // one index for the whole row at each step (index_add): row by row
+      for (int64_t k = 0; k < K; ++k)
+        add_row<T>(p[0] + *reinterpret_cast<const I*>(p[2] + k * ids) * ods, s[0], p[1] + k * sds, s[1], n);
+      return;
+    }
+    auto add = [&](int64_t i, int64_t k) {
+      const int64_t j = *reinterpret_cast<const I*>(p[2] + i * s[2] + k * ids);
+      T* dst = reinterpret_cast<T*>(p[0] + i * s[0] + j * ods);
+      *dst = add_stored(*dst, *reinterpret_cast<const T*>(p[1] + i * s[1] + k * sds));
+    };
+    if (std::abs(sds) <= std::abs(s[1]))
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t k = 0; k < K; ++k) add(i, k);
+    else
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t i = 0; i < n; ++i) add(i, k);
+  };
+  cpu::for_each_row<3>(slice, ops, row, K);
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 // The strided loop under every CPU elementwise kernel: N operands (output first) viewed with the
-// output's shape, inputs broadcast through zero strides. Dims are coalesced (tensor/coalesce.h), rows split across
-// threads, and the innermost run is handed to the kernel with its byte strides.
+// output's shape, inputs broadcast through zero strides. Dims are coalesced (tensor/coalesce.h), rows
+// (or pieces of long rows) split across threads, and the innermost run is handed to the kernel with
+// its byte strides.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -35,9 +37,11 @@ Operands<N> make_operands(const Tensor& out, const std::array<const Tensor*, N -
   return ops;
 }
 
-// Calls row(ptrs, n, inner_strides) for every innermost run of elements of `shape`.
+// Calls row(ptrs, n, inner_strides) for every innermost run of elements of `shape`, runs split across
+// threads; when there are fewer runs than threads, long runs are cut in pieces that are split
+// instead. `cost` is the work per element, in elements.
 template <int N, class Row>
-void for_each_row(const Shape& shape, const Operands<N>& ops, Row&& row) {
+void for_each_row(const Shape& shape, const Operands<N>& ops, Row&& row, int64_t cost = 1) {
   const CoalescedDims<N> c = coalesce<N>(shape, ops.strides);
   const int nd = c.nd;
   const auto& sizes = c.sizes;
@@ -51,22 +55,36 @@ void for_each_row(const Shape& shape, const Operands<N>& ops, Row&& row) {
   int64_t rows = 1;
   for (int d = 0; d < nd - 1; ++d) rows *= sizes[d];
 
-  parallel_for(rows, inner, [&](int64_t begin, int64_t end) {
-    int64_t idx[kMaxDims] = {};
-    int64_t r = begin;
-    for (int d = nd - 2; d >= 0; --d) {
+  // Pointers to element i of row r, whose coordinates are idx (found from r when not given).
+  auto at = [&](int64_t* idx, int64_t r, int64_t i, bool given) {
+    for (int d = nd - 2; d >= 0 && !given; --d) {
       idx[d] = r % sizes[d];
       r /= sizes[d];
     }
-    for (int64_t rr = begin; rr < end; ++rr) {
-      std::array<char*, N> p;
-      for (int k = 0; k < N; ++k) {
-        int64_t off = 0;
-        for (int d = 0; d < nd - 1; ++d) off += idx[d] * strides[k][d];
-        p[k] = ops.base[k] + off;
+    std::array<char*, N> p;
+    for (int k = 0; k < N; ++k) {
+      int64_t off = i * inner_strides[k];
+      for (int d = 0; d < nd - 1; ++d) off += idx[d] * strides[k][d];
+      p[k] = ops.base[k] + off;
+    }
+    return p;
+  };
+  if (inner * cost >= 2 * kParallelGrain && rows < max_threads()) {
+    const int64_t pieces = std::min<int64_t>(inner * cost / kParallelGrain, (max_threads() + rows - 1) / rows);
+    parallel_for(rows * pieces, inner * cost / pieces, [&](int64_t begin, int64_t end) {
+      int64_t idx[kMaxDims] = {};
+      for (int64_t u = begin; u < end; ++u) {
+        const int64_t piece = u % pieces, i0 = inner * piece / pieces, i1 = inner * (piece + 1) / pieces;
+        row(at(idx, u / pieces, i0, false), i1 - i0, inner_strides);
       }
-      row(p, inner, inner_strides);
-      for (int d = nd - 2; d >= 0; --d) {
+    });
+    return;
+  }
+  parallel_for(rows, inner * cost, [&](int64_t begin, int64_t end) {
+    int64_t idx[kMaxDims] = {};
+    for (int64_t r = begin; r < end; ++r) {
+      row(at(idx, r, 0, r != begin), inner, inner_strides);
+      for (int d = nd - 2; d >= 0; --d) {  // the next row's coordinates
         if (++idx[d] < sizes[d]) break;
         idx[d] = 0;
       }

@@ -95,7 +95,7 @@ void matmul_elements(const Tensor& a, const Tensor& b, const Tensor& out) {
       for (int64_t i = begin; i < end; ++i) one(i);
     });
   } else {
-    for (int64_t i = 0; i < count; ++i) one(i);  // the GEMM library threads each one
+    for (int64_t i = 0; i < count; ++i) one(i);  // cpu::gemm threads each one
   }
 }
 

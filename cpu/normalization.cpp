@@ -1,8 +1,10 @@
 // CPU kernels of batch norm and layer norm. Statistics accumulate in double (two passes: mean,
-// then the sum of squared deviations); the output is computed in the input's compute type.
+// then the sum of squared deviations; batch norm makes them over runs that stay in cache and
+// merges the runs' results); the output is computed in the input's compute type.
 // Batch norm reads x as (N, C, S) with strides (sn, sc, ss): contiguous and channels-last inputs
 // both fit (the spatial dims collapse into one stride), so neither is copied (other layouts are),
 // and its outputs keep the input's memory format (channels-last in, channels-last out).
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 #include <vector>
@@ -29,7 +31,6 @@ void write_vector(Tensor& t, const std::vector<double>& v) {
 // A batch-norm operand seen as (N, C, S): element (n, c, i) at n * sn + c * sc + i * ss.
 struct NCS {
   int64_t sn = 0, sc = 0, ss = 1;
-  int64_t at(int64_t n, int64_t c, int64_t i) const { return n * sn + c * sc + i * ss; }
 };
 
 // The spatial dims 2... of t collapsed into one stride (size-1 dims ignored); false if they don't.
@@ -87,6 +88,129 @@ NCS match_layout(const Tensor& x, Tensor& out) {
   return l;
 }
 
+// The kernels walk each channel's N*S values as `runs` runs of `len`: the spatial plane of each image
+// (runs = N, len = S) or, with no spatial dims, the whole batch as one run (runs = 1, len = N). A
+// plane mostly fits in cache, so its statistics take two passes over it for the cost of one read
+// from memory. Runs are grouped into pieces of about kPieceElements, the units of parallel work,
+// whose number depends on the shape only: the results don't depend on the thread count.
+constexpr int64_t kPieceElements = 16384;
+
+struct Runs {
+  int64_t C, runs, len, pieces;
+  int64_t first_run(int64_t piece) const { return runs * piece / pieces; }
+};
+
+Runs runs_of(int64_t N, int64_t C, int64_t S) {
+  Runs r{C, S > 1 ? N : 1, S > 1 ? S : N, 1};
+  r.pieces = std::clamp<int64_t>(r.runs * r.len / kPieceElements, 1, std::max<int64_t>(r.runs, 1));
+  return r;
+}
+
+// An operand's strides in run terms: value i of run r of channel c at c * sc + r * sr + i * si.
+struct RunStrides {
+  int64_t sc, sr, si;
+  RunStrides(const NCS& l, int64_t S) : sc(l.sc), sr(S > 1 ? l.sn : 0), si(S > 1 ? l.ss : l.sn) {}
+  int64_t at(int64_t c, int64_t r) const { return c * sc + r * sr; }
+};
+
+// Count, mean and sum of squared deviations of a set of values x, and for the backward the sums
+// of g and of g * (x - mean) over the same set. Two sets merge exactly (Chan et al. for m2), so
+// runs summed apart join into the statistics of the whole.
+struct Moments {
+  double n = 0, mean = 0, m2 = 0, g = 0, gx = 0;
+  void merge(const Moments& o) {
+    if (o.n == 0) return;
+    const double total = n + o.n, d = o.mean - mean, merged = mean + d * o.n / total;
+    m2 += o.m2 + d * d * n * o.n / total;
+    gx += (mean - merged) * g + o.gx + (o.mean - merged) * o.g;
+    g += o.g;
+    mean = merged;
+    n = total;
+  }
+};
+
+constexpr int kLanes = 4;  // independent accumulators, so that the adds pipeline and vectorize
+
+// The moments of one run: x(i) and g(i) read value i as double; kGrad adds the g sums.
+template <bool kGrad, class X, class G>
+Moments run_moments(int64_t len, X x, G g) {
+  double acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= len; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) acc[k] += x(i + k);
+  for (; i < len; ++i) acc[0] += x(i);
+  double sum = 0;
+  for (double a : acc) sum += a;
+  Moments m;
+  m.n = static_cast<double>(len);
+  m.mean = sum / m.n;
+  double q[kLanes] = {}, gs[kLanes] = {}, gd[kLanes] = {};
+  auto take = [&](int k, int64_t j) {
+    const double d = x(j) - m.mean;
+    q[k] += d * d;
+    if constexpr (kGrad) {
+      gs[k] += g(j);
+      gd[k] += g(j) * d;
+    }
+  };
+  for (i = 0; i + kLanes <= len; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) take(k, i + k);
+  for (; i < len; ++i) take(0, i);
+  for (int k = 0; k < kLanes; ++k) {
+    m.m2 += q[k];
+    m.g += gs[k];
+    m.gx += gd[k];
+  }
+  return m;
+}
+
+// Calls f(value reader) with a reader of p[i * stride] as double through the compute type; a
+// unit stride gets its own instance, which the compiler vectorizes.
+template <class T, class F>
+void with_reader(const T* p, int64_t stride, F&& f) {
+  using Cp = compute_t<T>;
+  if (stride == 1)
+    f([p](int64_t i) { return static_cast<double>(static_cast<Cp>(p[i])); });
+  else
+    f([p, stride](int64_t i) { return static_cast<double>(static_cast<Cp>(p[i * stride])); });
+}
+
+// Per channel, the moments of x (and, with g, the g sums) over the batch: pieces in parallel,
+// then merged in piece order.
+template <class T>
+std::vector<Moments> channel_moments(const Runs& r, const T* xp, const RunStrides& xs, const T* gp,
+                                     const RunStrides& gs) {
+  std::vector<Moments> part(static_cast<size_t>(r.C * r.pieces));
+  cpu::parallel_for(r.C * r.pieces, r.runs * r.len / r.pieces, [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t c = u / r.pieces, piece = u % r.pieces;
+      Moments& m = part[static_cast<size_t>(u)];
+      for (int64_t run = r.first_run(piece); run < r.first_run(piece + 1); ++run)
+        with_reader(xp + xs.at(c, run), xs.si, [&](auto x) {
+          if (gp)
+            with_reader(gp + gs.at(c, run), gs.si, [&](auto g) { m.merge(run_moments<true>(r.len, x, g)); });
+          else
+            m.merge(run_moments<false>(r.len, x, x));
+        });
+    }
+  });
+  std::vector<Moments> out(static_cast<size_t>(r.C));
+  for (int64_t c = 0; c < r.C; ++c)
+    for (int64_t piece = 0; piece < r.pieces; ++piece) out[c].merge(part[static_cast<size_t>(c * r.pieces + piece)]);
+  return out;
+}
+
+// Calls f(c, run) for every run of every channel, in parallel.
+template <class F>
+void for_each_run(const Runs& r, F&& f) {
+  cpu::parallel_for(r.C * r.pieces, r.runs * r.len / r.pieces, [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t c = u / r.pieces, piece = u % r.pieces;
+      for (int64_t run = r.first_run(piece); run < r.first_run(piece + 1); ++run) f(c, run);
+    }
+  });
+}
+
 }  // namespace
 
 void BatchNorm::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
@@ -94,6 +218,8 @@ void BatchNorm::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out
   const Tensor x = collapsible(in[0], &lx);
   const NCS ly = match_layout(in[0], out[0]);
   const int64_t N = x.size(0), C = x.size(1), S = C == 0 || N == 0 ? 0 : x.numel() / (N * C);
+  const Runs r = runs_of(N, C, S);
+  const RunStrides xs(lx, S), ys(ly, S);
   size_t next = 1;
   const std::vector<double> w = has_weight_ ? host(in[next++]) : std::vector<double>(C, 1.0);
   const std::vector<double> b = has_bias_ ? host(in[next++]) : std::vector<double>(C, 0.0);
@@ -102,33 +228,33 @@ void BatchNorm::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out
     mu = host(in[next]);
     var = host(in[next + 1]);
   }
-  const double eps = eps_;
-  const bool training = training_;
   visit_floating(x.dtype(), name(), [&]<class T>() {
     using Cp = compute_t<T>;
     const T* xp = x.data<T>();
     T* yp = out[0].data<T>();
-    cpu::parallel_for(C, N * S, [&](int64_t begin, int64_t end) {
-      for (int64_t c = begin; c < end; ++c) {
-        auto xv = [&](int64_t n, int64_t i) { return static_cast<Cp>(xp[lx.at(n, c, i)]); };
-        if (training) {
-          double s = 0, q = 0;
-          for (int64_t n = 0; n < N; ++n)
-            for (int64_t i = 0; i < S; ++i) s += static_cast<double>(xv(n, i));
-          const double m = s / static_cast<double>(N * S);
-          for (int64_t n = 0; n < N; ++n)
-            for (int64_t i = 0; i < S; ++i) {
-              const double d = static_cast<double>(xv(n, i)) - m;
-              q += d * d;
-            }
-          mu[c] = m;
-          var[c] = q / static_cast<double>(N * S);
-        }
-        const double scale = w[c] / std::sqrt(var[c] + eps);
-        const auto a = static_cast<Cp>(scale), sh = static_cast<Cp>(b[c] - mu[c] * scale);
-        for (int64_t n = 0; n < N; ++n)
-          for (int64_t i = 0; i < S; ++i) yp[ly.at(n, c, i)] = convert<T>(xv(n, i) * a + sh);
+    if (training_) {
+      const std::vector<Moments> m = channel_moments<T>(r, xp, xs, nullptr, xs);
+      for (int64_t c = 0; c < C; ++c) {
+        mu[c] = m[c].mean;
+        var[c] = m[c].m2 / m[c].n;
       }
+    }
+    // y = (x - mean) * scale + bias, in the compute type
+    std::vector<Cp> shift(C), scale(C), bias(C);
+    for (int64_t c = 0; c < C; ++c) {
+      shift[c] = static_cast<Cp>(mu[c]);
+      scale[c] = static_cast<Cp>(w[c] / std::sqrt(var[c] + eps_));
+      bias[c] = static_cast<Cp>(b[c]);
+    }
+    for_each_run(r, [&](int64_t c, int64_t run) {
+      const T* xr = xp + xs.at(c, run);
+      T* yr = yp + ys.at(c, run);
+      const Cp m = shift[c], a = scale[c], sh = bias[c];
+      if (xs.si == 1 && ys.si == 1)
+        for (int64_t i = 0; i < r.len; ++i) yr[i] = convert<T>((static_cast<Cp>(xr[i]) - m) * a + sh);
+      else
+        for (int64_t i = 0; i < r.len; ++i)
+          yr[i * ys.si] = convert<T>((static_cast<Cp>(xr[i * xs.si]) - m) * a + sh);
     });
   });
   if (training_)
@@ -138,9 +264,9 @@ void BatchNorm::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out
     });
 }
 
-// Per channel: statistics (training) or the running ones, then sum(g) and sum(g * xhat) in
-// double, then dx in a second pass (see BatchNorm::vjp for the formulas). g may be contiguous
-// or channels-last; dx takes x's memory format.
+// Per channel, in one pass over x and g: the statistics (training; the running ones otherwise),
+// sum(g) and sum(g * (x - mean)); then dx in a second pass (see BatchNorm::vjp for the formulas).
+// g may be contiguous or channels-last; dx takes x's memory format.
 void BatchNormBackward::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   NCS lx, lg;
   const Tensor x = collapsible(in[0], &lx);
@@ -152,53 +278,44 @@ void BatchNormBackward::eval_cpu(const std::vector<Tensor>& in, std::vector<Tens
   const std::vector<double> w = has_weight_ ? host(in[next++]) : std::vector<double>(C, 1.0);
   const std::vector<double> a = host(in[next]), b = host(in[next + 1]);  // g_mean, g_var or running stats
   std::vector<double> dw(C), db(C);
-  const double eps = eps_;
-  const bool training = training_;
-  visit_floating(x.dtype(), name(), [&]<class T>() {
-    using Cp = compute_t<T>;
-    const T* xp = x.data<T>();
-    const T* gp = gt.data<T>();
-    T* dxp = out[0].data<T>();
-    cpu::parallel_for(C, N * S, [&](int64_t begin, int64_t end) {
-      for (int64_t c = begin; c < end; ++c) {
-        auto xv = [&](int64_t n, int64_t i) { return static_cast<double>(static_cast<Cp>(xp[lx.at(n, c, i)])); };
-        auto gv = [&](int64_t n, int64_t i) { return static_cast<double>(static_cast<Cp>(gp[lg.at(n, c, i)])); };
-        double m, rstd;
-        if (training) {
-          double s = 0, q = 0;
-          for (int64_t n = 0; n < N; ++n)
-            for (int64_t i = 0; i < S; ++i) s += xv(n, i);
-          m = s / M;
-          for (int64_t n = 0; n < N; ++n)
-            for (int64_t i = 0; i < S; ++i) q += (xv(n, i) - m) * (xv(n, i) - m);
-          rstd = 1.0 / std::sqrt(q / M + eps);
-        } else {
-          m = a[c];
-          rstd = 1.0 / std::sqrt(b[c] + eps);
-        }
-        double sg = 0, sgx = 0;
-        for (int64_t n = 0; n < N; ++n)
-          for (int64_t i = 0; i < S; ++i) {
-            sg += gv(n, i);
-            sgx += gv(n, i) * (xv(n, i) - m) * rstd;
-          }
-        dw[c] = sgx;
-        db[c] = sg;
-        const double k = w[c] * rstd;
-        for (int64_t n = 0; n < N; ++n)
-          for (int64_t i = 0; i < S; ++i) {
-            double d;
-            if (training) {
-              const double xc = xv(n, i) - m;
-              d = k * (gv(n, i) - sg / M - xc * rstd * sgx / M) + a[c] / M + b[c] * 2.0 * xc / M;
-            } else {
-              d = k * gv(n, i);
-            }
-            dxp[ld.at(n, c, i)] = convert<T>(d);
-          }
+  if (x.numel() > 0) {
+    const Runs r = runs_of(N, C, S);
+    const RunStrides xs(lx, S), gs(lg, S), ds(ld, S);
+    visit_floating(x.dtype(), name(), [&]<class T>() {
+      using Cp = compute_t<T>;
+      const T* xp = x.data<T>();
+      const T* gp = gt.data<T>();
+      T* dxp = out[0].data<T>();
+      const std::vector<Moments> mom = channel_moments<T>(r, xp, xs, gp, gs);
+      // dx = k * g + (x - m) * slope + offset, per channel
+      std::vector<Cp> k(C), m(C), slope(C), offset(C);
+      for (int64_t c = 0; c < C; ++c) {
+        const Moments& s = mom[c];
+        const double mean = training_ ? s.mean : a[c];
+        const double rstd = 1.0 / std::sqrt((training_ ? s.m2 / s.n : b[c]) + eps_);
+        const double sgx = s.gx + (s.mean - mean) * s.g;  // sum(g * (x - mean))
+        dw[c] = sgx * rstd;
+        db[c] = s.g;
+        const double kc = w[c] * rstd;
+        k[c] = static_cast<Cp>(kc);
+        m[c] = static_cast<Cp>(mean);
+        slope[c] = static_cast<Cp>(training_ ? (2.0 * b[c] - kc * rstd * dw[c]) / M : 0.0);
+        offset[c] = static_cast<Cp>(training_ ? (a[c] - kc * s.g) / M : 0.0);
       }
+      for_each_run(r, [&](int64_t c, int64_t run) {
+        const T* xr = xp + xs.at(c, run);
+        const T* gr = gp + gs.at(c, run);
+        T* dr = dxp + ds.at(c, run);
+        const Cp kc = k[c], mc = m[c], sl = slope[c], off = offset[c];
+        auto dx = [&](Cp xv, Cp gv) { return convert<T>(training_ ? kc * gv + (xv - mc) * sl + off : kc * gv); };
+        if (xs.si == 1 && gs.si == 1 && ds.si == 1)
+          for (int64_t i = 0; i < r.len; ++i) dr[i] = dx(static_cast<Cp>(xr[i]), static_cast<Cp>(gr[i]));
+        else
+          for (int64_t i = 0; i < r.len; ++i)
+            dr[i * ds.si] = dx(static_cast<Cp>(xr[i * xs.si]), static_cast<Cp>(gr[i * gs.si]));
+      });
     });
-  });
+  }
   visit_floating(out[1].dtype(), name(), [&]<class T>() {
     write_vector<T>(out[1], dw);
     write_vector<T>(out[2], db);

@@ -11,7 +11,19 @@
 
 namespace ember::cpu {
 
-inline constexpr int64_t kParallelGrain = 32768;  // elements below which one thread is faster
+// Elements below which one thread is faster. examples/train --model mlp (elementwise ops of 16K to
+// 200K elements between GEMMs) on 2 cores ran an epoch in 1.2 s with 32768, 0.77 s with 131072 and
+// 0.9-1.1 s with 262144.
+inline constexpr int64_t kParallelGrain = 131072;
+
+// The threads a parallel_for started here would use (one inside a parallel region).
+inline int max_threads() {
+#if defined(_OPENMP)
+  return omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
 
 // Calls f(begin, end) on disjoint chunks covering [0, n). `cost` is elements of work per unit of n.
 template <class F>

