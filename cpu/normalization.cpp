@@ -11,6 +11,7 @@
 
 #include "autograd/grad_mode.h"
 #include "cpu/parallel.h"
+#include "nn/primitives/batch_norm_layout.h"
 #include "nn/primitives/normalization.h"
 #include "tensor/convert.h"
 #include "tensor/ops.h"
@@ -26,66 +27,6 @@ template <class T>
 void write_vector(Tensor& t, const std::vector<double>& v) {
   T* p = t.data<T>();
   for (size_t i = 0; i < v.size(); ++i) p[i] = convert<T>(v[i]);
-}
-
-// A batch-norm operand seen as (N, C, S): element (n, c, i) at n * sn + c * sc + i * ss.
-struct NCS {
-  int64_t sn = 0, sc = 0, ss = 1;
-};
-
-// The spatial dims 2... of t collapsed into one stride (size-1 dims ignored); false if they don't.
-bool collapse(const Tensor& t, NCS* l) {
-  int64_t prev = -1;
-  l->sn = t.stride(0);
-  l->sc = t.stride(1);
-  l->ss = 1;
-  for (int d = 2; d < t.dim(); ++d) {
-    if (t.size(d) == 1) continue;
-    if (prev >= 0 && prev != t.stride(d) * t.size(d)) return false;
-    prev = t.stride(d);
-    l->ss = t.stride(d);
-  }
-  return true;
-}
-// t itself when its layout collapses, else a contiguous copy.
-Tensor collapsible(const Tensor& t, NCS* l) {
-  if (collapse(t, l)) return t;
-  NoGradGuard no_grad;
-  Tensor c = t.contiguous();
-  collapse(c, l);
-  return c;
-}
-
-// The dense channels-last strides of `shape` (rank >= 3): C innermost, then W, H, ..., N.
-Strides channels_last_strides(const Shape& shape) {
-  Strides st = Dims::filled(shape.size(), 0);
-  int64_t s = 1;
-  st[1] = s;
-  s *= shape[1];
-  for (int d = shape.size() - 1; d >= 2; --d) {
-    st[d] = s;
-    s *= shape[d];
-  }
-  st[0] = s;
-  return st;
-}
-// True when x is channels-last and not also contiguous (dims of size 1 don't count).
-bool is_channels_last(const Tensor& x) {
-  if (x.dim() < 3 || x.is_contiguous()) return false;
-  const Strides want = channels_last_strides(x.shape());
-  for (int d = 0; d < x.dim(); ++d)
-    if (x.size(d) != 1 && x.stride(d) != want[d]) return false;
-  return true;
-}
-// Gives `out` (freshly allocated, contiguous) x's memory format: channels-last stays
-// channels-last, as in PyTorch. Returns the layout the kernel writes out in.
-NCS match_layout(const Tensor& x, Tensor& out) {
-  if (is_channels_last(x))
-    out = Tensor(make_intrusive<TensorImpl>(out.storage(), 0, out.shape(), channels_last_strides(out.shape()),
-                                            out.dtype()));
-  NCS l;
-  collapse(out, &l);
-  return l;
 }
 
 // The kernels walk each channel's N*S values as `runs` runs of `len`: the spatial plane of each image
@@ -215,8 +156,8 @@ void for_each_run(const Runs& r, F&& f) {
 
 void BatchNorm::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   NCS lx;
-  const Tensor x = collapsible(in[0], &lx);
-  const NCS ly = match_layout(in[0], out[0]);
+  const Tensor x = ncs_operand(in[0], &lx);
+  const NCS ly = ncs_output_like(in[0], out[0]);
   const int64_t N = x.size(0), C = x.size(1), S = C == 0 || N == 0 ? 0 : x.numel() / (N * C);
   const Runs r = runs_of(N, C, S);
   const RunStrides xs(lx, S), ys(ly, S);
@@ -269,9 +210,9 @@ void BatchNorm::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out
 // g may be contiguous or channels-last; dx takes x's memory format.
 void BatchNormBackward::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   NCS lx, lg;
-  const Tensor x = collapsible(in[0], &lx);
-  const Tensor gt = collapsible(in[1], &lg);
-  const NCS ld = match_layout(in[0], out[0]);
+  const Tensor x = ncs_operand(in[0], &lx);
+  const Tensor gt = ncs_operand(in[1], &lg);
+  const NCS ld = ncs_output_like(in[0], out[0]);
   const int64_t N = x.size(0), C = x.size(1), S = C == 0 || N == 0 ? 0 : x.numel() / (N * C);
   const double M = static_cast<double>(N * S);
   size_t next = 2;
