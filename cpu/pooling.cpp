@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu/parallel.h"
+#include "nn/primitives/avg_pool_window.h"
 #include "nn/primitives/pooling.h"
 #include "tensor/convert.h"
 #include "tensor/ops.h"
@@ -26,27 +27,6 @@ struct Strides4 {
   int64_t n, c, h, w;
   explicit Strides4(const Tensor& t) : n(t.strides()[0]), c(t.strides()[1]), h(t.strides()[2]), w(t.strides()[3]) {}
 };
-
-// The input window of output (i, j) of average pooling, clipped to the input, and its divisor.
-struct Window {
-  int64_t h0, h1, w0, w1, divisor;
-};
-
-Window avg_window(const Pool2dParams& p, const Plane& s, int64_t i, int64_t j) {
-  if (p.adaptive) {
-    const int64_t h0 = i * s.H / s.OH, h1 = ((i + 1) * s.H + s.OH - 1) / s.OH;
-    const int64_t w0 = j * s.W / s.OW, w1 = ((j + 1) * s.W + s.OW - 1) / s.OW;
-    return {h0, h1, w0, w1, (h1 - h0) * (w1 - w0)};
-  }
-  int64_t h0 = i * p.stride[0] - p.padding[0], w0 = j * p.stride[1] - p.padding[1];
-  int64_t h1 = std::min(h0 + p.kernel[0], s.H + p.padding[0]), w1 = std::min(w0 + p.kernel[1], s.W + p.padding[1]);
-  const int64_t padded = (h1 - h0) * (w1 - w0);
-  h0 = std::max<int64_t>(h0, 0);
-  w0 = std::max<int64_t>(w0, 0);
-  h1 = std::min(h1, s.H);
-  w1 = std::min(w1, s.W);
-  return {h0, h1, w0, w1, p.count_include_pad ? padded : (h1 - h0) * (w1 - w0)};
-}
 
 Plane plane_of(const Shape& x, const Shape& y) { return {x[0], x[1], x[2], x[3], y[2], y[3]}; }
 
@@ -171,7 +151,7 @@ void AvgPool2d::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out
         const T* plane = x + (nc / s.C) * xs.n + (nc % s.C) * xs.c;
         for (int64_t i = 0; i < s.OH; ++i)
           for (int64_t j = 0; j < s.OW; ++j) {
-            const Window win = avg_window(p_, s, i, j);
+            const AvgPoolWindow win = avg_pool_window(p_, s, i, j);
             double acc = 0;
             for (int64_t h = win.h0; h < win.h1; ++h)
               for (int64_t w = win.w0; w < win.w1; ++w) acc += static_cast<double>(static_cast<C<T>>(plane[h * xs.h + w * xs.w]));
@@ -195,7 +175,7 @@ void AvgPool2dBackward::eval_cpu(const std::vector<Tensor>& in, std::vector<Tens
         const T* plane = g + (nc / s.C) * gs.n + (nc % s.C) * gs.c;
         for (int64_t i = 0; i < s.OH; ++i)
           for (int64_t j = 0; j < s.OW; ++j) {
-            const Window win = avg_window(p_, s, i, j);
+            const AvgPoolWindow win = avg_pool_window(p_, s, i, j);
             if (win.divisor <= 0) continue;
             const double v = static_cast<double>(static_cast<C<T>>(plane[i * gs.h + j * gs.w])) / win.divisor;
             for (int64_t h = win.h0; h < win.h1; ++h)

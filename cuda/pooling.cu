@@ -5,33 +5,12 @@
 
 #include "cuda/loops.cuh"
 #include "cuda/pooling.h"
+#include "nn/primitives/avg_pool_window.h"
 #include "tensor/convert.h"
 
 namespace ember::cuda {
 
 namespace {
-
-// The input window of output (i, j) of average pooling, clipped to the input, and its divisor: the
-// windows of cpu/pooling.cpp's avg_window.
-struct Window {
-  int64_t h0, h1, w0, w1, divisor;
-};
-
-__device__ Window avg_window(const PoolShape& s, int64_t i, int64_t j) {
-  if (s.adaptive) {
-    const int64_t h0 = i * s.H / s.OH, h1 = ((i + 1) * s.H + s.OH - 1) / s.OH;
-    const int64_t w0 = j * s.W / s.OW, w1 = ((j + 1) * s.W + s.OW - 1) / s.OW;
-    return {h0, h1, w0, w1, (h1 - h0) * (w1 - w0)};
-  }
-  int64_t h0 = i * s.stride[0] - s.padding[0], w0 = j * s.stride[1] - s.padding[1];
-  int64_t h1 = std::min(h0 + s.kernel[0], s.H + s.padding[0]), w1 = std::min(w0 + s.kernel[1], s.W + s.padding[1]);
-  const int64_t padded = (h1 - h0) * (w1 - w0);
-  h0 = std::max<int64_t>(h0, 0);
-  w0 = std::max<int64_t>(w0, 0);
-  h1 = std::min(h1, s.H);
-  w1 = std::min(w1, s.W);
-  return {h0, h1, w0, w1, s.count_include_pad ? padded : (h1 - h0) * (w1 - w0)};
-}
 
 struct Range {
   int64_t lo, hi;
@@ -90,7 +69,7 @@ __global__ void __launch_bounds__(kThreads) avg_pool2d_kernel(const T* x, T* y, 
   for (int64_t o = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; o < total; o += step) {
     const int64_t j = o % s.OW, i = o / s.OW % s.OH, nc = o / (s.OW * s.OH);
     const T* plane = x + nc / s.C * s.strides[0] + nc % s.C * s.strides[1];
-    const Window win = avg_window(s, i, j);
+    const AvgPoolWindow win = avg_pool_window(s, s, i, j);
     C acc = 0;
     for (int64_t h = win.h0; h < win.h1; ++h)
       for (int64_t w = win.w0; w < win.w1; ++w) acc += static_cast<C>(plane[h * s.strides[2] + w * s.strides[3]]);
@@ -111,7 +90,7 @@ __global__ void __launch_bounds__(kThreads) avg_pool2d_backward_kernel(const T* 
     C acc = 0;
     for (int64_t i = rows.lo; i < rows.hi; ++i)
       for (int64_t j = cols.lo; j < cols.hi; ++j) {
-        const Window win = avg_window(s, i, j);
+        const AvgPoolWindow win = avg_pool_window(s, s, i, j);
         if (win.divisor <= 0 || h < win.h0 || h >= win.h1 || w < win.w0 || w >= win.w1) continue;
         acc += static_cast<C>(plane[i * s.strides[2] + j * s.strides[3]]) / static_cast<C>(win.divisor);
       }
