@@ -13,6 +13,7 @@
 #include <cublas_v2.h>
 
 #include "cuda/error.h"
+#include "tensor/host_sync.h"
 #include "tensor/storage.h"
 
 namespace ember::cuda {
@@ -122,6 +123,7 @@ KernelErrorSlot* kernel_error_slot() { return context(current_device()).errors_d
 
 void synchronize(int device) {
   DeviceGuard guard(device);
+  count_host_sync();
   EMBER_CUDA_CHECK(cudaStreamSynchronize(current_stream(device)));
   raise_kernel_errors(device);
 }

@@ -6,6 +6,7 @@
 
 #include "cuda/context.h"
 #include "cuda/error.h"
+#include "tensor/host_sync.h"
 #include "tensor/storage.h"
 
 namespace ember::backend {
@@ -113,6 +114,7 @@ void cuda_copy_bytes(void* dst, Device dst_device, const void* src, Device src_d
     if (dst_device.is_cpu()) record_pinned_use(dst, device.index, stream);
     return;
   }
+  count_host_sync();
   EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
   cuda::raise_kernel_errors(device.index);
 }

@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "tensor/convert.h"
+#include "tensor/host_sync.h"
 #include "tensor/ops.h"
 
 namespace ember {
@@ -43,6 +44,7 @@ void* Tensor::raw_data() const {
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   NoGradGuard no_grad;
+  if (device().is_cpu()) count_host_sync();  // a GPU tensor's copy below counts its own wait
   const Tensor host = ember::to(*this, kCPU).contiguous();
   std::vector<T> out(static_cast<size_t>(host.numel()));
   visit(host.dtype(), [&]<class S>() {

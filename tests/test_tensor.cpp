@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "data/dataloader.h"
+#include "tensor/host_sync.h"
 #include "tests/helpers.h"
 
 using namespace ember;
@@ -488,6 +489,17 @@ TEST_CASE("threads: one setting for kernels and BLAS") {
   CHECK_THROWS_AS(set_num_threads(0), ValueError);
 }
 
+TEST_CASE("host sync counter: value read-outs count, queued work does not") {
+  const Tensor x = from_vector<float>({1, 2, 3}, {3});
+  const int64_t start = host_sync_count();
+  const Tensor y = mul(add(x, 1.0), x).sum();  // work only: nothing read on the host
+  CHECK(host_sync_count() == start);
+  CHECK(y.item<double>() == 20);
+  CHECK(host_sync_count() == start + 1);
+  CHECK(x.to_vector<float>().size() == 3);
+  CHECK(host_sync_count() == start + 2);
+}
+
 }  // TEST_SUITE("cpu")
 
 EMBER_CUDA_TEST_CASE("cuda tensor: round trip, printing, in-place and views") {
@@ -503,6 +515,18 @@ EMBER_CUDA_TEST_CASE("cuda tensor: round trip, printing, in-place and views") {
   add_(z, 1);
   CHECK(values(z) == std::vector<double>{2, 3, 4, 5, 6, 7});
   for (DType d : kAll) CHECK(equal(x.to(d).to(kCuda).to(kCPU), x.to(d)));
+}
+
+EMBER_CUDA_TEST_CASE("cuda host sync counter: each blocking copy and synchronisation counts once") {
+  const Tensor x = from_vector<float>({1, 2, 3}, {3}).pin_memory();
+  const Tensor on_gpu = x.to(kCuda, /*non_blocking=*/true);
+  const int64_t start = host_sync_count();
+  const Tensor y = mul(add(on_gpu, 1.0), on_gpu).sum();
+  CHECK(host_sync_count() == start);   // launches only
+  CHECK(y.item<double>() == 20);
+  CHECK(host_sync_count() == start + 1);  // the copy back waited once
+  (void)from_vector<float>({4}, {1}).to(kCuda);  // pageable source: a blocking copy
+  CHECK(host_sync_count() == start + 2);
 }
 
 EMBER_CUDA_TEST_CASE("cuda random: the same seed gives the same numbers as on the CPU") {
