@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Downloads the Debian packages ember builds against and unpacks them (no installation, no root)
+# into one folder, for a machine that has the CUDA toolkit but not these packages: a lent GPU
+# machine. Run it where apt works, carry the folder there, and point EMBER_DEPS_ROOT at it
+# (tests/run_gpu.sh reads it). Usage: tools/unpack_deps.sh [folder]   (default: .deps)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+dest="${1:-.deps}"
+# Headers and the few shared libraries the build links (zlib), plus the data set the training
+# program reads. OpenBLAS is left out: without it the CPU GEMM falls back to Eigen.
+packages=(libeigen3-dev nlohmann-json3-dev doctest-dev libcli11-dev zlib1g-dev zlib1g dataset-fashion-mnist)
+
+downloads="$(mktemp -d)"
+trap 'rm -rf "$downloads"' EXIT
+(cd "$downloads" && apt-get download "${packages[@]}")
+mkdir -p "$dest"
+for deb in "$downloads"/*.deb; do
+  dpkg-deb -x "$deb" "$dest"
+done
+# Absolute links (libz.so -> /lib/...) would point outside the folder on the other machine.
+find "$dest" -type l -lname '/*' | while read -r link; do
+  ln -sfn "$(realpath -m --relative-to="$(dirname "$link")" "$dest$(readlink "$link")")" "$link"
+done
+echo "unpacked ${#packages[@]} packages into $dest; use: EMBER_DEPS_ROOT=$dest tests/run_gpu.sh"
