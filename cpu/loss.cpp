@@ -7,6 +7,7 @@
 #include "cpu/parallel.h"
 #include "nn/primitives/loss.h"
 #include "tensor/convert.h"
+#include "tensor/host_sync.h"
 
 namespace ember {
 
@@ -14,7 +15,7 @@ void CrossEntropy::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& 
   const Tensor& x = in[0];
   const int64_t N = x.size(0), C = x.size(1), S = N * C == 0 ? 0 : x.numel() / (N * C);
   const int64_t P = N * S;  // positions
-  const std::vector<int64_t> t = in[1].to_vector<int64_t>();
+  const std::vector<int64_t> t = detail::cpu_values<int64_t>(in[1]);
   int64_t count = 0;
   for (int64_t p = 0; p < P; ++p) {  // validated before the threads start (no throw inside them)
     if (t[p] == ignore_index_) continue;
@@ -65,8 +66,8 @@ void CrossEntropyBackward::eval_cpu(const std::vector<Tensor>& in, std::vector<T
   const Tensor& x = in[0];
   const int64_t N = x.size(0), C = x.size(1), S = N * C == 0 ? 0 : x.numel() / (N * C);
   const int64_t P = N * S;
-  const std::vector<int64_t> t = in[1].to_vector<int64_t>();
-  const std::vector<double> g = in[2].to_vector<double>();  // (P) for none, else one value
+  const std::vector<int64_t> t = detail::cpu_values<int64_t>(in[1]);
+  const std::vector<double> g = detail::cpu_values<double>(in[2]);  // (P) for none, else one value
   int64_t count = 0;
   for (int64_t p = 0; p < P; ++p) count += t[p] != ignore_index_;
   const double e = label_smoothing_;

@@ -14,6 +14,7 @@
 #include "nn/primitives/batch_norm_layout.h"
 #include "nn/primitives/normalization.h"
 #include "tensor/convert.h"
+#include "tensor/host_sync.h"
 #include "tensor/ops.h"
 
 namespace ember {
@@ -21,7 +22,7 @@ namespace ember {
 namespace {
 
 // Host copy of a small parameter vector (weight, bias, statistics) as double.
-std::vector<double> host(const Tensor& t) { return t.to_vector<double>(); }
+std::vector<double> host(const Tensor& t) { return detail::cpu_values<double>(t); }
 
 template <class T>
 void write_vector(Tensor& t, const std::vector<double>& v) {

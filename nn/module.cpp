@@ -177,11 +177,19 @@ Module& Module::to(Device device) {
 }
 
 Module& Module::to(DType dtype) {
+  return to(dtype, [](const Module&) { return false; });
+}
+
+Module& Module::to(DType dtype, const std::function<bool(const Module&)>& keep) {
   if (!is_floating(dtype)) throw DTypeError(std::string("Module::to: expected a floating dtype, got ") + dtype_name(dtype));
+  if (keep(*this)) return *this;
   NoGradGuard ng;
-  for_each_tensor([&](Tensor& t, bool) {
+  auto cast = [&](Tensor& t) {
     if (t.is_floating_point() && t.dtype() != dtype) rebind(t, t.detach().to(dtype));
-  });
+  };
+  for (auto& kv : params_) cast(kv.second);
+  for (auto& kv : buffers_) cast(kv.second);
+  for (auto& kv : children_) kv.second->to(dtype, keep);
   return *this;
 }
 

@@ -3,6 +3,7 @@
 // state_dict. Sequential and ModuleList hold children in order.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -63,6 +64,9 @@ class Module : public std::enable_shared_from_this<Module> {
   // dropped. to(DType) casts floating tensors only (an i64 step counter stays i64).
   Module& to(Device device);
   Module& to(DType dtype);
+  // to(dtype) except in the modules for which `keep` is true and their descendants (naive AMP
+  // keeps batch norm in float32 this way).
+  Module& to(DType dtype, const std::function<bool(const Module&)>& keep);
   // Sets the gradients of all parameters to none (default) or to zero in place.
   void zero_grad(bool set_to_none = true);
 

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
+
+#include "tensor/tensor.h"
 
 namespace ember {
 
@@ -14,5 +17,12 @@ int64_t host_sync_count();
 
 // Called where such a wait happens.
 void count_host_sync();
+
+namespace detail {
+// The values of a tensor a CPU kernel reads (it is on the CPU already: nothing waits, nothing is
+// counted), converted to T.
+template <class T>
+std::vector<T> cpu_values(const Tensor& t);
+}  // namespace detail
 
 }  // namespace ember

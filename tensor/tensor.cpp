@@ -41,17 +41,24 @@ void* Tensor::raw_data() const {
   return static_cast<char*>(impl_->storage->data()) + impl_->offset * dtype_size(dtype());
 }
 
+namespace detail {
 template <class T>
-std::vector<T> Tensor::to_vector() const {
+std::vector<T> cpu_values(const Tensor& t) {
   NoGradGuard no_grad;
-  if (device().is_cpu()) count_host_sync();  // a GPU tensor's copy below counts its own wait
-  const Tensor host = ember::to(*this, kCPU).contiguous();
+  const Tensor host = ember::to(t, kCPU).contiguous();
   std::vector<T> out(static_cast<size_t>(host.numel()));
   visit(host.dtype(), [&]<class S>() {
     const S* p = static_cast<const S*>(host.raw_data());
     for (size_t i = 0; i < out.size(); ++i) out[i] = convert<T>(p[i]);
   });
   return out;
+}
+}  // namespace detail
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  if (device().is_cpu()) count_host_sync();  // a GPU tensor's copy counts its own wait
+  return detail::cpu_values<T>(*this);
 }
 
 template <class T>
@@ -62,8 +69,9 @@ T Tensor::item() const {
   return to_vector<T>()[0];
 }
 
-#define EMBER_HOST_ACCESS(T)                        \
-  template std::vector<T> Tensor::to_vector() const; \
+#define EMBER_HOST_ACCESS(T)                               \
+  template std::vector<T> detail::cpu_values(const Tensor&); \
+  template std::vector<T> Tensor::to_vector() const;        \
   template T Tensor::item() const;
 EMBER_HOST_ACCESS(float)
 EMBER_HOST_ACCESS(double)

@@ -121,6 +121,21 @@ TEST_CASE("module: to(dtype) keeps tensor identity and casts floating tensors on
   CHECK_FALSE(net->fc1->weight.grad().defined());
 }
 
+TEST_CASE("module: to(dtype, keep) leaves the kept modules and their children as they are") {
+  auto net = std::make_shared<Net>();
+  const auto is_batch_norm = [](const nn::Module& m) { return dynamic_cast<const nn::BatchNorm2d*>(&m) != nullptr; };
+  Tensor w = net->fc1->weight;
+  net->to(DType::f16, is_batch_norm);
+  CHECK(w.is_same(net->fc1->weight));
+  CHECK(w.dtype() == DType::f16);
+  CHECK(net->bn->weight.dtype() == DType::f32);
+  CHECK(net->bn->running_var.dtype() == DType::f32);
+  for (auto& [name, p] : net->named_parameters())
+    CHECK_MESSAGE(p.dtype() == (name.rfind("bn.", 0) == 0 ? DType::f32 : DType::f16), name);
+  net->to(DType::f32, [](const nn::Module&) { return true; });  // keeps everything
+  CHECK(w.dtype() == DType::f16);
+}
+
 TEST_CASE("module: state_dict round trip") {
   auto net = std::make_shared<Net>();
   StateDict sd = net->state_dict();
