@@ -33,6 +33,21 @@ void LRScheduler::step() {
   apply(get_lr());
 }
 
+namespace {
+void check_rewind(int64_t steps, int64_t last_epoch) {
+  if (steps < 0 || steps > last_epoch)
+    throw ValueError("LRScheduler.rewind: cannot take back " + std::to_string(steps) + " steps at epoch " +
+                     std::to_string(last_epoch));
+}
+}  // namespace
+
+void LRScheduler::rewind(int64_t steps) {
+  check_rewind(steps, last_epoch_);
+  step_count_ -= steps;
+  last_epoch_ -= steps;
+  apply(get_lr());
+}
+
 void LRScheduler::step_to(int64_t epoch) {
   ++step_count_;
   last_epoch_ = epoch;
@@ -231,6 +246,19 @@ void SequentialLR::step() {
   auto& s = *schedulers_[idx];
   if (idx > 0 && milestones_[idx - 1] == last_epoch_) s.step_to(0);
   else s.step();
+  last_lr_ = s.get_last_lr();
+}
+
+void SequentialLR::rewind(int64_t steps) {
+  check_rewind(steps, last_epoch_);
+  step_count_ -= steps;
+  last_epoch_ -= steps;
+  // The child in charge at the epoch reached, at its own epoch (counted from its milestone).
+  const size_t idx = static_cast<size_t>(std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) -
+                                         milestones_.begin());
+  auto& s = *schedulers_[idx];
+  s.last_epoch_ = last_epoch_ - (idx > 0 ? milestones_[idx - 1] : 0);
+  s.apply(s.get_lr());
   last_lr_ = s.get_last_lr();
 }
 

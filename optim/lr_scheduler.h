@@ -22,6 +22,9 @@ class LRScheduler {
 
   // Advances last_epoch by one and sets every group's lr.
   virtual void step();
+  // Takes back the last `steps` steps (steps the optimizer turned out to skip on the device) and sets
+  // the lrs of the epoch reached. ValueError when steps is negative or more than were taken.
+  virtual void rewind(int64_t steps);
   const std::vector<double>& get_last_lr() const { return last_lr_; }
   int64_t last_epoch() const { return last_epoch_; }
   const std::vector<double>& base_lrs() const { return base_lrs_; }
@@ -149,6 +152,7 @@ class SequentialLR final : public LRScheduler {
   SequentialLR(Optimizer& optimizer, std::vector<std::shared_ptr<LRScheduler>> schedulers,
                std::vector<int64_t> milestones);
   void step() override;
+  void rewind(int64_t steps) override;
   StateDict state_dict() const override;
   void load_state_dict(const StateDict& dict) override;
 

@@ -514,4 +514,33 @@ TEST_CASE("optim: SequentialLR warmup then cosine, and scheduler state_dict") {
   }, {"1 schedulers need 0 milestones"});
 }
 
+TEST_CASE("optim: rewinding a scheduler lands where the skipped steps were never taken") {
+  auto chain = [](SGD& o) {
+    auto warm = std::make_shared<LinearLR>(o, 0.1, 1.0, 4);
+    auto cosine = std::make_shared<CosineAnnealingLR>(o, 8, 0.0);
+    return std::make_unique<SequentialLR>(o, std::vector<std::shared_ptr<LRScheduler>>{warm, cosine},
+                                          std::vector<int64_t>{4});
+  };
+  // 7 steps then 3 taken back (across the milestone at 4) == 4 steps; then both go on alike.
+  SGD o1 = make_sgd(), o2 = make_sgd();
+  auto s1 = chain(o1), s2 = chain(o2);
+  for (int t = 0; t < 7; ++t) s1->step();
+  s1->rewind(3);
+  for (int t = 0; t < 4; ++t) s2->step();
+  CHECK(s1->last_epoch() == s2->last_epoch());
+  CHECK(o1.param_groups()[0].lr() == o2.param_groups()[0].lr());
+  for (int t = 0; t < 5; ++t) {
+    s1->step();
+    s2->step();
+    CHECK(o1.param_groups()[0].lr() == o2.param_groups()[0].lr());
+  }
+  SGD o3 = make_sgd(), o4 = make_sgd();
+  CosineAnnealingLR c3(o3, 10), c4(o4, 10);
+  for (int t = 0; t < 5; ++t) c3.step();
+  c3.rewind(2);
+  for (int t = 0; t < 3; ++t) c4.step();
+  CHECK(o3.param_groups()[0].lr() == o4.param_groups()[0].lr());
+  expect_error<ValueError>("too far", [&] { c3.rewind(4); }, {"cannot take back 4 steps at epoch 3"});
+}
+
 }  // TEST_SUITE
