@@ -22,7 +22,7 @@ class SGD final : public Optimizer {
   SGD(std::vector<Tensor> params, SGDOptions options = {});
 
  protected:
-  void update(const ParamGroup& group, Tensor& p, const Tensor& grad, ParamState& st) override;
+  void step_group(const ParamGroup& group, const Batch& batch) override;
   const char* name() const override { return "SGD"; }
 };
 
