@@ -46,11 +46,11 @@ class Optimizer {
   // Adds a group; options it does not set are taken from the optimizer's defaults.
   void add_param_group(std::vector<Tensor> params, const GroupOptions& overrides = {});
   // Updates every parameter that has a gradient (an undefined grad skips it), in place, under
-  // NoGradGuard, with one multi-tensor kernel per group and no host synchronisation. A step that
-  // found_inf skips leaves parameters and state bit-identical (step counts included). Gradients must
-  // have their parameter's shape and dtype; parameters must be contiguous. ValueError, DTypeError or
-  // DeviceError (naming the parameter) otherwise, or for a found_inf / grad_scale that is not a
-  // one-element f32 tensor on the parameters' device.
+  // NoGradGuard, with one multi-tensor step primitive per group and no host synchronisation. A step
+  // that found_inf skips leaves parameters and state bit-identical (step counts included). Gradients
+  // must have their parameter's shape, dtype and device, and parameters must be contiguous
+  // (ShapeError, DTypeError, DeviceError, ValueError naming the parameter); found_inf and grad_scale
+  // must be one-element f32 tensors on the parameters' device (DTypeError, DeviceError).
   void step(const StepInputs& inputs = {});
   // Sets each gradient to none (default), or zeroes it in place.
   void zero_grad(bool set_to_none = true);

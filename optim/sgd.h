@@ -1,4 +1,5 @@
-// SGD with momentum, dampening, nesterov and L2 weight decay (PyTorch's torch.optim.SGD).
+// SGD with momentum, dampening, nesterov and L2 weight decay (PyTorch's torch.optim.SGD). With
+// momentum, each parameter's state is its "momentum_buffer" and a "step" count (0 until its first step).
 #pragma once
 
 #include "optim/optimizer.h"
