@@ -3,6 +3,8 @@
 #include "nn/primitives/loss.h"
 #include "nn/primitives/normalization.h"
 #include "nn/primitives/pooling.h"
+#include "optim/primitives/steps.h"
+#include "optim/primitives/total_norm.h"
 #include "tensor/primitives/all.h"
 
 namespace ember {
@@ -29,7 +31,7 @@ bool pinned_memory_available() { return false; }
 #define EMBER_NO_CUDA(P) \
   void P::eval_cuda(const std::vector<Tensor>&, std::vector<Tensor>&) { no_cuda(name()); }
 EMBER_KERNEL_PRIMITIVES(EMBER_NO_CUDA)
-// nn primitives with CUDA kernels (conv2d's are in cuda/conv_without_cudnn.cpp, which every build
+// nn and optim primitives with CUDA kernels (conv2d's are in cuda/conv_without_cudnn.cpp, which every build
 // without cuDNN links).
 EMBER_NO_CUDA(MaxPool2d)
 EMBER_NO_CUDA(AvgPool2d)
@@ -40,6 +42,10 @@ EMBER_NO_CUDA(LayerNorm)
 EMBER_NO_CUDA(LayerNormBackward)
 EMBER_NO_CUDA(CrossEntropy)
 EMBER_NO_CUDA(CrossEntropyBackward)
+EMBER_NO_CUDA(SGDStep)
+EMBER_NO_CUDA(AdamStep)
+EMBER_NO_CUDA(LAMBStep)
+EMBER_NO_CUDA(TotalNorm)
 #undef EMBER_NO_CUDA
 
 template <class Op>

@@ -30,7 +30,7 @@ class Adam : public Optimizer {
 
  protected:
   Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled);
-  void update(const ParamGroup& group, Tensor& p, const Tensor& grad, ParamState& st) override;
+  void step_group(const ParamGroup& group, const Batch& batch) override;
   const char* name() const override { return decoupled_ ? "AdamW" : "Adam"; }
 
  private:
@@ -56,7 +56,7 @@ class LAMB final : public Optimizer {
   LAMB(std::vector<Tensor> params, LAMBOptions options = {});
 
  protected:
-  void update(const ParamGroup& group, Tensor& p, const Tensor& grad, ParamState& st) override;
+  void step_group(const ParamGroup& group, const Batch& batch) override;
   const char* name() const override { return "LAMB"; }
 };
 

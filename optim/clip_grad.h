@@ -1,5 +1,5 @@
 // Gradient clipping over a list of parameters (PyTorch's torch.nn.utils.clip_grad_norm_ and
-// clip_grad_value_). Parameters without a gradient are ignored.
+// clip_grad_value_), and the total gradient norm they use. Parameters without a gradient are ignored.
 #pragma once
 
 #include <vector>
@@ -8,15 +8,17 @@
 
 namespace ember::optim {
 
-// The norm_type-norm of all gradients together, as one vector (infinity: max |g|); 0 when no
-// parameter has a gradient. ValueError for norm_type <= 0.
-double grad_norm(const std::vector<Tensor>& params, double norm_type = 2.0);
+// The norm_type-norm of all gradients together, as one vector (infinity: max |g|), computed on the
+// parameters' device by one multi-tensor kernel, without a host read: a 0-dim tensor there, float32
+// (float64 when a gradient is float64); 0 when no parameter has a gradient. ValueError for
+// norm_type <= 0.
+Tensor total_grad_norm(const std::vector<Tensor>& params, double norm_type = 2.0);
 
-// Scales every gradient by min(1, max_norm / (total + 1e-6)), total being the norm_type-norm of
-// all gradients together (norm_type = infinity: max |g|). Returns total as a host double (0 when no
-// parameter has a gradient). A non-finite total leaves the gradients untouched and is returned as is
-// (the caller skips the step), or raises ValueError when error_if_nonfinite.
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
+// Scales every gradient by min(1, max_norm / (total + 1e-6)) on the device, total being
+// total_grad_norm(params, norm_type), and returns total. A non-finite total leaves the gradients
+// untouched (the caller skips the step). No host read, except with error_if_nonfinite: then the
+// total is read on the host (a synchronisation) and a non-finite one raises ValueError.
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
                        bool error_if_nonfinite = false);
 
 // Clamps every gradient element to [-clip_value, clip_value].

@@ -40,19 +40,73 @@ void Optimizer::add_param_group(std::vector<Tensor> params, const GroupOptions& 
   groups_.push_back(std::move(g));
 }
 
-void Optimizer::step() {
+namespace {
+
+// found_inf or grad_scale: a one-element f32 tensor on `device`.
+void check_step_input(const char* who, const char* what, const Tensor& t, Device device) {
+  if (!t.defined()) return;
+  if (t.dtype() != DType::f32 || t.numel() != 1)
+    throw DTypeError(std::string(who) + ".step: " + what + " must be a one-element float32 tensor, got " +
+                     dtype_name(t.dtype()) + " of shape " + to_string(t.shape()));
+  if (!(t.device() == device))
+    throw DeviceError(std::string(who) + ".step: " + what + " is on " + t.device().str() + ", the parameters on " +
+                      device.str());
+}
+
+}  // namespace
+
+void Optimizer::step(const StepInputs& inputs) {
   NoGradGuard no_grad;
   int64_t index = 0;
   for (const auto& group : groups_) {
+    Batch batch;
+    batch.has_found_inf = inputs.found_inf.defined();
+    batch.has_grad_scale = inputs.grad_scale.defined();
+    if (batch.has_found_inf) batch.inputs.push_back(inputs.found_inf);
+    if (batch.has_grad_scale) batch.inputs.push_back(inputs.grad_scale);
     for (const auto& param : group.params) {
       const int64_t i = index++;
-      const Tensor grad = param.grad();
+      Tensor grad = param.grad();
       if (!grad.defined()) continue;
-      Tensor p = param;  // a handle: updates write into the parameter's storage
-      update(group, p, grad, state_[i]);
+      const std::string which = std::string(name()) + ".step: parameter " + std::to_string(i);
+      if (!(grad.shape() == param.shape()))
+        throw ShapeError(which + " has shape " + to_string(param.shape()) + ", its gradient " + to_string(grad.shape()));
+      if (grad.dtype() != param.dtype())
+        throw DTypeError(which + " is " + dtype_name(param.dtype()) + ", its gradient " + dtype_name(grad.dtype()));
+      if (!(grad.device() == param.device()))
+        throw DeviceError(which + " is on " + param.device().str() + ", its gradient on " + grad.device().str());
+      if (!param.is_contiguous())
+        throw ValueError(which + " of shape " + to_string(param.shape()) +
+                         " is not contiguous; the step kernels update contiguous parameters");
+      check_step_input(name(), "found_inf", inputs.found_inf, param.device());
+      check_step_input(name(), "grad_scale", inputs.grad_scale, param.device());
+      batch.params.push_back(param);  // a handle: updates write into the parameter's storage
+      batch.inputs.push_back(grad.contiguous());
+      batch.states.push_back(&state_[i]);
     }
+    if (!batch.params.empty()) step_group(group, batch);
   }
   ++steps_taken_;
+}
+
+std::vector<Tensor> Optimizer::step_operands(const Batch& batch, const std::vector<std::string>& keys) {
+  std::vector<Tensor> operands = batch.params;
+  for (const std::string& key : keys) {
+    for (size_t i = 0; i < batch.params.size(); ++i) {
+      ParamState& st = *batch.states[i];
+      auto it = st.find(key);
+      if (it == st.end()) it = st.emplace(key, zeros_like(batch.params[i])).first;
+      operands.push_back(it->second);
+    }
+  }
+  for (size_t i = 0; i < batch.params.size(); ++i) {
+    ParamState& st = *batch.states[i];
+    auto it = st.find("step");
+    if (it == st.end())
+      it = st.emplace("step", zeros({}, TensorOptions(DType::f64).with_device(batch.params[i].device()))).first;
+    operands.push_back(it->second);
+  }
+  return operands;
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
@@ -85,7 +139,10 @@ int64_t Optimizer::num_params() const {
 StateDict Optimizer::state_dict() const {
   StateDict d;
   for (const auto& [i, st] : state_)
-    for (const auto& [k, t] : st) d["state." + std::to_string(i) + "." + k] = t.clone();
+    for (const auto& [k, t] : st) {
+      const Tensor host = t.to(kCPU);
+      d["state." + std::to_string(i) + "." + k] = host.is_same(t) ? t.clone() : host;
+    }
   int64_t index = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const std::string pre = "param_groups." + std::to_string(g) + ".";
@@ -159,7 +216,7 @@ void Optimizer::load_state_dict(const StateDict& dict) {
     for (auto& [k, t] : st) {
       if (k == "step") {
         if (t.numel() != 1) throw ValueError(who + "state." + std::to_string(i) + ".step is not a scalar");
-        t = scalar_f64(t.item<double>());
+        t = scalar_f64(t.item<double>()).to(p.device());  // the kernels advance it there
         continue;
       }
       if (!(t.shape() == p.shape()))

@@ -25,8 +25,17 @@ struct ParamGroup {
   void set_lr(double lr) { options["lr"] = lr; }
 };
 
-// The state of one parameter: "step", "exp_avg", "momentum_buffer", ...
+// The state of one parameter: "step", "exp_avg", "momentum_buffer", ... on the parameter's device;
+// "step" is a 0-dim f64 tensor, advanced by the step kernels themselves.
 using ParamState = std::map<std::string, Tensor>;
+
+// Device-resident inputs of a step, read by the kernels and never on the host (PyTorch's fused
+// optimizers take the same two): found_inf nonzero skips the whole step; grad_scale divides
+// every gradient before use.
+struct StepInputs {
+  Tensor found_inf{};   // 0-dim float32 on the parameters' device, or undefined (never skip)
+  Tensor grad_scale{};  // 0-dim float32 on the parameters' device, or undefined (no scaling)
+};
 
 class Optimizer {
  public:
@@ -37,8 +46,12 @@ class Optimizer {
   // Adds a group; options it does not set are taken from the optimizer's defaults.
   void add_param_group(std::vector<Tensor> params, const GroupOptions& overrides = {});
   // Updates every parameter that has a gradient (an undefined grad skips it), in place, under
-  // NoGradGuard. Only call it when the step is really taken: schedulers step after it.
-  void step();
+  // NoGradGuard, with one multi-tensor step primitive per group and no host synchronisation. A step
+  // that found_inf skips leaves parameters and state bit-identical (step counts included). Gradients
+  // must have their parameter's shape, dtype and device, and parameters must be contiguous
+  // (ShapeError, DTypeError, DeviceError, ValueError naming the parameter); found_inf and grad_scale
+  // must be one-element f32 tensors on the parameters' device (DTypeError, DeviceError).
+  void step(const StepInputs& inputs = {});
   // Sets each gradient to none (default), or zeroes it in place.
   void zero_grad(bool set_to_none = true);
 
@@ -48,14 +61,14 @@ class Optimizer {
   // State of parameter `index`, counted across groups in order (PyTorch's state_dict numbering).
   const ParamState& state(int64_t index) const;
   int64_t num_params() const;
-  int64_t steps_taken() const { return steps_taken_; }  // calls of step(), for schedulers' checks
+  int64_t steps_taken() const { return steps_taken_; }  // calls of step() (skipped ones too)
 
   // Flat names, PyTorch's layout with dotted keys:
   //   "state.<i>.<name>"          per-parameter state, i counted across groups ("state.3.exp_avg",
   //                               "state.3.step" as a 0-dim f64 tensor)
   //   "param_groups.<g>.<option>" each hyperparameter as a 0-dim f64 tensor ("param_groups.0.lr")
   //   "param_groups.<g>.params"   the group's parameter indices, a 1-D i64 tensor
-  // The tensors are copies: later steps do not change a saved dict.
+  // The tensors are CPU copies: later steps do not change a saved dict.
   StateDict state_dict() const;
   // Restores state and hyperparameters saved from an optimizer of the same kind over parameters of
   // the same shapes. ValueError (naming the entry) on a different number of groups or parameters,
@@ -64,9 +77,22 @@ class Optimizer {
 
  protected:
   Optimizer(GroupOptions defaults) : defaults_(std::move(defaults)) {}
-  // One parameter's update: p and grad of the same shape, st its state (empty before the first step).
-  virtual void update(const ParamGroup& group, Tensor& p, const Tensor& grad, ParamState& st) = 0;
+  // The parameters of one group that have a gradient, with their state (empty before their first
+  // step) and the step primitives' inputs {[found_inf], [grad_scale], grads...}.
+  struct Batch {
+    std::vector<Tensor> params;
+    std::vector<ParamState*> states;
+    std::vector<Tensor> inputs;
+    bool has_found_inf = false, has_grad_scale = false;
+  };
+  // Updates one group's batch in place (one step primitive over all of it).
+  virtual void step_group(const ParamGroup& group, const Batch& batch) = 0;
   virtual const char* name() const = 0;
+
+  // The tensors a step primitive updates, in the order of optim/primitives/steps.h's StepLayout: the
+  // parameters, then state `keys` of every parameter in turn (zeros like it on first use), then the
+  // "step" counts (0 on first use, on the parameter's device).
+  static std::vector<Tensor> step_operands(const Batch& batch, const std::vector<std::string>& keys);
 
  private:
   GroupOptions defaults_;

@@ -1,7 +1,7 @@
 #include "optim/sgd.h"
 
+#include "optim/primitives/steps.h"
 #include "tensor/error.h"
-#include "tensor/ops.h"
 
 namespace ember::optim {
 
@@ -36,26 +36,23 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options) : Optimizer(options.to_
   add_param_group(std::move(params));
 }
 
-// PyTorch torch/optim/sgd.py (_single_tensor_sgd):
-//   g += wd * p;  buf = g (first step) or momentum * buf + (1 - dampening) * g;
-//   g = nesterov ? g + momentum * buf : buf;  p -= lr * g
-void SGD::update(const ParamGroup& group, Tensor& p, const Tensor& grad, ParamState& st) {
+// The formulas (PyTorch's _single_tensor_sgd) are in optim/step_math.h. With momentum each buffer
+// has a step count: the first step (count 0) copies the gradient into the buffer, and a step the
+// kernel skips leaves the count at 0. A buffer loaded without a count (a dict saved before counts
+// existed) is past its first step.
+void SGD::step_group(const ParamGroup& group, const Batch& batch) {
   const SGDOptions o = SGDOptions::from(group.options);
-  Tensor g = o.weight_decay != 0 ? add(grad, mul(p, o.weight_decay)) : grad;
+  std::vector<Tensor> updated = batch.params;
   if (o.momentum != 0) {
-    auto it = st.find("momentum_buffer");
-    Tensor buf;
-    if (it == st.end()) {
-      buf = clone(g);
-      st["momentum_buffer"] = buf;
-    } else {
-      buf = it->second;
-      mul_(buf, o.momentum);
-      add_(buf, mul(g, 1.0 - o.dampening));
+    for (size_t i = 0; i < batch.params.size(); ++i) {
+      ParamState& st = *batch.states[i];
+      if (st.count("momentum_buffer") && !st.count("step")) st.emplace("step", scalar_f64(1).to(batch.params[i].device()));
     }
-    g = o.nesterov ? add(g, mul(buf, o.momentum)) : buf;
+    updated = step_operands(batch, {"momentum_buffer"});
   }
-  add_(p, mul(g, -o.lr));
+  SGDStep prim(StepLayout{static_cast<int64_t>(batch.params.size()), batch.has_found_inf, batch.has_grad_scale},
+               SGDStepParams{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov});
+  run_step(prim, batch.inputs, updated);
 }
 
 }  // namespace ember::optim

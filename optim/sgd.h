@@ -1,4 +1,5 @@
-// SGD with momentum, dampening, nesterov and L2 weight decay (PyTorch's torch.optim.SGD).
+// SGD with momentum, dampening, nesterov and L2 weight decay (PyTorch's torch.optim.SGD). With
+// momentum, each parameter's state is its "momentum_buffer" and a "step" count (0 until its first step).
 #pragma once
 
 #include "optim/optimizer.h"
@@ -22,7 +23,7 @@ class SGD final : public Optimizer {
   SGD(std::vector<Tensor> params, SGDOptions options = {});
 
  protected:
-  void update(const ParamGroup& group, Tensor& p, const Tensor& grad, ParamState& st) override;
+  void step_group(const ParamGroup& group, const Batch& batch) override;
   const char* name() const override { return "SGD"; }
 };
 

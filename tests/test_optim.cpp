@@ -1,10 +1,13 @@
 // Optimizers against trajectories computed by hand in f64 from the published formulas, state_dict
 // round trips, gradient clipping, and every LR scheduler against its closed form.
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <numbers>
+#include <string>
 
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
@@ -108,6 +111,65 @@ void run(Optimizer& opt, const Tensor& p, int steps, int first = 0) {
   }
 }
 
+
+// Every optimizer configuration of the trajectory tests, with its f64 reference.
+struct Config {
+  std::string name;
+  std::function<std::unique_ptr<Optimizer>(const Tensor&)> make;
+  std::function<Vec(int)> ref;
+};
+
+std::vector<Config> configs() {
+  std::vector<Config> c;
+  const std::vector<SGDOptions> sgd = {{0.1}, {0.05, 0.9}, {0.05, 0.9, 0.25, 0.01}, {0.05, 0.8, 0.0, 0.02, true}};
+  for (size_t i = 0; i < sgd.size(); ++i)
+    c.push_back({"SGD " + std::to_string(i), [o = sgd[i]](const Tensor& p) { return std::make_unique<SGD>(std::vector{p}, o); },
+                 [o = sgd[i]](int n) { return sgd_ref(o, n); }});
+  AdamOptions wd;
+  wd.lr = 0.01;
+  wd.weight_decay = 0.1;
+  AdamOptions ams = wd;
+  ams.amsgrad = true;
+  ams.beta2 = 0.9;
+  for (auto [name, o] : {std::pair{"Adam", AdamOptions{}}, std::pair{"Adam wd", wd}, std::pair{"AMSGrad", ams}})
+    c.push_back({name, [o](const Tensor& p) { return std::make_unique<Adam>(std::vector{p}, o); },
+                 [o](int n) { return adam_ref(o, false, n); }});
+  AdamOptions w = adamw_defaults();
+  AdamOptions w_ams = ams;
+  w_ams.weight_decay = 0.3;
+  for (auto [name, o] : {std::pair{"AdamW", w}, std::pair{"AdamW amsgrad", w_ams}})
+    c.push_back({name, [o](const Tensor& p) { return std::make_unique<AdamW>(std::vector{p}, o); },
+                 [o](int n) { return adam_ref(o, true, n); }});
+  for (auto [name, o] : {std::pair{"LAMB", LAMBOptions{}}, std::pair{"LAMB wd", LAMBOptions{0.02, 0.8, 0.99, 1e-6, 0.05}}})
+    c.push_back({name, [o](const Tensor& p) { return std::make_unique<LAMB>(std::vector{p}, o); },
+                 [o](int n) { return lamb_ref(o, n); }});
+  return c;
+}
+
+std::vector<unsigned char> bytes_of(const Tensor& t) {
+  const Tensor c = t.to(kCPU).contiguous();
+  std::vector<unsigned char> b(static_cast<size_t>(c.numel() * dtype_size(c.dtype())));
+  if (!b.empty()) std::memcpy(b.data(), c.raw_data(), b.size());
+  return b;
+}
+
+// The bytes of every parameter and state tensor of `opt`, by name.
+std::map<std::string, std::vector<unsigned char>> snapshot(const Optimizer& opt) {
+  std::map<std::string, std::vector<unsigned char>> s;
+  int64_t i = 0;
+  for (const auto& g : opt.param_groups())
+    for (const auto& p : g.params) {
+      s["param." + std::to_string(i)] = bytes_of(p);
+      for (const auto& [k, t] : opt.state(i)) s["state." + std::to_string(i) + "." + k] = bytes_of(t);
+      ++i;
+    }
+  return s;
+}
+
+Tensor f32_scalar(double v, Device device = kCPU) { return scalar_tensor(v, TensorOptions(DType::f32).with_device(device)); }
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+const double kInf = std::numeric_limits<double>::infinity();
 }  // namespace
 
 TEST_SUITE("cpu") {
@@ -315,10 +377,10 @@ TEST_CASE("optim: clip_grad_norm_ and clip_grad_value_") {
   set_grad(a, {3.0, 0.0});
   set_grad(b, {0.0, 4.0, 0.0});
   std::vector<Tensor> ps = {a, b, c};
-  double total = clip_grad_norm_(ps, 10.0);
+  double total = clip_grad_norm_(ps, 10.0).item<double>();
   CHECK(total == doctest::Approx(5.0).epsilon(1e-15));
   check_vec(a.grad(), {3.0, 0.0}, "below max_norm: untouched");
-  total = clip_grad_norm_(ps, 1.0);
+  total = clip_grad_norm_(ps, 1.0).item<double>();
   CHECK(total == doctest::Approx(5.0).epsilon(1e-15));
   const double coef = 1.0 / (5.0 + 1e-6);
   check_vec(a.grad(), {3.0 * coef, 0.0}, "scaled a");
@@ -326,26 +388,175 @@ TEST_CASE("optim: clip_grad_norm_ and clip_grad_value_") {
 
   set_grad(a, {3.0, -7.0});
   set_grad(b, {0.0, 4.0, 0.0});
-  total = clip_grad_norm_(ps, 2.0, std::numeric_limits<double>::infinity());
+  total = clip_grad_norm_(ps, 2.0, std::numeric_limits<double>::infinity()).item<double>();
   CHECK(total == 7.0);
   check_vec(a.grad(), {3.0 * 2 / (7 + 1e-6), -7.0 * 2 / (7 + 1e-6)}, "inf-norm scaling");
   set_grad(a, {1.0, -2.0});
   set_grad(b, {2.0, 0.0, 0.0});
-  total = clip_grad_norm_(ps, 100.0, 1.0);
+  total = clip_grad_norm_(ps, 100.0, 1.0).item<double>();
   CHECK(total == 5.0);
 
   set_grad(a, {std::nan(""), 1.0});
-  total = clip_grad_norm_(ps, 1.0);
+  total = clip_grad_norm_(ps, 1.0).item<double>();
   CHECK(std::isnan(total));
   CHECK(b.grad().to_vector<double>() == Vec{2.0, 0.0, 0.0});  // untouched
   set_grad(a, {std::numeric_limits<double>::infinity(), 1.0});
-  CHECK(std::isinf(clip_grad_norm_(ps, 1.0)));
+  CHECK(std::isinf(clip_grad_norm_(ps, 1.0).item<double>()));
   expect_error<ValueError>("non-finite", [&] { clip_grad_norm_(ps, 1.0, 2.0, true); }, {"inf", "error_if_nonfinite"});
-  CHECK(clip_grad_norm_({c}, 1.0) == 0.0);
+  CHECK(clip_grad_norm_({c}, 1.0).item<double>() == 0.0);
 
   set_grad(a, {3.0, -0.5});
   clip_grad_value_(ps, 1.0);
   check_vec(a.grad(), {1.0, -0.5}, "clip_grad_value_");
+}
+
+TEST_CASE("optim: found_inf skips the whole step, leaving parameters and state bit-identical") {
+  const Tensor skip = f32_scalar(1), go = f32_scalar(0);
+  for (const Config& c : configs()) {
+    INFO(c.name);
+    Tensor p = param();
+    auto opt = c.make(p);
+    // A skipped first step leaves the parameter as it was and no trace in the trajectory.
+    p.set_grad(from_vector(Vec{kNaN, 1.0, -2.0, 3.0}, {4}));
+    opt->step({skip});
+    CHECK(bytes_of(p) == bytes_of(param()));
+    for (int k = 0; k < 2; ++k) {
+      set_grad(p, grad_at(k));
+      opt->step({go});
+    }
+    const auto before = snapshot(*opt);
+    set_grad(p, {kInf, kNaN, 1e300, -1.0});
+    opt->step({skip});
+    CHECK(snapshot(*opt) == before);
+    for (int k = 2; k < 5; ++k) {
+      set_grad(p, grad_at(k));
+      opt->step({go});
+    }
+    check_vec(p, c.ref(5), "five steps taken around two skipped ones");
+    if (opt->state(0).count("step")) CHECK(opt->state(0).at("step").item<double>() == 5);
+    CHECK(opt->steps_taken() == 7);
+  }
+}
+
+TEST_CASE("optim: grad_scale divides the gradients before use") {
+  for (const Config& c : configs()) {
+    for (double scale : {1024.0, 3.0}) {
+      INFO(c.name, " scale ", scale);
+      Tensor p = param(), q = param();
+      auto plain = c.make(p), scaled = c.make(q);
+      for (int k = 0; k < 5; ++k) {
+        set_grad(p, grad_at(k));
+        plain->step();
+        Vec g = grad_at(k);
+        for (auto& x : g) x *= scale;
+        set_grad(q, g);
+        scaled->step({f32_scalar(0), f32_scalar(scale)});
+      }
+      if (scale == 1024.0) CHECK(equal(p, q));  // a power of two unscales exactly
+      else check_vec(q, values(p), "scaled by 3");
+    }
+  }
+  Tensor p = param();
+  SGD opt({p}, {0.1});
+  set_grad(p, grad_at(0));
+  expect_error<DTypeError>("f64 found_inf", [&] { opt.step({scalar_f64(0)}); }, {"found_inf", "float32", "float64"});
+  expect_error<DTypeError>("two-element grad_scale", [&] { opt.step({Tensor(), zeros({2})}); }, {"grad_scale", "(2,)"});
+  p.set_grad(zeros({4}, DType::f32));
+  expect_error<DTypeError>("f32 gradient of an f64 parameter", [&] { opt.step(); }, {"parameter 0", "float64", "float32"});
+}
+
+TEST_CASE("optim: f16 and bf16 parameters track the f32 trajectory") {
+  constexpr int kSteps = 6;
+  for (const Config& c : configs()) {
+    for (DType d : {DType::f16, DType::bf16}) {
+      INFO(c.name, " ", name(d));
+      Tensor p32 = param().to(DType::f32), p16 = param().to(d);
+      auto o32 = c.make(p32), o16 = c.make(p16);
+      for (auto* o : {o32.get(), o16.get()}) o->param_groups()[0].set_lr(0.05);  // moves the weights well past rounding
+      for (int k = 0; k < kSteps; ++k) {
+        p32.set_grad(from_vector(grad_at(k), {4}).to(DType::f32));
+        p16.set_grad(from_vector(grad_at(k), {4}).to(d));
+        o32->step();
+        o16->step();
+      }
+      CHECK(p16.dtype() == d);
+      for (const auto& [k, t] : o16->state(0))
+        if (k != "step") CHECK(t.dtype() == d);
+      // Each step rounds the weights (|p| < 2.5) to d: at most half an ulp, 2^-11 (f16) or 2^-8 (bf16)
+      // of 2.5 per step, and the rounded state adds as much again.
+      const double ulp = d == DType::f16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
+      check_values(p16, to_host(p32), Tol{kSteps * 2.5 * ulp, 0}, "half trajectory");
+    }
+  }
+}
+
+TEST_CASE("optim: total_grad_norm against an f64 reference") {
+  const std::vector<Shape> shapes = {{70000}, {3, 5}, {0}, {1}};  // 70000: two chunks of 65536
+  for (DType d : kFloats) {
+    std::vector<Tensor> ps;
+    Vec all;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      Tensor p = zeros(shapes[i], d);
+      p.set_grad(make_tensor(random_values(numel(shapes[i]), d, -2, 2, false, 7 + i), shapes[i], d));
+      for (double x : values(p.grad())) all.push_back(x);  // the values as stored in d
+      ps.push_back(p);
+    }
+    ps.push_back(zeros({2}, d));  // no gradient: ignored
+    for (double p : {1.0, 2.0, 3.0, kInf}) {
+      INFO(name(d), " p ", p);
+      double want = 0;
+      for (double x : all) want = std::isinf(p) ? std::max(want, std::fabs(x)) : want + std::pow(std::fabs(x), p);
+      if (!std::isinf(p)) want = std::pow(want, 1 / p);
+      const Tensor got = total_grad_norm(ps, p);
+      CHECK(got.dim() == 0);
+      CHECK(got.dtype() == (d == DType::f64 ? DType::f64 : DType::f32));
+      check_values(got, Host{{}, {want}}, d == DType::f64 ? Tol{0, 1e-12} : Tol{0, 1e-6}, "total norm");
+    }
+  }
+  Tensor a = zeros({2}), b = zeros({3}, DType::f32);
+  a.set_grad(from_vector(Vec{3.0, 0.0}, {2}));
+  b.set_grad(from_vector(std::vector<float>{0, 4, 0}, {3}));
+  CHECK(total_grad_norm({a, b}).dtype() == DType::f64);  // mixed: the wider
+  CHECK(total_grad_norm({a, b}).item<double>() == 5.0);
+  for (double bad : {kNaN, kInf}) {
+    a.set_grad(from_vector(Vec{bad, 1.0}, {2}));
+    for (double p : {1.0, 2.0, kInf}) {
+      const double got = total_grad_norm({a, b}, p).item<double>();
+      CHECK(std::isnan(bad) ? std::isnan(got) : std::isinf(got));
+    }
+  }
+  CHECK(total_grad_norm({zeros({2})}).item<double>() == 0.0);
+  expect_error<ValueError>("norm_type 0", [&] { total_grad_norm({a}, 0.0); }, {"norm_type", "0"});
+}
+
+TEST_CASE("optim: clip_grad_norm_ on f32 gradients, and non-finite totals leave them bit-identical") {
+  Tensor a = zeros({70000}, DType::f32), b = zeros({5}, DType::f32);
+  a.set_grad(make_tensor(random_values(70000, DType::f32, -1, 1, false, 3), {70000}, DType::f32));
+  b.set_grad(make_tensor(random_values(5, DType::f32, -1, 1, false, 4), {5}, DType::f32));
+  const Vec ga = values(a.grad()), gb = values(b.grad());
+  double sq = 0;
+  for (double x : ga) sq += x * x;
+  for (double x : gb) sq += x * x;
+  const double total = std::sqrt(sq), coef = 2.0 / (total + 1e-6);
+  CHECK(clip_grad_norm_({a, b}, 2.0).item<double>() == doctest::Approx(total).epsilon(1e-6));
+  Vec wa = ga, wb = gb;
+  for (auto& x : wa) x *= coef;
+  for (auto& x : wb) x *= coef;
+  check_values(a.grad(), Host{{70000}, wa}, tolerance(DType::f32), "a clipped");
+  check_values(b.grad(), Host{{5}, wb}, tolerance(DType::f32), "b clipped");
+
+  for (DType d : {DType::f32, DType::f64})
+    for (double bad : {kNaN, kInf}) {
+      INFO(name(d), " ", bad);
+      Tensor x = zeros({3}, d), y = zeros({2}, d);
+      x.set_grad(from_vector(Vec{bad, -3.0, 0.5}, {3}).to(d));
+      y.set_grad(from_vector(Vec{7.0, 1e-3}, {2}).to(d));
+      const auto bx = bytes_of(x.grad()), by = bytes_of(y.grad());
+      const double t = clip_grad_norm_({x, y}, 1.0).item<double>();
+      CHECK(!std::isfinite(t));
+      CHECK(bytes_of(x.grad()) == bx);
+      CHECK(bytes_of(y.grad()) == by);
+    }
 }
 
 // ---- schedulers: closed forms, f64
@@ -544,3 +755,80 @@ TEST_CASE("optim: rewinding a scheduler lands where the skipped steps were never
 }
 
 }  // TEST_SUITE
+
+// ---- the CUDA kernels against the CPU kernels
+
+namespace {
+
+const Device kCuda{DeviceType::cuda, 0};
+
+// Runs `steps` steps of a config over several parameters on `device` (one of them longer than a
+// chunk), skipping step 2 with found_inf and scaling the gradients by 256; returns the parameters
+// and the state on the host.
+std::map<std::string, Tensor> cuda_trajectory(const Config& c, DType d, Device device, int steps) {
+  const std::vector<Shape> shapes = {{4}, {70000}, {0}, {3, 7}};
+  std::vector<Tensor> ps;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    ps.push_back(make_tensor(random_values(numel(shapes[i]), d, -2, 2, false, 11 + i), shapes[i], d, device));
+  auto opt = c.make(ps[0]);
+  opt->add_param_group({ps[1], ps[2], ps[3]});
+  Tensor found_inf = f32_scalar(0, device);
+  const Tensor scale = f32_scalar(256, device);
+  for (int k = 0; k < steps; ++k) {
+    for (size_t i = 0; i < ps.size(); ++i) {
+      Vec g = random_values(ps[i].numel(), DType::f64, -256, 256, false, 100 * k + i);
+      if (k == 2 && i == 1) g[5] = kNaN;  // the skipped step's gradients
+      ps[i].set_grad(make_tensor(g, ps[i].shape(), d, device));
+    }
+    fill_(found_inf, k == 2 ? 1.0 : 0.0);
+    opt->step({found_inf, scale});
+  }
+  std::map<std::string, Tensor> result;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    result["param." + std::to_string(i)] = ps[i].to(kCPU);
+    for (const auto& [k, t] : opt->state(static_cast<int64_t>(i))) result["state." + std::to_string(i) + "." + k] = t.to(kCPU);
+  }
+  return result;
+}
+
+}  // namespace
+
+EMBER_CUDA_TEST_CASE("cuda optimizers: trajectories with a skipped and a scaled step match the CPU kernels") {
+  for (const Config& c : configs())
+    for (DType d : kFloats) {
+      INFO(c.name, " ", name(d));
+      const auto cpu = cuda_trajectory(c, d, kCPU, 5);
+      const auto gpu = cuda_trajectory(c, d, kCuda, 5);
+      REQUIRE(cpu.size() == gpu.size());
+      for (const auto& [k, t] : cpu) {
+        REQUIRE(gpu.count(k) == 1);
+        // The GPU contracts into FMAs and sums LAMB's norms in float (the CPU in double): an ulp apart.
+        check_values(gpu.at(k), to_host(t), tolerance(d), k);
+      }
+      if (gpu.count("state.0.step")) CHECK(gpu.at("state.0.step").item<double>() == 4);  // step 2 skipped
+    }
+}
+
+EMBER_CUDA_TEST_CASE("cuda total_grad_norm and clip_grad_norm_ match the CPU, over more tensors than one launch takes") {
+  for (DType d : kFloats)
+    for (double p : {1.0, 2.0, 3.0, kInf}) {
+      INFO(name(d), " p ", p);
+      std::vector<Tensor> cpu, gpu;
+      for (int i = 0; i < 90; ++i) {  // 90 tensors: three launches of at most 40
+        const Shape s{i == 7 ? 140000 : 1 + i * 13};
+        Tensor x = zeros(s, d);
+        x.set_grad(make_tensor(random_values(numel(s), d, -3, 3, false, 50 + i), s, d));
+        Tensor y = x.to(kCuda);
+        y.set_grad(x.grad().to(kCuda));
+        cpu.push_back(x);
+        gpu.push_back(y);
+      }
+      const Tensor want = total_grad_norm(cpu, p), got = total_grad_norm(gpu, p);
+      CHECK(got.device() == kCuda);
+      check_values(got.to(kCPU), to_host(want), d == DType::f64 ? Tol{0, 1e-12} : Tol{0, 1e-5}, "norm");
+      clip_grad_norm_(cpu, 1.0, p);
+      clip_grad_norm_(gpu, 1.0, p);
+      for (size_t i = 0; i < cpu.size(); i += 7)
+        check_values(gpu[i].grad().to(kCPU), to_host(cpu[i].grad()), tolerance(d), "clipped " + std::to_string(i));
+    }
+}

@@ -96,8 +96,9 @@ void Runner::train_iteration(const data::Batch& batch, Window& window, Window& e
   const Tensor loss = cross_entropy(model_->forward(images), labels);
   optimizer_->zero_grad();
   loss.backward();
-  const double norm = opts_.clip_grad_norm > 0 ? optim::clip_grad_norm_(params_, opts_.clip_grad_norm)
-                                               : optim::grad_norm(params_);
+  const double norm = (opts_.clip_grad_norm > 0 ? optim::clip_grad_norm_(params_, opts_.clip_grad_norm)
+                                                : optim::total_grad_norm(params_))
+                          .item<double>();
   // A non-finite norm would poison the weights: the step and the schedule both wait for a good one.
   if (std::isfinite(norm)) {
     optimizer_->step();

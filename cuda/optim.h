@@ -1,0 +1,60 @@
+// Launchers of the multi-tensor kernels of the optimizer steps and of the total gradient norm
+// (cuda/optim.cu), called by cuda/optim.cpp. One launch covers up to TensorList::kMaxTensors tensors
+// of one dtype, a block per kStepChunk elements. Each runs on `stream` of the current device.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "optim/step_math.h"
+#include "tensor/dtype.h"
+
+namespace ember::cuda {
+
+// The tensors of one launch, passed by value as a kernel argument (under the 4 KiB every CUDA
+// version accepts), so that a launch needs no host-to-device copy of its table. Block b works on
+// chunk b - first_chunk[t] of tensor t, where first_chunk[t] <= b < first_chunk[t + 1].
+struct TensorList {
+  static constexpr int kMaxTensors = 40;
+  static constexpr int kMaxOperands = 5;  // Adam with amsgrad: p, grad, exp_avg, exp_avg_sq, max_exp_avg_sq
+  void* data[kMaxTensors][kMaxOperands];
+  double* step[kMaxTensors];  // the step counts (0-dim f64), null where the optimizer keeps none
+  int64_t numel[kMaxTensors];
+  int32_t first_chunk[kMaxTensors + 1];
+  int count;
+  int32_t chunks() const { return first_chunk[count]; }
+};
+static_assert(sizeof(TensorList) + 256 < 4096, "TensorList must fit in a kernel's parameters");
+
+// The device scalars of a step, either may be null: found_inf nonzero skips the step, and every
+// gradient is divided by grad_scale.
+struct StepScalars {
+  const float* found_inf;
+  const float* grad_scale;
+};
+
+// Operands per tensor {p, grad, momentum_buffer (null without momentum)}; the step count is 0 on
+// the first step.
+void launch_sgd_step(DType dtype, const TensorList& l, const optim::SGDStepParams& h, StepScalars s,
+                     cudaStream_t stream);
+// Operands {p, grad, exp_avg, exp_avg_sq, max_exp_avg_sq (null without amsgrad)}.
+void launch_adam_step(DType dtype, const TensorList& l, const optim::AdamStepParams& h, StepScalars s,
+                      cudaStream_t stream);
+// Operands {p, grad, exp_avg, exp_avg_sq}; `scratch` holds 2 * l.chunks() + l.count doubles
+// (per-chunk sums of squares, then each tensor's trust ratio). Three launches: moments and sums,
+// trust ratios, update.
+void launch_lamb_step(DType dtype, const TensorList& l, const optim::LAMBStepParams& h, StepScalars s,
+                      double* scratch, cudaStream_t stream);
+// Adds 1 to each tensor's step count unless found_inf (may be null) is nonzero. Launched after the
+// step's kernels, which read the count before it moves.
+void launch_advance_steps(const TensorList& l, const float* found_inf, cudaStream_t stream);
+
+// partials[c] = the norm partial (optim::norm_term folded by norm_combine) of chunk c of the
+// list's operand 0.
+void launch_norm_partials(DType dtype, const TensorList& l, double norm_type, double* partials, cudaStream_t stream);
+// *out (f32 or f64) = the norm from n partials combined in order.
+void launch_norm_finish(DType out_dtype, const double* partials, int64_t n, double norm_type, void* out,
+                        cudaStream_t stream);
+
+}  // namespace ember::cuda
