@@ -30,12 +30,18 @@ namespace {
 const Device kCuda{DeviceType::cuda};
 const std::vector<DType> kHalves = {DType::bf16, DType::f16};
 
-// Deterministic tensors on one device, each call with a fresh seed.
+// Deterministic tensors on one device, each call with a fresh seed; with `grad`, leaves that
+// require grad, kept in `made`.
 struct Maker {
+  explicit Maker(Device device, uint64_t seed = 1) : device(device), seed(seed) {}
   Device device;
-  uint64_t seed = 1;
+  uint64_t seed;
+  bool grad = false;
+  std::vector<Tensor> made;
   Tensor operator()(const Shape& s, DType d, double lo = -1, double hi = 1) {
-    return make_tensor(random_values(numel(s), DType::f64, lo, hi, false, seed++), s, d, device);
+    Tensor t = make_tensor(random_values(numel(s), DType::f64, lo, hi, false, seed++), s, d, device);
+    if (grad) made.push_back(t.requires_grad_(true));
+    return t;
   }
   Tensor index(const std::vector<int64_t>& v, const Shape& s) const { return from_vector(v, s).to(device); }
   Tensor mask(const Shape& s) { return gt((*this)(s, DType::f32), 0); }
@@ -262,6 +268,38 @@ TEST_CASE("autocast table: names are unique, every entry has a test call and eve
 
 TEST_CASE("autocast table: every op runs in the dtype its policy says, and unchanged outside a region") {
   check_table(kCPU);
+}
+
+TEST_CASE("every table op runs forward and backward in f16 and bf16 on the CPU, gradients in the input dtype") {
+  for (const auto& [op, call] : op_calls())
+    for (DType dt : kHalves) {
+      INFO(op, " ", name(dt));
+      Maker m{kCPU};
+      m.grad = true;
+      const Tensor y = call(m, dt, dt);
+      if (!y.requires_grad()) continue;  // comparisons, argmax: no gradient
+      CHECK(name(y.dtype()) == name(dt));
+      sum(y).backward();
+      int with_grad = 0;
+      for (const Tensor& t : m.made) {
+        if (!t.grad().defined()) continue;
+        ++with_grad;
+        CHECK(name(t.grad().dtype()) == name(dt));
+        CHECK(all_finite(t.grad()));
+      }
+      CHECK(with_grad > 0);
+    }
+}
+
+TEST_CASE("casts carry gradients back in the source dtype") {
+  for (DType src : kFloats)
+    for (DType dst : kFloats) {
+      INFO(name(src), " -> ", name(dst));
+      Tensor x = from_vector<double>({0.5, -1.25, 2.0}, {3}).to(src).requires_grad_(true);
+      sum(x.to(dst) * 3.0).backward();
+      CHECK(name(x.grad().dtype()) == name(src));
+      CHECK(x.grad().to_vector<double>() == std::vector<double>{3.0, 3.0, 3.0});
+    }
 }
 
 TEST_CASE("autocast: a CUDA region leaves CPU ops alone") { check_other_device_untouched(kCPU, DeviceType::cuda); }
