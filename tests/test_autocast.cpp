@@ -250,6 +250,20 @@ void check_gradients_to_f32_weights(Device device) {
   }
 }
 
+// A training step of BatchNorm2d(3) (f32 parameters and statistics) on x, under Autocast(dt) when
+// dt is given, backpropagating sum(y * g); the results are named by kBatchNormResults.
+std::vector<Tensor> batch_norm_step(Device device, std::optional<DType> dt, const Tensor& x, const Tensor& g) {
+  nn::BatchNorm2d bn(3);
+  bn.to(device);
+  Tensor xi = x.to(device).detach().requires_grad_(true);
+  std::optional<Autocast> region;
+  if (dt) region.emplace(device.type, *dt);
+  const Tensor y = bn.forward(xi);
+  sum(y.to(DType::f32) * g.to(device)).backward();
+  return {y, bn.running_mean, bn.running_var, bn.weight.grad(), xi.grad()};
+}
+const char* const kBatchNormResults[] = {"output", "running_mean", "running_var", "weight gradient", "input gradient"};
+
 }  // namespace
 
 TEST_SUITE("cpu") {
@@ -485,25 +499,15 @@ TEST_CASE("autocast: batch norm takes a half input with f32 weight, bias and run
   Maker m{kCPU};
   for (DType dt : kHalves) {
     INFO(name(dt));
-    const Tensor x = m({4, 3, 2, 2}, DType::f32).to(dt);
-    nn::BatchNorm2d bn(3), ref(3);
-    Tensor y;
-    {
-      Autocast region(DeviceType::cpu, dt);
-      y = bn.forward(x.clone().requires_grad_(true));
-      CHECK(name(y.dtype()) == name(dt));
-      sum(y.to(DType::f32) * m({4, 3, 2, 2}, DType::f32)).backward();
+    const Tensor x = m({4, 3, 2, 2}, DType::f32).to(dt), g = m({4, 3, 2, 2}, DType::f32);
+    const std::vector<Tensor> got = batch_norm_step(kCPU, dt, x, g);
+    const std::vector<Tensor> want = batch_norm_step(kCPU, std::nullopt, x.to(DType::f32), g);
+    const DType dtypes[] = {dt, DType::f32, DType::f32, DType::f32, dt};
+    for (size_t i = 0; i < got.size(); ++i) {
+      CHECK(name(got[i].dtype()) == name(dtypes[i]));
+      // The statistics are computed in f32 from the half values, as the f32 reference does.
+      check_close(got[i], want[i], i == 1 || i == 2 ? DType::f32 : dt, kBatchNormResults[i]);
     }
-    CHECK(name(bn.running_mean.dtype()) == name(DType::f32));
-    CHECK(name(bn.weight.grad().dtype()) == name(DType::f32));
-    const Tensor yr = ref.forward(x.to(DType::f32));
-    Maker again{kCPU, m.seed - 1};  // the same cotangent values
-    sum(yr * again({4, 3, 2, 2}, DType::f32)).backward();
-    check_close(y, yr, dt, "output");
-    // Statistics are computed in f32 from the half values, as the f32 reference does.
-    check_close(bn.running_mean, ref.running_mean, DType::f32, "running_mean");
-    check_close(bn.running_var, ref.running_var, DType::f32, "running_var");
-    check_close(bn.weight.grad(), ref.weight.grad(), dt, "weight gradient");
   }
 }
 
@@ -578,23 +582,11 @@ EMBER_CUDA_TEST_CASE("cuda autocast: batch norm with a half input and f32 parame
   Maker m{kCPU};
   for (DType dt : kHalves) {
     INFO(name(dt));
-    const Tensor x = m({4, 3, 5, 5}, DType::f32).to(dt);
-    const Tensor g = m({4, 3, 5, 5}, DType::f32);
-    auto run = [&](Device device) {
-      nn::BatchNorm2d bn(3);
-      bn.to(device);
-      Tensor xi = x.to(device).detach().requires_grad_(true);
-      Autocast region(device.type, dt);
-      const Tensor y = bn.forward(xi);
-      CHECK(name(y.dtype()) == name(dt));
-      sum(y.to(DType::f32) * g.to(device)).backward();
-      return std::vector<Tensor>{y, bn.running_mean, bn.running_var, bn.weight.grad(), xi.grad()};
-    };
-    const std::vector<Tensor> got = run(kCuda), want = run(kCPU);
-    const char* what[] = {"output", "running_mean", "running_var", "weight gradient", "input gradient"};
+    const Tensor x = m({4, 3, 5, 5}, DType::f32).to(dt), g = m({4, 3, 5, 5}, DType::f32);
+    const std::vector<Tensor> got = batch_norm_step(kCuda, dt, x, g), want = batch_norm_step(kCPU, dt, x, g);
     for (size_t i = 0; i < got.size(); ++i) {
       CHECK(name(got[i].dtype()) == name(want[i].dtype()));
-      check_close(got[i], want[i], i == 1 || i == 2 ? DType::f32 : dt, what[i]);
+      check_close(got[i], want[i], i == 1 || i == 2 ? DType::f32 : dt, kBatchNormResults[i]);
     }
   }
 }
