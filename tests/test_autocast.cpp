@@ -251,7 +251,7 @@ void check_gradients_to_f32_weights(Device device) {
 }
 
 // A training step of BatchNorm2d(3) (f32 parameters and statistics) on x, under Autocast(dt) when
-// dt is given, backpropagating sum(y * g); the results are named by kBatchNormResults.
+// dt is given, backpropagating sum(y * g): output, running statistics, weight and input gradients.
 std::vector<Tensor> batch_norm_step(Device device, std::optional<DType> dt, const Tensor& x, const Tensor& g) {
   nn::BatchNorm2d bn(3);
   bn.to(device);
@@ -262,7 +262,26 @@ std::vector<Tensor> batch_norm_step(Device device, std::optional<DType> dt, cons
   sum(y.to(DType::f32) * g.to(device)).backward();
   return {y, bn.running_mean, bn.running_var, bn.weight.grad(), xi.grad()};
 }
-const char* const kBatchNormResults[] = {"output", "running_mean", "running_var", "weight gradient", "input gradient"};
+
+// batch_norm_step on `device` under autocast against the CPU's, in f32 on the same half values
+// (against_f32) or under autocast too.
+void check_batch_norm(Device device, const Shape& shape, bool against_f32) {
+  const char* what[] = {"output", "running_mean", "running_var", "weight gradient", "input gradient"};
+  Maker m{kCPU};
+  for (DType dt : kHalves) {
+    INFO(name(dt));
+    const Tensor x = m(shape, DType::f32).to(dt), g = m(shape, DType::f32);
+    const std::vector<Tensor> got = batch_norm_step(device, dt, x, g);
+    const std::vector<Tensor> want = against_f32 ? batch_norm_step(kCPU, std::nullopt, x.to(DType::f32), g)
+                                                 : batch_norm_step(kCPU, dt, x, g);
+    const DType dtypes[] = {dt, DType::f32, DType::f32, DType::f32, dt};
+    for (size_t i = 0; i < got.size(); ++i) {
+      CHECK(name(got[i].dtype()) == name(dtypes[i]));
+      // The statistics are computed in f32 from the half values, as the f32 reference does.
+      check_close(got[i], want[i], i == 1 || i == 2 ? DType::f32 : dt, what[i]);
+    }
+  }
+}
 
 }  // namespace
 
@@ -496,19 +515,7 @@ TEST_CASE("autocast: gradients reach f32 weights through matmul, conv2d and line
 }
 
 TEST_CASE("autocast: batch norm takes a half input with f32 weight, bias and running statistics") {
-  Maker m{kCPU};
-  for (DType dt : kHalves) {
-    INFO(name(dt));
-    const Tensor x = m({4, 3, 2, 2}, DType::f32).to(dt), g = m({4, 3, 2, 2}, DType::f32);
-    const std::vector<Tensor> got = batch_norm_step(kCPU, dt, x, g);
-    const std::vector<Tensor> want = batch_norm_step(kCPU, std::nullopt, x.to(DType::f32), g);
-    const DType dtypes[] = {dt, DType::f32, DType::f32, DType::f32, dt};
-    for (size_t i = 0; i < got.size(); ++i) {
-      CHECK(name(got[i].dtype()) == name(dtypes[i]));
-      // The statistics are computed in f32 from the half values, as the f32 reference does.
-      check_close(got[i], want[i], i == 1 || i == 2 ? DType::f32 : dt, kBatchNormResults[i]);
-    }
-  }
+  check_batch_norm(kCPU, {4, 3, 2, 2}, /*against_f32=*/true);
 }
 
 TEST_CASE("autocast: MultiheadAttention projects and multiplies in the half type, softmax in f32") {
@@ -579,14 +586,5 @@ EMBER_CUDA_TEST_CASE("cuda autocast: matmul, conv2d and linear match f32 and sen
 }
 
 EMBER_CUDA_TEST_CASE("cuda autocast: batch norm with a half input and f32 parameters matches the CPU") {
-  Maker m{kCPU};
-  for (DType dt : kHalves) {
-    INFO(name(dt));
-    const Tensor x = m({4, 3, 5, 5}, DType::f32).to(dt), g = m({4, 3, 5, 5}, DType::f32);
-    const std::vector<Tensor> got = batch_norm_step(kCuda, dt, x, g), want = batch_norm_step(kCPU, dt, x, g);
-    for (size_t i = 0; i < got.size(); ++i) {
-      CHECK(name(got[i].dtype()) == name(want[i].dtype()));
-      check_close(got[i], want[i], i == 1 || i == 2 ? DType::f32 : dt, kBatchNormResults[i]);
-    }
-  }
+  check_batch_norm(kCuda, {4, 3, 5, 5}, /*against_f32=*/false);
 }
