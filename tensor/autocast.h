@@ -114,7 +114,7 @@ class OpArgs {
 };
 
 // The same for ops taking a list of tensors (cat, stack); tensors() holds the casts, or the
-// caller's list itself when nothing was cast (no copy when autocast is off).
+// caller's list itself (which must outlive this) when autocast is off: no copy then.
 class OpArgList {
  public:
   OpArgList(std::string_view op, const std::vector<Tensor>& tensors);
