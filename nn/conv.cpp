@@ -4,6 +4,7 @@
 #include "nn/conv.h"
 
 #include "nn/primitives/conv.h"
+#include "tensor/autocast.h"
 
 namespace ember {
 
@@ -148,8 +149,9 @@ std::vector<Tensor> Conv2dBackwardWeight::vjp(const std::vector<Tensor>& c, cons
 
 // ---- front end
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding, Pair dilation,
-              int64_t groups) {
+Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, Pair stride, Pair padding,
+              Pair dilation, int64_t groups) {
+  const auto [input, weight, bias] = amp::autocast_args("conv2d", input_in, weight_in, bias_in);
   const Conv2dParams p{stride, padding, dilation, groups};
   const Shape out = conv_output_shape("conv2d", input.shape(), weight.shape(), p);
   if (!input.is_floating_point())

@@ -4,9 +4,12 @@
 #include <cmath>
 #include <string>
 
+#include "tensor/autocast.h"
+
 namespace ember {
 
-Tensor dropout(const Tensor& input, double p, bool training, Generator* gen) {
+Tensor dropout(const Tensor& input_in, double p, bool training, Generator* gen) {
+  const auto [input] = amp::autocast_args("dropout", input_in);
   if (!(p >= 0 && p <= 1)) throw ValueError("dropout: probability has to be between 0 and 1, but got " + std::to_string(p));
   if (!is_floating(input.dtype()))
     throw DTypeError(std::string("dropout: expected a floating input, got ") + dtype_name(input.dtype()));

@@ -3,9 +3,12 @@
 
 #include <string>
 
+#include "tensor/autocast.h"
+
 namespace ember {
 
-Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
+Tensor embedding(const Tensor& weight_in, const Tensor& indices_in, std::optional<int64_t> padding_idx) {
+  const auto [weight, indices] = amp::autocast_args("embedding", weight_in, indices_in);
   if (weight.dim() != 2)
     throw ShapeError("embedding: expected weight of shape (V, D), got " + to_string(weight.shape()));
   if (indices.dtype() != DType::i64 && indices.dtype() != DType::i32)

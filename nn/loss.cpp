@@ -5,6 +5,7 @@
 
 #include "autograd/grad_mode.h"
 #include "nn/primitives/loss.h"
+#include "tensor/autocast.h"
 
 namespace ember {
 
@@ -50,8 +51,9 @@ std::vector<OutputSpec> CrossEntropy::infer(const std::vector<Tensor>& in) const
   return {{Shape{}, in[0].dtype()}};
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::string& reduction, int64_t ignore_index,
-                     double label_smoothing) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, const std::string& reduction,
+                     int64_t ignore_index, double label_smoothing) {
+  const auto [logits, target] = amp::autocast_args("cross_entropy", logits_in, target_in);
   const char* op = "cross_entropy";
   const Reduction r = parse_reduction(op, reduction);
   if (!(label_smoothing >= 0 && label_smoothing <= 1))
@@ -87,7 +89,9 @@ std::vector<Tensor> CrossEntropy::vjp(const std::vector<Tensor>& g, const std::v
   return {d * s, Tensor()};
 }
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const std::string& reduction, int64_t ignore_index) {
+Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target_in, const std::string& reduction,
+                int64_t ignore_index) {
+  const auto [log_probs, target] = amp::autocast_args("nll_loss", log_probs_in, target_in);
   const char* op = "nll_loss";
   const Reduction r = parse_reduction(op, reduction);
   Tensor x = log_probs, t = target;
@@ -107,7 +111,8 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const std::string
   return unbatched ? loss.squeeze(0) : loss;
 }
 
-Tensor mse_loss(const Tensor& a, const Tensor& b, const std::string& reduction) {
+Tensor mse_loss(const Tensor& a_in, const Tensor& b_in, const std::string& reduction) {
+  const auto [a, b] = amp::autocast_args("mse_loss", a_in, b_in);
   const Reduction r = parse_reduction("mse_loss", reduction);
   const DType dt = result_type(a, b);
   // 16-bit inputs: the difference is squared in f32, as PyTorch's kernel does, then the result

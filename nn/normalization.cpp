@@ -4,6 +4,7 @@
 
 #include "autograd/grad_mode.h"
 #include "nn/primitives/normalization.h"
+#include "tensor/autocast.h"
 
 namespace ember {
 
@@ -46,8 +47,10 @@ std::vector<OutputSpec> BatchNorm::infer(const std::vector<Tensor>& in) const {
   return {{x.shape(), x.dtype()}, {c, stat_dtype(x.dtype())}, {c, stat_dtype(x.dtype())}};
 }
 
-Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps) {
+Tensor batch_norm(const Tensor& input_in, const Tensor& running_mean_in, const Tensor& running_var_in,
+                  const Tensor& weight_in, const Tensor& bias_in, bool training, double momentum, double eps) {
+  const auto [input, running_mean, running_var, weight, bias] =
+      amp::autocast_args("batch_norm", input_in, running_mean_in, running_var_in, weight_in, bias_in);
   const char* op = "batch_norm";
   if (input.dim() < 2)
     throw ShapeError(std::string(op) + ": expected input of rank >= 2 (N, C, ...), got shape " +
@@ -156,8 +159,9 @@ std::vector<OutputSpec> BatchNormBackward::infer(const std::vector<Tensor>& in) 
   return {{in[0].shape(), in[0].dtype()}, {c, stat_dtype(in[0].dtype())}, {c, stat_dtype(in[0].dtype())}};
 }
 
-Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
-                  double eps) {
+Tensor layer_norm(const Tensor& input_in, const Shape& normalized_shape, const Tensor& weight_in,
+                  const Tensor& bias_in, double eps) {
+  const auto [input, weight, bias] = amp::autocast_args("layer_norm", input_in, weight_in, bias_in);
   const char* op = "layer_norm";
   if (!is_floating(input.dtype()))
     throw DTypeError(std::string(op) + ": expected a floating input, got " + dtype_name(input.dtype()));

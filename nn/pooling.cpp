@@ -2,6 +2,7 @@
 #include "nn/pooling.h"
 
 #include "nn/primitives/pooling.h"
+#include "tensor/autocast.h"
 
 namespace ember {
 
@@ -110,8 +111,9 @@ std::vector<Tensor> AvgPool2dBackward::vjp(const std::vector<Tensor>& g, const s
 
 // ---- front ends
 
-ValuesIndices max_pool2d_with_indices(const Tensor& input, Pair kernel, std::optional<Pair> stride, Pair padding,
+ValuesIndices max_pool2d_with_indices(const Tensor& input_in, Pair kernel, std::optional<Pair> stride, Pair padding,
                                       Pair dilation, bool ceil_mode) {
+  const auto [input] = amp::autocast_args("max_pool2d", input_in);
   check_input("max_pool2d", input);
   const std::vector<Tensor> out = run(MaxPool2d{regular(kernel, stride, padding, dilation, ceil_mode)}, {input});
   return {out[0], out[1]};
@@ -122,15 +124,17 @@ Tensor max_pool2d(const Tensor& input, Pair kernel, std::optional<Pair> stride, 
   return max_pool2d_with_indices(input, kernel, stride, padding, dilation, ceil_mode).values;
 }
 
-Tensor avg_pool2d(const Tensor& input, Pair kernel, std::optional<Pair> stride, Pair padding, bool ceil_mode,
+Tensor avg_pool2d(const Tensor& input_in, Pair kernel, std::optional<Pair> stride, Pair padding, bool ceil_mode,
                   bool count_include_pad) {
+  const auto [input] = amp::autocast_args("avg_pool2d", input_in);
   check_input("avg_pool2d", input);
   Pool2dParams p = regular(kernel, stride, padding, {1, 1}, ceil_mode);
   p.count_include_pad = count_include_pad;
   return run1(AvgPool2d{p}, {input});
 }
 
-Tensor adaptive_avg_pool2d(const Tensor& input, Pair output_size) {
+Tensor adaptive_avg_pool2d(const Tensor& input_in, Pair output_size) {
+  const auto [input] = amp::autocast_args("adaptive_avg_pool2d", input_in);
   check_input("adaptive_avg_pool2d", input);
   Pool2dParams p;
   p.adaptive = true;

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "tensor/autocast.h"
 #include "tensor/ops.h"
 #include "tensor/primitives/elementwise.h"
 
@@ -18,7 +19,8 @@ void require_numeric(const char* op, const Tensor& x) {
 }
 
 template <class Op>
-Tensor unary(const Tensor& x, Op op = {}) {
+Tensor unary(const Tensor& x_in, Op op = {}) {
+  const auto [x] = amp::autocast_args(UnaryTraits<Op>::name, x_in);
   if constexpr (UnaryTraits<Op>::kind == UnaryKind::Floating) {
     return run1(Unary<Op>(op), {floating_input(x)});
   } else {
@@ -47,7 +49,8 @@ DType binary_dtype(const Tensor& a, const Tensor& b) {
 }
 
 template <class Op>
-Tensor binary(const Tensor& a, const Tensor& b) {
+Tensor binary(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = amp::autocast_args(BinaryTraits<Op>::name, a_in, b_in);
   const DType dt = binary_dtype<Op>(a, b);
   return run1(Binary<Op>{}, {a.to(dt), b.to(dt)});
 }
@@ -141,7 +144,10 @@ EMBER_BINARY_FRONT(Gt, gt)
 EMBER_BINARY_FRONT(Ge, ge)
 #undef EMBER_BINARY_FRONT
 Tensor pow(const Tensor& a, const Tensor& b) { return binary<ew::Pow>(a, b); }
-Tensor logical_not(const Tensor& x) { return eq(x.to(DType::boolean), wrapped_scalar(false, x.device())); }
+Tensor logical_not(const Tensor& x_in) {
+  const auto [x] = amp::autocast_args("logical_not", x_in);
+  return eq(x.to(DType::boolean), wrapped_scalar(false, x.device()));
+}
 
 Tensor& add_(Tensor& self, const Tensor& other) { return binary_<ew::Add>(self, other); }
 Tensor& sub_(Tensor& self, const Tensor& other) { return binary_<ew::Sub>(self, other); }
@@ -168,7 +174,8 @@ Tensor operator/(Scalar a, const Tensor& b) { return div(wrapped_scalar(a, b.dev
 
 // ---- where, masks, fills
 
-Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+Tensor where(const Tensor& condition_in, const Tensor& a_in, const Tensor& b_in) {
+  const auto [condition, a, b] = amp::autocast_args("where", condition_in, a_in, b_in);
   if (condition.dtype() != DType::boolean)
     throw DTypeError(std::string("where: condition must be bool, got ") + dtype_name(condition.dtype()));
   const DType dt = result_type(a, b);
@@ -180,7 +187,8 @@ std::vector<OutputSpec> Where::infer(const std::vector<Tensor>& in) const {
   return {{s, in[1].dtype()}};
 }
 
-Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
+Tensor masked_fill(const Tensor& x_in, const Tensor& mask_in, Scalar value) {
+  const auto [x, mask] = amp::autocast_args("masked_fill", x_in, mask_in);
   Tensor v = wrapped_scalar(value, x.device()).to(x.dtype());
   return where(mask, v, x);
 }

@@ -1,5 +1,6 @@
 // Front ends, shape checks and vjps of the joining and indexing primitives: cat, index_select /
 // index_add, gather / scatter_add. Each pair is the other's backward.
+#include "tensor/autocast.h"
 #include "tensor/ops.h"
 #include "tensor/primitives/index.h"
 
@@ -89,7 +90,9 @@ std::vector<Tensor> Cat::vjp(const std::vector<Tensor>& g, const std::vector<Ten
 
 // Inputs of shape (0,) are skipped, PyTorch's legacy rule, so that a result can be grown from an
 // empty tensor; they still take part in choosing the result dtype.
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+Tensor cat(const std::vector<Tensor>& tensors_in, int64_t dim) {
+  const amp::OpArgList args = amp::autocast_args("cat", tensors_in);
+  const std::vector<Tensor>& tensors = args.tensors();
   if (tensors.empty()) throw ValueError("cat: expects a non-empty list of tensors");
   DType dtype = tensors[0].dtype();
   std::vector<Tensor> parts;
@@ -125,7 +128,8 @@ std::vector<Tensor> IndexSelect::vjp(const std::vector<Tensor>& g, const std::ve
   return {index_add(zero, dim_, in[1], g[0]), Tensor()};
 }
 
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+Tensor index_select(const Tensor& x_in, int64_t dim, const Tensor& index_in) {
+  const auto [x, index] = amp::autocast_args("index_select", x_in, index_in);
   return run1(IndexSelect(indexed_dim("index_select", x, dim)), {x, index});
 }
 
@@ -151,7 +155,8 @@ std::vector<Tensor> IndexAdd::vjp(const std::vector<Tensor>& g, const std::vecto
   return {g[0], Tensor(), input_needs_grad(2) ? index_select(g[0], dim_, in[1]) : Tensor()};
 }
 
-Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+Tensor index_add(const Tensor& self_in, int64_t dim, const Tensor& index_in, const Tensor& src_in) {
+  const auto [self, index, src] = amp::autocast_args("index_add", self_in, index_in, src_in);
   return run1(IndexAdd(indexed_dim("index_add", self, dim)), {self, index, src});
 }
 
@@ -177,7 +182,8 @@ std::vector<Tensor> Gather::vjp(const std::vector<Tensor>& g, const std::vector<
   return {scatter_add(zero, dim_, in[1], g[0]), Tensor()};
 }
 
-Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+Tensor gather(const Tensor& x_in, int64_t dim, const Tensor& index_in) {
+  const auto [x, index] = amp::autocast_args("gather", x_in, index_in);
   return run1(Gather(indexed_dim("gather", x, dim)), {x, index});
 }
 
@@ -208,7 +214,8 @@ std::vector<Tensor> ScatterAdd::vjp(const std::vector<Tensor>& g, const std::vec
   return {g[0], Tensor(), src_grad};
 }
 
-Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+Tensor scatter_add(const Tensor& self_in, int64_t dim, const Tensor& index_in, const Tensor& src_in) {
+  const auto [self, index, src] = amp::autocast_args("scatter_add", self_in, index_in, src_in);
   return run1(ScatterAdd(indexed_dim("scatter_add", self, dim)), {self, index, src});
 }
 

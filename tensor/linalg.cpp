@@ -1,4 +1,5 @@
 // Front ends, shape checks and the vjp of matrix multiplication (matmul, mm, bmm).
+#include "tensor/autocast.h"
 #include "tensor/ops.h"
 #include "tensor/primitives/linalg.h"
 
@@ -79,7 +80,8 @@ std::vector<Tensor> Matmul::vjp(const std::vector<Tensor>& g, const std::vector<
   return {ga, gb};
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = amp::autocast_args("matmul", a_in, b_in);
   if (a.dim() == 0 || b.dim() == 0)
     throw ShapeError("matmul: both arguments need at least 1 dim, got " + operands(a, b));
   check_inner_dims("matmul", a, b);
@@ -90,13 +92,15 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor mm(const Tensor& a, const Tensor& b) {
+Tensor mm(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = amp::autocast_args("mm", a_in, b_in);
   if (a.dim() != 2 || b.dim() != 2) throw ShapeError("mm: expects 2-D tensors, got " + operands(a, b));
   check_inner_dims("mm", a, b);
   return run_matmul("mm", a, b);
 }
 
-Tensor bmm(const Tensor& a, const Tensor& b) {
+Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = amp::autocast_args("bmm", a_in, b_in);
   if (a.dim() != 3 || b.dim() != 3) throw ShapeError("bmm: expects 3-D tensors, got " + operands(a, b));
   if (a.shape()[0] != b.shape()[0])
     throw ShapeError("bmm: " + operands(a, b) + ": batch sizes disagree (" + std::to_string(a.shape()[0]) + " vs " +

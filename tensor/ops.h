@@ -172,9 +172,10 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 
 // ---- reductions (tensor/reduce.cpp); empty dims = all dims
-Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+// A given dtype converts x to it first (and turns autocast off for the call, as in PyTorch).
+Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false, std::optional<DType> dtype = {});
 Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
-Tensor prod(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor prod(const Tensor& x, const Shape& dims = {}, bool keepdim = false, std::optional<DType> dtype = {});
 Tensor amax(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor amin(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 struct ValuesIndices {
@@ -199,8 +200,9 @@ Tensor norm(const Tensor& x, double p = 2.0, const Shape& dims = {}, bool keepdi
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor mm(const Tensor& a, const Tensor& b);   // (n,k) @ (k,m)
 Tensor bmm(const Tensor& a, const Tensor& b);  // (b,n,k) @ (b,k,m)
-Tensor softmax(const Tensor& x, int64_t dim);
-Tensor log_softmax(const Tensor& x, int64_t dim);
+// A given dtype converts x to it first (and turns autocast off for the call, as in PyTorch).
+Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
+Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
 
 // ---- threads (cpu/threads.cpp): the one place that sets the CPU thread count (OpenMP, BLAS)
 void set_num_threads(int n);

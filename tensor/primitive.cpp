@@ -1,5 +1,6 @@
 #include "tensor/primitive.h"
 
+#include "tensor/autocast.h"
 #include "tensor/ops.h"
 
 namespace ember {
@@ -39,7 +40,12 @@ std::vector<Tensor> Primitive::apply(std::vector<Tensor>&& grad_outputs) {
   for (size_t i = 0; i < saved_inputs_.size(); ++i) inputs[i] = saved_inputs_[i].unpack(*this, static_cast<int>(i));
   for (size_t i = 0; i < saved_outputs_.size(); ++i)
     outputs[i] = saved_outputs_[i].unpack(*this, static_cast<int>(saved_inputs_.size() + i));
-  std::vector<Tensor> grads = vjp(grad_outputs, inputs, outputs);
+  // Backward ops run in the dtypes autocast chose for the forward (PyTorch's documented rule).
+  std::vector<Tensor> grads;
+  {
+    amp::detail::Pause no_autocast;
+    grads = vjp(grad_outputs, inputs, outputs);
+  }
   if (grads.size() != input_meta_.size())
     throw AutogradError(std::string("backward of ") + name() + " returned " + std::to_string(grads.size()) +
                         " gradients for " + std::to_string(input_meta_.size()) + " inputs");

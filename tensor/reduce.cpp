@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "tensor/autocast.h"
 #include "tensor/ops.h"
 #include "tensor/primitives/reduce.h"
 
@@ -128,32 +129,38 @@ std::vector<OutputSpec> ArgExtremum::infer(const std::vector<Tensor>& in) const 
 
 // ---- front ends
 
-Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
-  return run1(Sum(normalize_dims(dims, x.dim(), "sum"), keepdim), {x});
+Tensor sum(const Tensor& x_in, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
+  const auto [x] = amp::autocast_args("sum", dtype, x_in);
+  return run1(Sum(normalize_dims(dims, x.dim(), "sum"), keepdim), {dtype ? x.to(*dtype) : x});
 }
 
-Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor mean(const Tensor& x_in, const Shape& dims, bool keepdim) {
+  const auto [x] = amp::autocast_args("mean", x_in);
   require_floating("mean", x);
   const Shape nd = normalize_dims(dims, x.dim(), "mean");
   return div(sum(x, nd, keepdim), static_cast<double>(reduced_count(x.shape(), nd)));
 }
 
-Tensor prod(const Tensor& x, const Shape& dims, bool keepdim) {
-  return run1(Prod(normalize_dims(dims, x.dim(), "prod"), keepdim), {x});
+Tensor prod(const Tensor& x_in, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
+  const auto [x] = amp::autocast_args("prod", dtype, x_in);
+  return run1(Prod(normalize_dims(dims, x.dim(), "prod"), keepdim), {dtype ? x.to(*dtype) : x});
 }
 
-Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor amax(const Tensor& x_in, const Shape& dims, bool keepdim) {
+  const auto [x] = amp::autocast_args("amax", x_in);
   return run1(Extremum(normalize_dims(dims, x.dim(), "amax"), keepdim, /*is_max=*/true), {x});
 }
 
-Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor amin(const Tensor& x_in, const Shape& dims, bool keepdim) {
+  const auto [x] = amp::autocast_args("amin", x_in);
   return run1(Extremum(normalize_dims(dims, x.dim(), "amin"), keepdim, /*is_max=*/false), {x});
 }
 
 namespace {
 // Values come from gathering at the indices, so the gradient reaches only the chosen element.
-ValuesIndices extreme_along(const Tensor& x, int64_t dim, bool keepdim, bool is_max) {
+ValuesIndices extreme_along(const Tensor& x_in, int64_t dim, bool keepdim, bool is_max) {
   const char* op = is_max ? "max" : "min";
+  const auto [x] = amp::autocast_args(op, x_in);
   const Tensor x1 = x.dim() == 0 ? reshape(x, {1}) : x;
   const int d = wrap_dim(dim, x.dim(), op);
   check_nonempty_slices(op, x1.shape(), {d});
@@ -164,8 +171,9 @@ ValuesIndices extreme_along(const Tensor& x, int64_t dim, bool keepdim, bool is_
   return {squeeze(values, d), squeeze(indices, d)};
 }
 
-Tensor arg_extreme(const Tensor& x, std::optional<int64_t> dim, bool keepdim, bool is_max) {
+Tensor arg_extreme(const Tensor& x_in, std::optional<int64_t> dim, bool keepdim, bool is_max) {
   const char* op = is_max ? "argmax" : "argmin";
+  const auto [x] = amp::autocast_args(op, x_in);
   if (dim) return run1(ArgExtremum(wrap_dim(*dim, x.dim(), op), keepdim, is_max), {x});
   // No dim: the index into the flattened tensor.
   check_nonempty_slices(op, x.shape(), {});
@@ -181,7 +189,8 @@ Tensor min(const Tensor& x) { return amin(x); }
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) { return arg_extreme(x, dim, keepdim, true); }
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) { return arg_extreme(x, dim, keepdim, false); }
 
-Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+Tensor var(const Tensor& x_in, const Shape& dims, int64_t correction, bool keepdim) {
+  const auto [x] = amp::autocast_args("var", x_in);
   require_floating("var", x);
   const Shape nd = normalize_dims(dims, x.dim(), "var");
   const Tensor xw = widen_half(x);
@@ -190,12 +199,14 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
   return div(sum(square(centered), nd, keepdim), static_cast<double>(divisor)).to(x.dtype());
 }
 
-Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+Tensor std(const Tensor& x_in, const Shape& dims, int64_t correction, bool keepdim) {
+  const auto [x] = amp::autocast_args("std", x_in);
   require_floating("std", x);
   return root_with_zero_grad(var(widen_half(x), dims, correction, keepdim), 2).to(x.dtype());
 }
 
-Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor logsumexp(const Tensor& x_in, const Shape& dims, bool keepdim) {
+  const auto [x] = amp::autocast_args("logsumexp", x_in);
   const DType dtype = is_floating(x.dtype()) ? x.dtype() : kDefaultFloat;
   const Tensor xw = widen_half(x.to(dtype));
   const Shape nd = normalize_dims(dims, x.dim(), "logsumexp");
@@ -212,7 +223,8 @@ Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
   return (keepdim ? out : reshape(out, reduced_shape(x.shape(), nd, false))).to(dtype);
 }
 
-Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
+Tensor norm(const Tensor& x_in, double p, const Shape& dims, bool keepdim) {
+  const auto [x] = amp::autocast_args("norm", x_in);
   require_floating("norm", x);
   const Shape nd = normalize_dims(dims, x.dim(), "norm");
   const Tensor xw = widen_half(x);

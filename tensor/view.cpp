@@ -2,6 +2,7 @@
 #include <numeric>
 #include <optional>
 
+#include "tensor/autocast.h"
 #include "tensor/ops.h"
 #include "tensor/primitives/index.h"
 #include "tensor/primitives/view.h"
@@ -255,7 +256,9 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 
 // ---- joining and splitting (cat is a primitive in tensor/index.cpp)
 
-Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+Tensor stack(const std::vector<Tensor>& tensors_in, int64_t dim) {
+  const amp::OpArgList args = amp::autocast_args("stack", tensors_in);
+  const std::vector<Tensor>& tensors = args.tensors();
   if (tensors.empty()) throw ValueError("stack: expects a non-empty list of tensors");
   const int d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> parts;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "nn/init.h"
+#include "tensor/autocast.h"
 #include "tensor/error.h"
 
 namespace ember::nn {
@@ -33,8 +34,9 @@ Tensor Linear::forward(const Tensor& x) {
   if (x.dim() < 1 || x.size(-1) != in_features)
     throw ShapeError("Linear: input " + to_string(x.shape()) + " does not end in in_features=" +
                      std::to_string(in_features));
-  Tensor y = matmul(x, weight.t());
-  return bias.defined() ? y + bias : y;
+  const auto [xa, w, b] = amp::autocast_args("linear", x, weight, bias);
+  Tensor y = matmul(xa, w.t());
+  return b.defined() ? y + b : y;
 }
 
 std::string Flatten::extra_repr() const {
