@@ -44,10 +44,9 @@ Tensor MultiheadAttention::forward(const Tensor& q_in, const Tensor& k_in, const
                      "), (B, S, E), (B, S, E)");
   const int64_t B = q_in.size(0), L = q_in.size(1), S = k_in.size(1), E = embed_dim;
   // Projections with the three (E, E) slices of in_proj_weight.
-  auto project = [&](const Tensor& x, int64_t i) {
-    Tensor y = matmul(x, narrow(in_proj_weight, 0, i * E, E).t());  // (B, T, E)
-    if (in_proj_bias.defined()) y = y + narrow(in_proj_bias, 0, i * E, E);
-    return y;
+  auto project = [&](const Tensor& x, int64_t i) {  // (B, T, E)
+    return linear(x, narrow(in_proj_weight, 0, i * E, E),
+                  in_proj_bias.defined() ? narrow(in_proj_bias, 0, i * E, E) : Tensor());
   };
   auto heads = [&](const Tensor& y, int64_t T) {  // (B, T, E) -> (B, h, T, d)
     return reshape(y, {B, T, num_heads, head_dim}).transpose(1, 2);

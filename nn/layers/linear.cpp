@@ -33,8 +33,7 @@ Tensor Linear::forward(const Tensor& x) {
   if (x.dim() < 1 || x.size(-1) != in_features)
     throw ShapeError("Linear: input " + to_string(x.shape()) + " does not end in in_features=" +
                      std::to_string(in_features));
-  Tensor y = matmul(x, weight.t());
-  return bias.defined() ? y + bias : y;
+  return linear(x, weight, bias);
 }
 
 std::string Flatten::extra_repr() const {
