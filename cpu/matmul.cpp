@@ -1,6 +1,6 @@
-// CPU kernel of Matmul. f32/f64 go through CBLAS (OpenBLAS) when ember was built with it and Eigen
-// otherwise; integers through Eigen; f16/bf16 are widened to f32 (f32 accumulation) and narrowed
-// back. Operands whose last two strides BLAS can describe are read in place; others are copied.
+// CPU kernels of Matmul and Linear. f32/f64 go through CBLAS (OpenBLAS) when ember was built with
+// it and Eigen otherwise; integers through Eigen; f16/bf16 are widened to f32 (f32 accumulation) and
+// narrowed back. Operands whose last two strides BLAS can describe are read in place; others are copied.
 #include <algorithm>
 #include <climits>
 #include <optional>
@@ -99,6 +99,23 @@ void matmul_elements(const Tensor& a, const Tensor& b, const Tensor& out) {
   }
 }
 
+// y (rows, out) = x (rows, in) @ w^T (+ bias): the bias is written into y first and the GEMM adds
+// onto it (beta = 1), so it costs no pass of its own.
+template <class T>
+void linear_elements(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
+  const int64_t rows = y.shape()[0], out = y.shape()[1], k = x.shape()[1];
+  if (y.numel() == 0) return;
+  T* c = y.data<T>();
+  if (bias.defined())
+    cpu::map_elements<T, T, 1>(y, {&bias}, [](T v) { return v; });
+  else if (k == 0)
+    std::fill(c, c + y.numel(), T(0));
+  if (k == 0) return;
+  const Operand X = prepare(x, {}), W = prepare(transpose(w, 0, 1), {});  // W: (in, out)
+  cpu::gemm<T>(rows, out, k, {X.data.data<T>(), X.layout.transposed, X.layout.ld},
+               {W.data.data<T>(), W.layout.transposed, W.layout.ld}, bias.defined() ? T(1) : T(0), {c, false, out});
+}
+
 }  // namespace
 
 void Matmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
@@ -113,6 +130,32 @@ void Matmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
       cpu::map_elements<T, float, 1>(out[0], {&c32}, [](float v) { return convert<T>(v); });
     } else {
       matmul_elements<T>(in[0], in[1], out[0]);
+    }
+  });
+}
+
+void Linear::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  NoGradGuard no_grad;  // the flattened views and widened copies are the kernel's, not graph nodes
+  const Tensor& w = in[1];
+  const Tensor bias = in.size() > 2 ? in[2] : Tensor();
+  const int64_t rows = leading_rows(in[0].shape());
+  const Tensor x = reshape(in[0], {rows, w.shape()[1]});
+  const Tensor y = reshape(out[0], {rows, w.shape()[0]});  // a view: out is fresh and contiguous
+  visit(y.dtype(), [&]<class T>() {
+    if constexpr (std::is_same_v<T, bool>) {
+      throw DTypeError("linear: not supported for bool tensors");
+    } else if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
+      // f32 GEMM, then one narrowing pass that adds the bias on the way.
+      const Tensor y32 = Tensor::empty(y.shape(), DType::f32);
+      linear_elements<float>(to(x, DType::f32), to(w, DType::f32), Tensor(), y32);
+      if (bias.defined()) {
+        const Tensor b32 = to(bias, DType::f32);
+        cpu::map_elements<T, float, 2>(y, {&y32, &b32}, [](float v, float b) { return convert<T>(v + b); });
+      } else {
+        cpu::map_elements<T, float, 1>(y, {&y32}, [](float v) { return convert<T>(v); });
+      }
+    } else {
+      linear_elements<T>(x, w, bias, y);
     }
   });
 }

@@ -5,6 +5,7 @@
 #include "nn/primitives/pooling.h"
 #include "optim/primitives/steps.h"
 #include "optim/primitives/total_norm.h"
+#include "tensor/cuda_settings.h"
 #include "tensor/primitives/all.h"
 
 namespace ember {
@@ -27,6 +28,10 @@ void* allocate_pinned(size_t) { no_cuda("pin_memory"); }
 void deallocate_pinned(void*) {}
 bool pinned_memory_available() { return false; }
 }  // namespace backend
+
+namespace cuda {
+size_t matmul_plan_cache_size() { return 0; }
+}  // namespace cuda
 
 #define EMBER_NO_CUDA(P) \
   void P::eval_cuda(const std::vector<Tensor>&, std::vector<Tensor>&) { no_cuda(name()); }

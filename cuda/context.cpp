@@ -10,8 +10,6 @@
 #include <mutex>
 #include <string>
 
-#include <cublas_v2.h>
-
 #include "cuda/error.h"
 #include "tensor/host_sync.h"
 #include "tensor/storage.h"
@@ -25,7 +23,7 @@ constexpr int kMaxDevices = 64;
 struct Registry {
   std::array<std::once_flag, kMaxDevices> once;
   std::array<std::unique_ptr<DeviceContext>, kMaxDevices> contexts;
-  std::array<std::once_flag, kMaxDevices> cublas_once;
+  std::array<std::once_flag, kMaxDevices> cublaslt_once;
 };
 
 Registry& registry() {
@@ -104,12 +102,11 @@ void set_current_stream(int device, cudaStream_t stream) {
   t_streams[device] = stream;
 }
 
-cublasHandle_t cublas_handle() {
+cublasLtHandle_t cublaslt_handle() {
   const int device = current_device();
   DeviceContext& ctx = context(device);
-  std::call_once(registry().cublas_once[device], [&] { EMBER_CUBLAS_CHECK(cublasCreate(&ctx.cublas)); });
-  EMBER_CUBLAS_CHECK(cublasSetStream(ctx.cublas, current_stream(device)));
-  return ctx.cublas;
+  std::call_once(registry().cublaslt_once[device], [&] { EMBER_CUBLAS_CHECK(cublasLtCreate(&ctx.cublaslt)); });
+  return ctx.cublaslt;
 }
 
 unsigned grid_blocks(int64_t n, int threads) {

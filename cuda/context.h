@@ -1,11 +1,11 @@
-// Per-device CUDA state, created on first use: properties, the current stream, the cuBLAS handle,
+// Per-device CUDA state, created on first use: properties, the current stream, the cuBLASLt handle,
 // the memory pool's figures, and the mapped slot where kernels report out-of-range indices.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include <cublas_api.h>
+#include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include "tensor/device.h"
@@ -25,7 +25,7 @@ struct DeviceContext {
   int device = 0;
   int sm_count = 1;
   int max_threads_per_sm = 2048;
-  cublasHandle_t cublas = nullptr;          // created on first matmul
+  cublasLtHandle_t cublaslt = nullptr;      // created on first matmul
   KernelErrorSlot* errors_host = nullptr;   // mapped: the host's view
   KernelErrorSlot* errors_device = nullptr; // and the kernels'
 };
@@ -41,8 +41,9 @@ cudaStream_t current_stream(int device);
 inline cudaStream_t current_stream() { return current_stream(current_device()); }
 void set_current_stream(int device, cudaStream_t stream);
 
-// The cuBLAS handle of the current device, bound to its current stream.
-cublasHandle_t cublas_handle();
+// The cuBLASLt handle of the current device. It may serve several host threads at once: the stream
+// is an argument of each cublasLtMatmul, not state of the handle.
+cublasLtHandle_t cublaslt_handle();
 
 // Blocks for a grid-stride loop over n items with `threads` per block on the current device:
 // enough to fill every SM, no more.

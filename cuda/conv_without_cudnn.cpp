@@ -1,6 +1,6 @@
 // conv2d's CUDA side in a build without cuDNN (a CUDA toolkit without it, or no CUDA at all): the
 // three conv primitives raise NotImplementedError on CUDA tensors, and there is no algorithm cache.
-#include "nn/cudnn_settings.h"
+#include "tensor/cuda_settings.h"
 #include "nn/primitives/conv.h"
 
 namespace ember {

@@ -19,7 +19,7 @@
 #include "cuda/context.h"
 #include "cuda/cudnn.h"
 #include "cuda/error.h"
-#include "nn/cudnn_settings.h"
+#include "tensor/cuda_settings.h"
 
 namespace ember::cuda {
 

@@ -1,6 +1,6 @@
 // conv2d's three directions through cuDNN's convolution API (cudnn_cnn.h) on the current device's
 // current stream. The algorithm comes from a cache per problem, filled on a miss by cuDNN's
-// heuristics or, in benchmark mode, by timing the candidates on the real buffers (nn/cudnn_settings.h).
+// heuristics or, in benchmark mode, by timing the candidates on the real buffers (tensor/cuda_settings.h).
 #pragma once
 
 #include "nn/primitives/conv.h"

@@ -1,4 +1,4 @@
-// Front ends, shape checks and the vjp of matrix multiplication (matmul, mm, bmm).
+// Front ends, shape checks and the vjps of matrix multiplication (matmul, mm, bmm) and linear.
 #include "tensor/autocast.h"
 #include "tensor/ops.h"
 #include "tensor/primitives/linalg.h"
@@ -37,6 +37,12 @@ Tensor run_matmul(const char* op, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+int64_t leading_rows(const Shape& s) {
+  int64_t rows = 1;
+  for (int d = 0; d + 1 < s.size(); ++d) rows *= s[d];
+  return rows;
+}
+
 std::vector<OutputSpec> Matmul::infer(const std::vector<Tensor>& in) const {
   const Tensor &a = in[0], &b = in[1];
   if (a.dim() < 2 || b.dim() < 2)
@@ -70,14 +76,56 @@ std::vector<Tensor> Matmul::vjp(const std::vector<Tensor>& g, const std::vector<
     if (b.dim() == 2 && a.dim() > 2) {
       // b was shared by the whole batch: fold the batch into the rows, one GEMM and no (..., k, m) temporary.
       const int64_t k = a_shape.back(), m = b_shape.back();
-      int64_t rows = 1;
-      for (int d = 0; d + 1 < a_shape.size(); ++d) rows *= a_shape[d];
+      const int64_t rows = leading_rows(a_shape);
       gb = matmul(transpose(reshape(a, {rows, k}), 0, 1), reshape(gy, {rows, m}));  // (k, rows) @ (rows, m)
     } else {
       gb = sum_to(matmul(transpose(a, -1, -2), gy), b_shape);  // (..., k, n) @ (..., n, m)
     }
   }
   return {ga, gb};
+}
+
+std::vector<OutputSpec> Linear::infer(const std::vector<Tensor>& in) const {
+  const Tensor &x = in[0], &w = in[1];
+  const bool bias = in.size() > 2;
+  const std::string args = "input " + to_string(x.shape()) + ", weight " + to_string(w.shape()) +
+                           (bias ? ", bias " + to_string(in[2].shape()) : std::string());
+  if (w.dim() != 2) throw ShapeError("linear: " + args + ": the weight must be 2-D (out_features, in_features)");
+  if (x.dim() == 0 || x.shape().back() != w.shape()[1])
+    throw ShapeError("linear: " + args + ": the input's last dim must equal in_features=" + std::to_string(w.shape()[1]));
+  if (bias && (in[2].dim() != 1 || in[2].shape()[0] != w.shape()[0]))
+    throw ShapeError("linear: " + args + ": the bias must be 1-D of out_features=" + std::to_string(w.shape()[0]));
+  for (const Tensor& t : in)
+    if (t.dtype() != x.dtype())
+      throw DTypeError(std::string("linear: operands are ") + dtype_name(x.dtype()) + " and " + dtype_name(t.dtype()) +
+                       "; the primitive takes one dtype");
+  Shape out = x.shape();
+  out[out.size() - 1] = w.shape()[0];
+  return {{out, x.dtype()}};
+}
+
+std::vector<Tensor> Linear::vjp(const std::vector<Tensor>& g, const std::vector<Tensor>& in,
+                                const std::vector<Tensor>&) {
+  const Tensor &x = in[0], &w = in[1], &gy = g[0];  // x (..., in), w (out, in), gy (..., out)
+  const int64_t in_features = w.shape()[1], out_features = w.shape()[0];
+  const int64_t rows = leading_rows(input_meta(0).shape);
+  const Tensor gy2 = reshape(gy, {rows, out_features});
+  Tensor gx, gw, gb;
+  if (input_needs_grad(0)) gx = matmul(gy, w);  // (..., out) @ (out, in)
+  if (input_needs_grad(1)) gw = matmul(transpose(gy2, 0, 1), reshape(x, {rows, in_features}));  // (out, rows) @ (rows, in)
+  if (in.size() > 2 && input_needs_grad(2)) gb = sum(gy2, {0});  // (out)
+  std::vector<Tensor> grads{gx, gw};
+  if (in.size() > 2) grads.push_back(gb);
+  return grads;
+}
+
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  const auto [x, w, b] = amp::autocast_args("linear", x_in, w_in, b_in);
+  // Mixed dtypes compute in the promoted one, as matmul(x, w.t()) + b would.
+  const DType dt = b.defined() ? promote_types(matmul_dtype("linear", x, w), b.dtype()) : matmul_dtype("linear", x, w);
+  std::vector<Tensor> in{x.to(dt), w.to(dt)};
+  if (b.defined()) in.push_back(b.to(dt));
+  return run1(Linear{}, in);
 }
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {

@@ -200,6 +200,9 @@ Tensor norm(const Tensor& x, double p = 2.0, const Shape& dims = {}, bool keepdi
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor mm(const Tensor& a, const Tensor& b);   // (n,k) @ (k,m)
 Tensor bmm(const Tensor& a, const Tensor& b);  // (b,n,k) @ (b,k,m)
+// x (..., in) w^T + b with w (out, in) and b (out) or undefined, as torch.nn.functional.linear: one
+// GEMM with the bias added in its output pass (matmul(x, w.t()) + b computes the same).
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = {});
 // A given dtype converts x to it first (and turns autocast off for the call, as in PyTorch).
 Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});

@@ -905,6 +905,22 @@ std::vector<Case> reduce_cases() {
   return v;
 }
 
+// x (..., in) w^T (+ b), w (out, in): the composite matmul(x, w^T) + b as plain loops.
+Host linear_ref(const std::vector<Host>& x) {
+  const Host &in = x[0], &w = x[1];
+  const int64_t out_features = w.shape[0], in_features = w.shape[1];
+  Shape s = in.shape;
+  s[s.size() - 1] = out_features;
+  Host r{s, {}};
+  for (int64_t row = 0; row < numel(s) / out_features; ++row)
+    for (int64_t o = 0; o < out_features; ++o) {
+      double acc = x.size() > 2 ? x[2].v[o] : 0.0;
+      for (int64_t i = 0; i < in_features; ++i) acc += in.v[row * in_features + i] * w.v[o * in_features + i];
+      r.v.push_back(acc);
+    }
+  return r;
+}
+
 std::vector<Case> linalg_cases() {
   std::vector<Case> v;
   auto mm_ref = one_ref([](const auto& x) { return matmul_ref(x[0], x[1]); });
@@ -926,6 +942,16 @@ std::vector<Case> linalg_cases() {
                        {c({3, 0}), c({0, 2})}},             // empty inner dim: zeros
                       -1, 1),
                one([](const auto& x) { return matmul(x[0], x[1]); }), mm_ref});
+  v.push_back({"linear", kFloats,
+               ranged({{c({3, 4}), c({5, 4}), c({5})},
+                       {c({2, 3, 4}), tr({5, 4}), st({5})},  // batched x, transposed w, strided bias
+                       {tr({3, 4}), st({5, 4}), c({5})},
+                       {c({4}), c({5, 4}), c({5})},           // 1-D x
+                       {c({3, 4}), c({1, 4}), c({1})}},       // one output feature
+                      -1, 1),
+               one([](const auto& x) { return linear(x[0], x[1], x[2]); }), one_ref(linear_ref)});
+  v.push_back({"linear without bias", kFloats, ranged({{c({2, 3, 4}), c({5, 4})}, {st({3, 4}), tr({5, 4})}}, -1, 1),
+               one([](const auto& x) { return linear(x[0], x[1]); }), one_ref(linear_ref)});
   return v;
 }
 
@@ -1194,7 +1220,7 @@ TEST_SUITE("cpu") {
   TEST_CASE("ops: cat stack split chunk") { run_all(join_cases(), kCPU); }
   TEST_CASE("ops: index_select index_add gather scatter_add") { run_all(index_cases(), kCPU); }
   TEST_CASE("ops: reductions") { run_all(reduce_cases(), kCPU); }
-  TEST_CASE("ops: matmul mm bmm") { run_all(linalg_cases(), kCPU); }
+  TEST_CASE("ops: matmul mm bmm linear") { run_all(linalg_cases(), kCPU); }
   TEST_CASE("ops: softmax log_softmax") { run_all(softmax_cases(), kCPU); }
   TEST_CASE("nn ops: conv2d") { run_all(conv_cases(), kCPU); }
   TEST_CASE("nn ops: pooling") { run_all(pool_cases(), kCPU); }
@@ -1212,7 +1238,7 @@ EMBER_CUDA_TEST_CASE("cuda ops: views") { run_all(view_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda ops: cat stack split chunk") { run_all(join_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda ops: index_select index_add gather scatter_add") { run_all(index_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda ops: reductions") { run_all(reduce_cases(), kCuda); }
-EMBER_CUDA_TEST_CASE("cuda ops: matmul mm bmm") { run_all(linalg_cases(), kCuda); }
+EMBER_CUDA_TEST_CASE("cuda ops: matmul mm bmm linear") { run_all(linalg_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda ops: softmax log_softmax") { run_all(softmax_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda nn ops: conv2d") { run_all(conv_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda nn ops: pooling") { run_all(pool_cases(), kCuda); }

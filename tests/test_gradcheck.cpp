@@ -246,7 +246,7 @@ TEST_CASE("gradcheck: reductions") {
   check("sum of a transposed input", [](const auto& x) { return sum(x[0].t(), {0}); }, {u({3, 4})});
 }
 
-TEST_CASE("gradcheck: matmul, softmax") {
+TEST_CASE("gradcheck: matmul, linear, softmax") {
   check("mm", [](const auto& x) { return mm(x[0], x[1]); }, {u({2, 3}), u({3, 4})});
   check("mm transposed operands", [](const auto& x) { return mm(x[0].t(), x[1].t()); }, {u({3, 2}), u({4, 3})});
   check("bmm", [](const auto& x) { return bmm(x[0], x[1]); }, {u({2, 2, 3}), u({2, 3, 2})});
@@ -255,6 +255,12 @@ TEST_CASE("gradcheck: matmul, softmax") {
   check("matmul matrix @ vector", [](const auto& x) { return matmul(x[0], x[1]); }, {u({2, 3}), u({3})});
   check("matmul dot", [](const auto& x) { return matmul(x[0], x[1]); }, {u({4}), u({4})});
   check("matmul batch @ vector", [](const auto& x) { return matmul(x[0], x[1]); }, {u({2, 2, 3}), u({3})});
+  check("linear", [](const auto& x) { return linear(x[0], x[1], x[2]); }, {u({4, 3}), u({2, 3}), u({2})});
+  check("linear batched", [](const auto& x) { return linear(x[0], x[1], x[2]); }, {u({2, 3, 3}), u({2, 3}), u({2})});
+  check("linear without bias", [](const auto& x) { return linear(x[0], x[1]); }, {u({2, 3, 3}), u({2, 3})});
+  check("linear transposed x and w", [](const auto& x) { return linear(x[0].t(), x[1].t(), x[2]); },
+        {u({3, 4}), u({3, 2}), u({2})});
+  check("linear 1-D x", [](const auto& x) { return linear(x[0], x[1], x[2]); }, {u({3}), u({2, 3}), u({2})});
   for (int64_t dim : {0, 1, -1}) {
     check("softmax dim " + std::to_string(dim), [dim](const auto& x) { return softmax(x[0], dim); }, {u({2, 3, 2})});
     check("log_softmax dim " + std::to_string(dim), [dim](const auto& x) { return log_softmax(x[0], dim); },
@@ -279,6 +285,7 @@ TEST_CASE("gradgradcheck: second derivatives") {
   check2("pow", [](const auto& x) { return pow(x[0], x[1]); }, {u(s, 0.5, 2), u(s, -1, 2)});
   check2("matmul", [](const auto& x) { return matmul(x[0], x[1]); }, {u({2, 3}), u({3, 2})});
   check2("bmm", [](const auto& x) { return bmm(x[0], x[1]); }, {u({2, 2, 3}), u({2, 3, 2})});
+  check2("linear", [](const auto& x) { return linear(x[0], x[1], x[2]); }, {u({2, 2, 3}), u({2, 3}), u({2})});
   check2("softmax", [](const auto& x) { return softmax(x[0], -1); }, {u({2, 3})});
   check2("log_softmax", [](const auto& x) { return log_softmax(x[0], 0); }, {u({2, 3})});
   check2("logsumexp", [](const auto& x) { return logsumexp(x[0], {1}); }, {u({2, 3})});

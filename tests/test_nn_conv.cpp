@@ -7,7 +7,7 @@
 
 #include "autograd/gradcheck.h"
 #include "nn/conv.h"
-#include "nn/cudnn_settings.h"
+#include "tensor/cuda_settings.h"
 #include "nn/pooling.h"
 #include "tests/helpers.h"
 #include "tests/nn_reference.h"

@@ -6,7 +6,6 @@
 
 #include "autograd/grad_mode.h"
 #include "nn/init.h"
-#include "tensor/autocast.h"
 #include "tensor/error.h"
 
 namespace ember::nn {
@@ -44,13 +43,10 @@ Tensor MultiheadAttention::forward(const Tensor& q_in, const Tensor& k_in, const
                      ", value " + to_string(v_in.shape()) + " must be (B, L, " + std::to_string(embed_dim) +
                      "), (B, S, E), (B, S, E)");
   const int64_t B = q_in.size(0), L = q_in.size(1), S = k_in.size(1), E = embed_dim;
-  // Projections with the three (E, E) slices of in_proj_weight, autocast as linear (PyTorch's
-  // MultiheadAttention projects with F.linear).
-  auto project = [&](const Tensor& x_in, int64_t i) {
-    const Tensor b_in = in_proj_bias.defined() ? narrow(in_proj_bias, 0, i * E, E) : Tensor();
-    const auto [x, w, b] = amp::autocast_args("linear", x_in, narrow(in_proj_weight, 0, i * E, E), b_in);
-    Tensor y = matmul(x, w.t());  // (B, T, E)
-    return b.defined() ? y + b : y;
+  // Projections with the three (E, E) slices of in_proj_weight.
+  auto project = [&](const Tensor& x, int64_t i) {  // (B, T, E)
+    return linear(x, narrow(in_proj_weight, 0, i * E, E),
+                  in_proj_bias.defined() ? narrow(in_proj_bias, 0, i * E, E) : Tensor());
   };
   auto heads = [&](const Tensor& y, int64_t T) {  // (B, T, E) -> (B, h, T, d)
     return reshape(y, {B, T, num_heads, head_dim}).transpose(1, 2);

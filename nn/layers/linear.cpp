@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "nn/init.h"
-#include "tensor/autocast.h"
 #include "tensor/error.h"
 
 namespace ember::nn {
@@ -34,9 +33,7 @@ Tensor Linear::forward(const Tensor& x) {
   if (x.dim() < 1 || x.size(-1) != in_features)
     throw ShapeError("Linear: input " + to_string(x.shape()) + " does not end in in_features=" +
                      std::to_string(in_features));
-  const auto [xa, w, b] = amp::autocast_args("linear", x, weight, bias);
-  Tensor y = matmul(xa, w.t());
-  return b.defined() ? y + b : y;
+  return linear(x, weight, bias);
 }
 
 std::string Flatten::extra_repr() const {

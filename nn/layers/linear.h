@@ -5,7 +5,7 @@
 
 namespace ember::nn {
 
-// y = x W^T + b with W (out, in); PyTorch's init: W kaiming_uniform_(a=sqrt(5)),
+// y = x W^T + b with W (out, in), through the linear primitive; PyTorch's init: W kaiming_uniform_(a=sqrt(5)),
 // b U(-1/sqrt(in), 1/sqrt(in)).
 class Linear : public UnaryModule {
  public:

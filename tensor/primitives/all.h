@@ -24,5 +24,6 @@
   X(Gather)                        \
   X(ScatterAdd)                    \
   X(Matmul)                        \
+  X(Linear)                        \
   X(Softmax)                       \
   X(RandomFill)

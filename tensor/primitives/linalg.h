@@ -1,4 +1,4 @@
-// Matrix multiplication and the softmax family.
+// Matrix multiplication, linear (a GEMM with a bias epilogue) and the softmax family.
 #pragma once
 
 #include "tensor/primitive.h"
@@ -10,6 +10,22 @@ class Matmul final : public Primitive {
  public:
   static constexpr int kSaves = kSaveInputs;
   const char* name() const override { return "matmul"; }
+  std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
+  EMBER_PRIMITIVE_KERNELS;
+  EMBER_PRIMITIVE_VJP;
+};
+
+// The product of all dims of s but the last: the rows of a (..., k) operand seen as one matrix.
+int64_t leading_rows(const Shape& s);
+
+// Inputs {x (..., in), w (out, in)} or {x, w, b (out)} of one dtype: out (..., out) = x w^T + b. One
+// GEMM over the flattened leading dims with the bias added in its output pass (cuBLASLt's bias
+// epilogue on CUDA). Its vjp needs x and w only.
+class Linear final : public Primitive {
+ public:
+  static constexpr int kSaves = kSaveInputs;
+  static constexpr unsigned kSavedInputMask = 0b011u;
+  const char* name() const override { return "linear"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
   EMBER_PRIMITIVE_KERNELS;
   EMBER_PRIMITIVE_VJP;
