@@ -3,6 +3,7 @@
 #include "nn/primitives/loss.h"
 #include "nn/primitives/normalization.h"
 #include "nn/primitives/pooling.h"
+#include "optim/amp/primitives.h"
 #include "optim/primitives/steps.h"
 #include "optim/primitives/total_norm.h"
 #include "tensor/cuda_settings.h"
@@ -51,6 +52,9 @@ EMBER_NO_CUDA(SGDStep)
 EMBER_NO_CUDA(AdamStep)
 EMBER_NO_CUDA(LAMBStep)
 EMBER_NO_CUDA(TotalNorm)
+EMBER_NO_CUDA(AmpUnscale)
+EMBER_NO_CUDA(GradScaleUpdate)
+EMBER_NO_CUDA(LossScaleUpdate)
 #undef EMBER_NO_CUDA
 
 template <class Op>

@@ -16,34 +16,6 @@ namespace {
 
 using cuda::TensorList;
 
-// One tensor of a list: its operands' data (null where absent), its step count, its size.
-struct ListEntry {
-  std::array<void*, TensorList::kMaxOperands> data{};
-  double* step = nullptr;
-  int64_t numel = 0;
-};
-
-// Calls launch(dtype, list) for lists covering `entries`, each holding tensors of one dtype.
-template <class F>
-void for_each_list(const std::map<DType, std::vector<ListEntry>>& entries, F&& launch) {
-  for (const auto& [dtype, list_entries] : entries) {
-    TensorList l{};
-    for (const ListEntry& e : list_entries) {
-      const int64_t chunks = (e.numel + optim::kStepChunk - 1) / optim::kStepChunk;
-      if (l.count == TensorList::kMaxTensors || int64_t{l.chunks()} + chunks > INT32_MAX) {
-        launch(dtype, l);
-        l = TensorList{};
-      }
-      const int t = l.count++;
-      for (int k = 0; k < TensorList::kMaxOperands; ++k) l.data[t][k] = e.data[static_cast<size_t>(k)];
-      l.step[t] = e.step;
-      l.numel[t] = e.numel;
-      l.first_chunk[t + 1] = static_cast<int32_t>(l.first_chunk[t] + chunks);
-    }
-    if (l.count > 0) launch(dtype, l);
-  }
-}
-
 // The entries of a step, by dtype: operands {p, grad, state operands 1 .. n_state}, and the step
 // count at operand `step_operand` (-1: none).
 std::map<DType, std::vector<ListEntry>> step_entries(const StepLayout& l, const std::vector<Tensor>& in,

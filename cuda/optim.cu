@@ -3,29 +3,14 @@
 // when it is nonzero) and applies the math of optim/step_math.h to its elements. Sums are taken per
 // block in a fixed order and combined per chunk in order, so results do not depend on scheduling.
 #include "cuda/accumulate.cuh"
+#include "cuda/multi_tensor.cuh"
 #include "cuda/optim.h"
 
 namespace ember::cuda {
 
 namespace {
 
-using optim::kStepChunk;
-
 constexpr int kStepThreads = 512;
-
-struct Chunk {
-  int t;  // the tensor in the list
-  int64_t begin, end;
-};
-
-// This block's chunk (tensors with no elements own no chunk and are passed over).
-__device__ __forceinline__ Chunk block_chunk(const TensorList& l) {
-  const int32_t b = static_cast<int32_t>(blockIdx.x);
-  int t = 0;
-  while (l.first_chunk[t + 1] <= b) ++t;
-  const int64_t begin = int64_t{b - l.first_chunk[t]} * kStepChunk;
-  return {t, begin, begin + kStepChunk < l.numel[t] ? begin + kStepChunk : l.numel[t]};
-}
 
 __device__ __forceinline__ bool skipped(const float* found_inf) { return found_inf && *found_inf != 0.0f; }
 

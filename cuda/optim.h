@@ -7,25 +7,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda/multi_tensor.h"
 #include "optim/step_math.h"
 #include "tensor/dtype.h"
 
 namespace ember::cuda {
 
-// The tensors of one launch, passed by value as a kernel argument (under the 4 KiB every CUDA
-// version accepts), so that a launch needs no host-to-device copy of its table. Block b works on
-// chunk b - first_chunk[t] of tensor t, where first_chunk[t] <= b < first_chunk[t + 1].
-struct TensorList {
-  static constexpr int kMaxTensors = 40;
-  static constexpr int kMaxOperands = 5;  // Adam with amsgrad: p, grad, exp_avg, exp_avg_sq, max_exp_avg_sq
-  void* data[kMaxTensors][kMaxOperands];
-  double* step[kMaxTensors];  // the step counts (0-dim f64), null where the optimizer keeps none
-  int64_t numel[kMaxTensors];
-  int32_t first_chunk[kMaxTensors + 1];
-  int count;
-  int32_t chunks() const { return first_chunk[count]; }
-};
-static_assert(sizeof(TensorList) + 256 < 4096, "TensorList must fit in a kernel's parameters");
 
 // The device scalars of a step, either may be null: found_inf nonzero skips the step, and every
 // gradient is divided by grad_scale.

@@ -66,7 +66,7 @@ void Adam::step_group(const ParamGroup& group, const Batch& batch) {
   std::vector<Tensor> updated = step_operands(batch, keys);
   AdamStep prim(StepLayout{static_cast<int64_t>(batch.params.size()), batch.has_found_inf, batch.has_grad_scale},
                 AdamStepParams{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad, decoupled_});
-  run_step(prim, batch.inputs, updated);
+  run_update(prim, batch.inputs, updated);
 }
 
 LAMB::LAMB(std::vector<Tensor> params, LAMBOptions o) : Optimizer(o.to_map()) {
@@ -80,7 +80,7 @@ void LAMB::step_group(const ParamGroup& group, const Batch& batch) {
   std::vector<Tensor> updated = step_operands(batch, {"exp_avg", "exp_avg_sq"});
   LAMBStep prim(StepLayout{static_cast<int64_t>(batch.params.size()), batch.has_found_inf, batch.has_grad_scale},
                 LAMBStepParams{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay});
-  run_step(prim, batch.inputs, updated);
+  run_update(prim, batch.inputs, updated);
 }
 
 }  // namespace ember::optim

@@ -52,7 +52,7 @@ void SGD::step_group(const ParamGroup& group, const Batch& batch) {
   }
   SGDStep prim(StepLayout{static_cast<int64_t>(batch.params.size()), batch.has_found_inf, batch.has_grad_scale},
                SGDStepParams{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov});
-  run_step(prim, batch.inputs, updated);
+  run_update(prim, batch.inputs, updated);
 }
 
 }  // namespace ember::optim

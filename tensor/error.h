@@ -20,6 +20,7 @@ class IndexError : public Error { using Error::Error; };           // dim or ind
 class ValueError : public Error { using Error::Error; };           // a bad argument value
 class AutogradError : public Error { using Error::Error; };        // misuse of the autograd graph
 class NotImplementedError : public Error { using Error::Error; };  // a valid request not (yet) served
+class StateError : public Error { using Error::Error; };           // a call out of order (unscale_ twice)
 
 // A failed CUDA, cuBLAS, cuDNN or NCCL call: the message names the call, its file:line and the
 // library's own message. Declared here so CPU-only builds can catch it too.

@@ -134,6 +134,17 @@ void run_inplace(P prim, const std::vector<Tensor>& inputs) {
   node->record_outputs(outputs, P::kSaves);
 }
 
+// Runs a primitive that reads `inputs` and writes `updated` in place (its outputs): optimizer steps
+// and loss scaling. Outside autograd; the versions of what it wrote are bumped.
+template <class P>
+void run_update(P& prim, const std::vector<Tensor>& inputs, std::vector<Tensor>& updated) {
+  static_assert(!P::kDifferentiable, "an in-place update is not recorded for backward");
+  std::vector<Tensor> all = inputs;
+  all.insert(all.end(), updated.begin(), updated.end());
+  detail::dispatch(prim, detail::common_device(prim.name(), all), inputs, updated);
+  for (const Tensor& t : updated) t.storage()->bump_version();
+}
+
 // Runs a view primitive: P::make_view(input) returns a tensor sharing input's storage.
 template <class P>
 Tensor run_view(P prim, const Tensor& input) {

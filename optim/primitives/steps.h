@@ -69,12 +69,4 @@ class LAMBStep final : public Primitive {
   optim::LAMBStepParams h_;
 };
 
-// Runs step primitive `prim` on the device of its inputs, writing `updated` in place, and bumps
-// the versions of what it wrote.
-template <class P>
-void run_step(P& prim, const std::vector<Tensor>& inputs, std::vector<Tensor>& updated) {
-  detail::dispatch(prim, detail::common_device(prim.name(), inputs), inputs, updated);
-  for (const Tensor& t : updated) t.storage()->bump_version();
-}
-
 }  // namespace ember

@@ -1,0 +1,44 @@
+// CPU kernels of the loss-scaling primitives (optim/amp/primitives.h). They read found_inf and the
+// scale through pointers, as the CUDA kernels read device memory: nothing is read on the host side
+// of the API, so a CPU run takes the same path as a GPU run.
+#include <atomic>
+#include <cmath>
+
+#include "cpu/parallel.h"
+#include "optim/amp/primitives.h"
+
+namespace ember {
+
+void AmpUnscale::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const float inv_scale = *in[0].data<float>();
+  float* found_inf = out[0].data<float>();
+  std::atomic<bool> non_finite{false};
+  for (size_t i = 1; i < out.size(); ++i) {
+    const Tensor& g = out[i];
+    visit_floating(g.dtype(), name(), [&]<class T>() {
+      T* p = g.data<T>();
+      const auto inv = static_cast<optim::step_compute_t<T>>(inv_scale);
+      cpu::parallel_for(g.numel(), 1, [&](int64_t begin, int64_t end) {
+        bool bad = false;
+        for (int64_t j = begin; j < end; ++j) bad |= amp::unscale_element(p, inv, j);
+        if (bad) non_finite.store(true, std::memory_order_relaxed);
+      });
+    });
+  }
+  if (non_finite.load()) *found_inf = 1.0f;
+}
+
+void GradScaleUpdate::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  amp::update_grad_scale(*out[0].data<float>(), *out[1].data<int32_t>(), *in[0].data<float>() != 0.0f, rule_);
+}
+
+void LossScaleUpdate::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  int64_t* c = out[1].data<int64_t>();
+  amp::LossScalerCounters counters{c[0], c[1], c[2]};
+  amp::update_loss_scale(*out[0].data<float>(), counters, *in[0].data<float>() != 0.0f, rule_);
+  c[0] = counters.iteration;
+  c[1] = counters.last_overflow_iter;
+  c[2] = counters.hysteresis_left;
+}
+
+}  // namespace ember

@@ -1,0 +1,39 @@
+// eval_cuda of the loss-scaling primitives: the gradients are packed by dtype into TensorLists here,
+// kernels in cuda/amp.cu. Scalars stay in device memory: nothing here waits for the device.
+#include "cuda/amp.h"
+#include "cuda/context.h"
+#include "optim/amp/primitives.h"
+
+namespace ember {
+
+void AmpUnscale::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  cuda::DeviceGuard guard(out[0].device());
+  std::map<DType, std::vector<cuda::ListEntry>> entries;
+  for (size_t i = 1; i < out.size(); ++i) {
+    cuda::ListEntry e;
+    e.data[0] = out[i].raw_data();
+    e.numel = out[i].numel();
+    entries[out[i].dtype()].push_back(e);
+  }
+  const auto* inv_scale = static_cast<const float*>(in[0].raw_data());
+  auto* found_inf = static_cast<float*>(out[0].raw_data());
+  const cudaStream_t stream = cuda::current_stream();
+  cuda::for_each_list(entries, [&](DType dtype, const cuda::TensorList& list) {
+    cuda::launch_amp_unscale(dtype, list, inv_scale, found_inf, stream);
+  });
+}
+
+void GradScaleUpdate::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  cuda::DeviceGuard guard(out[0].device());
+  cuda::launch_grad_scale_update(static_cast<float*>(out[0].raw_data()), static_cast<int32_t*>(out[1].raw_data()),
+                                 static_cast<const float*>(in[0].raw_data()), rule_, cuda::current_stream());
+}
+
+void LossScaleUpdate::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  cuda::DeviceGuard guard(out[0].device());
+  cuda::launch_loss_scale_update(static_cast<float*>(out[0].raw_data()),
+                                 static_cast<amp::LossScalerCounters*>(out[1].raw_data()),
+                                 static_cast<const float*>(in[0].raw_data()), rule_, cuda::current_stream());
+}
+
+}  // namespace ember

@@ -1,0 +1,106 @@
+#include "optim/amp/master_weights.h"
+
+#include <string>
+
+#include "autograd/grad_mode.h"
+#include "optim/amp/primitives.h"
+#include "tensor/error.h"
+#include "tensor/ops.h"
+
+namespace ember::amp {
+
+namespace {
+
+bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
+
+}  // namespace
+
+MasterWeightOptimizer::MasterWeightOptimizer(std::vector<Tensor> model_params, const InnerFactory& make_inner)
+    : params_(std::move(model_params)) {
+  if (params_.empty()) throw ValueError("MasterWeightOptimizer: no parameters");
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    if (!is_half(p.dtype()) && p.dtype() != DType::f32)
+      throw ValueError("MasterWeightOptimizer: parameter " + std::to_string(i) + " is " + dtype_name(p.dtype()) +
+                       " (expected float16, bfloat16 or float32)");
+    if (p.dtype() == DType::f32) {
+      masters_.push_back(p);
+      continue;
+    }
+    Tensor m = p.detach().to(DType::f32).contiguous();
+    m.requires_grad_(true);
+    masters_.push_back(m);
+  }
+  inner_ = make_inner(masters_);
+}
+
+Tensor MasterWeightOptimizer::unscale_grads(const Tensor& inv_scale) {
+  NoGradGuard no_grad;
+  const Device device = params_[0].device();
+  const std::vector<Tensor> inputs = {inv_scale.defined() ? inv_scale : ones({}, TensorOptions(DType::f32).with_device(device))};
+  std::vector<Tensor> updated = {zeros({}, TensorOptions(DType::f32).with_device(device))};
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor g = params_[i].grad();
+    if (!g.defined()) {
+      if (!masters_[i].is_same(params_[i])) masters_[i].set_grad(Tensor());
+      continue;
+    }
+    const Tensor master_grad = masters_[i].is_same(params_[i]) ? g.contiguous() : g.to(DType::f32).contiguous();
+    masters_[i].set_grad(master_grad);
+    updated.push_back(master_grad);
+  }
+  AmpUnscale unscale;
+  run_update(unscale, inputs, updated);
+  return updated[0];
+}
+
+void MasterWeightOptimizer::step(const Tensor& found_inf) {
+  NoGradGuard no_grad;
+  inner_->step(optim::StepInputs{found_inf, Tensor()});
+  // Unchanged masters round back to the same half values: a skipped step leaves the model as it was.
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!masters_[i].is_same(params_[i])) copy_(params_[i], masters_[i]);
+}
+
+void MasterWeightOptimizer::zero_grad() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i].set_grad(Tensor());
+    masters_[i].set_grad(Tensor());
+  }
+}
+
+StateDict MasterWeightOptimizer::state_dict() const {
+  StateDict dict;
+  for (auto& [key, value] : inner_->state_dict()) dict["optimizer." + key] = value;
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!masters_[i].is_same(params_[i])) dict["master." + std::to_string(i)] = masters_[i].to(kCPU).clone();
+  return dict;
+}
+
+void MasterWeightOptimizer::load_state_dict(const StateDict& dict) {
+  StateDict inner;
+  const std::string prefix = "optimizer.";
+  for (const auto& [key, value] : dict)
+    if (key.rfind(prefix, 0) == 0) inner[key.substr(prefix.size())] = value;
+  // Check every master before changing anything.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (masters_[i].is_same(params_[i])) continue;
+    const std::string key = "master." + std::to_string(i);
+    auto it = dict.find(key);
+    if (it == dict.end()) throw ValueError("MasterWeightOptimizer.load_state_dict: missing \"" + key + "\"");
+    if (!(it->second.shape() == masters_[i].shape()))
+      throw ValueError("MasterWeightOptimizer.load_state_dict: \"" + key + "\" has shape " + to_string(it->second.shape()) +
+                       ", the parameter " + to_string(masters_[i].shape()));
+  }
+  inner_->load_state_dict(inner);
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (masters_[i].is_same(params_[i])) continue;
+    copy_(masters_[i], dict.at("master." + std::to_string(i)));
+    copy_(params_[i], masters_[i]);
+  }
+}
+
+}  // namespace ember::amp

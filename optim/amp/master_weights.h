@@ -1,0 +1,50 @@
+// amp::MasterWeightOptimizer: naive AMP's float32 master weights (Apex O2, Colossal-AI fp16_naive,
+// REFERENCE.md §3-4). The model holds f16/bf16 parameters; the wrapper owns f32 copies that an
+// ordinary ember optimizer steps, and writes them back into the model after each step.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "optim/optimizer.h"
+#include "tensor/state_dict.h"
+
+namespace ember::amp {
+
+class MasterWeightOptimizer {
+ public:
+  // Builds the inner optimizer over the masters (same order as the parameters).
+  using InnerFactory = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor> masters)>;
+
+  // A float32 parameter (batch norm kept in f32) is its own master; every f16/bf16 one gets an f32
+  // copy. ValueError when the list is empty or holds a non-floating or float64 parameter.
+  MasterWeightOptimizer(std::vector<Tensor> model_params, const InnerFactory& make_inner);
+
+  // Upcasts the model's gradients into the masters' and multiplies them by inv_scale (0-dim f32 on
+  // the device; undefined = 1) in one pass that also checks them for non-finite values. Returns
+  // found_inf (0-dim f32, 1 = overflow). Parameters without a gradient are left out.
+  Tensor unscale_grads(const Tensor& inv_scale = Tensor());
+  // The inner step on the masters (skipped on the device when found_inf is set), then the masters
+  // copied back into the model's half parameters. A skipped step leaves both bit-identical.
+  void step(const Tensor& found_inf = Tensor());
+  // Sets the gradients of the model's parameters and of the masters to none.
+  void zero_grad();
+
+  optim::Optimizer& inner() { return *inner_; }
+  const std::vector<Tensor>& masters() const { return masters_; }
+  const std::vector<Tensor>& model_params() const { return params_; }
+
+  // The inner optimizer's dict under "optimizer.", and the f32 copies as "master.<i>" (the
+  // f32-own parameters are not repeated).
+  StateDict state_dict() const;
+  // ValueError naming the key on a missing master or one whose shape differs.
+  void load_state_dict(const StateDict& dict);
+
+ private:
+  std::vector<Tensor> params_;
+  std::vector<Tensor> masters_;
+  std::unique_ptr<optim::Optimizer> inner_;
+};
+
+}  // namespace ember::amp

@@ -1,0 +1,49 @@
+// The kernels of loss scaling as primitives that update tensors in place (run_update: `in` is read,
+// `out` written) and never read a value on the host: the unscale + non-finite check over all
+// gradients, and the two scale updates. CPU kernels in cpu/amp.cpp, CUDA kernels in cuda/amp.{cpp,cu}.
+#pragma once
+
+#include "optim/amp/scale_rules.h"
+#include "tensor/primitive.h"
+
+namespace ember {
+
+// in {inv_scale}, out {found_inf, grad...}: inv_scale and found_inf 0-dim float32, every grad a
+// contiguous floating tensor on their device. Multiplies every gradient element by inv_scale and
+// sets found_inf to 1 when any element was not finite (PyTorch's
+// _amp_foreach_non_finite_check_and_unscale_).
+class AmpUnscale final : public Primitive {
+ public:
+  static constexpr bool kDifferentiable = false;
+  const char* name() const override { return "amp_unscale"; }
+  EMBER_PRIMITIVE_KERNELS;
+};
+
+// in {found_inf (0-dim f32)}, out {scale (0-dim f32), growth_tracker (0-dim i32)}: GradScaler's update.
+class GradScaleUpdate final : public Primitive {
+ public:
+  static constexpr bool kDifferentiable = false;
+  explicit GradScaleUpdate(amp::GradScalerRule rule) : rule_(rule) {}
+  const char* name() const override { return "amp_update_scale"; }
+  const amp::GradScalerRule& rule() const { return rule_; }
+  EMBER_PRIMITIVE_KERNELS;
+
+ private:
+  amp::GradScalerRule rule_;
+};
+
+// in {found_inf (0-dim f32)}, out {scale (0-dim f32), counters (3 i64: LossScalerCounters' fields in
+// order)}: the dynamic loss scaler's update.
+class LossScaleUpdate final : public Primitive {
+ public:
+  static constexpr bool kDifferentiable = false;
+  explicit LossScaleUpdate(amp::LossScalerRule rule) : rule_(rule) {}
+  const char* name() const override { return "amp_update_loss_scale"; }
+  const amp::LossScalerRule& rule() const { return rule_; }
+  EMBER_PRIMITIVE_KERNELS;
+
+ private:
+  amp::LossScalerRule rule_;
+};
+
+}  // namespace ember

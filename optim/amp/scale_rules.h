@@ -1,0 +1,95 @@
+// The unscale of one gradient element and the loss-scale update rules, as plain functions that the
+// CPU kernels and the CUDA kernels share, so that both backends follow one definition.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "optim/step_math.h"
+#include "tensor/convert.h"
+
+namespace ember::amp {
+
+template <class C>
+EMBER_HD inline bool is_finite(C v) {
+#if defined(__CUDA_ARCH__)
+  return isfinite(v);
+#else
+  return std::isfinite(v);
+#endif
+}
+
+// g[i] *= inv_scale, in float (double for f64); true when the value read was not finite.
+template <class T>
+EMBER_HD inline bool unscale_element(T* g, optim::step_compute_t<T> inv_scale, int64_t i) {
+  const auto v = convert<optim::step_compute_t<T>>(g[i]);
+  g[i] = convert<T>(v * inv_scale);
+  return !is_finite(v);
+}
+
+struct GradScalerRule {
+  double growth_factor;
+  double backoff_factor;
+  int64_t growth_interval;
+};
+
+// PyTorch's GradScaler.update (aten/src/ATen/native/cuda/AmpKernels.cu, REFERENCE.md §2): back off
+// and restart the count on an overflow; grow after growth_interval clean steps in a row, keeping
+// the old scale when the grown one would not be finite.
+EMBER_HD inline void update_grad_scale(float& scale, int32_t& growth_tracker, bool found_inf,
+                                                const GradScalerRule& rule) {
+  if (found_inf) {
+    scale = static_cast<float>(scale * rule.backoff_factor);
+    growth_tracker = 0;
+    return;
+  }
+  const int32_t successful = growth_tracker + 1;
+  if (successful == rule.growth_interval) {
+    const float grown = static_cast<float>(scale * rule.growth_factor);
+    if (is_finite(grown)) scale = grown;
+    growth_tracker = 0;
+  } else {
+    growth_tracker = successful;
+  }
+}
+
+struct LossScalerRule {
+  double scale_factor;     // 2: halve on backoff, double on growth
+  int64_t scale_window;    // loss_scale_window
+  int64_t hysteresis;      // overflows tolerated before a backoff (DeepSpeed's delayed_shift)
+  bool consecutive_hysteresis;
+  double min_scale, max_scale;
+};
+
+// Counters of the dynamic loss scaler, kept beside its scale.
+struct LossScalerCounters {
+  int64_t iteration;           // updates so far
+  int64_t last_overflow_iter;  // -1 before the first overflow
+  int64_t hysteresis_left;
+};
+
+// DeepSpeed's DynamicLossScaler.update_scale (runtime/fp16/loss_scaler.py, REFERENCE.md §5), with
+// Colossal-AI's max_scale cap (REFERENCE.md §4): an overflow spends one unit of hysteresis and
+// backs off (not below min_scale) when none is left; a clean step refills hysteresis when
+// consecutive_hysteresis is set, and grows the scale (not above max_scale) every scale_window
+// iterations after the last overflow, refilling hysteresis.
+EMBER_HD inline void update_loss_scale(float& scale, LossScalerCounters& c, bool overflow,
+                                                const LossScalerRule& rule) {
+  if (overflow) {
+    if (rule.hysteresis == 1 || c.hysteresis_left == 1) {
+      scale = static_cast<float>(fmax(scale / rule.scale_factor, rule.min_scale));
+    } else {
+      c.hysteresis_left -= 1;
+    }
+    c.last_overflow_iter = c.iteration;
+  } else {
+    if (rule.consecutive_hysteresis) c.hysteresis_left = rule.hysteresis;
+    if ((c.iteration - c.last_overflow_iter) % rule.scale_window == 0) {
+      if (!rule.consecutive_hysteresis) c.hysteresis_left = rule.hysteresis;
+      scale = static_cast<float>(fmin(scale * rule.scale_factor, rule.max_scale));
+    }
+  }
+  c.iteration += 1;
+}
+
+}  // namespace ember::amp

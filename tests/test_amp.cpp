@@ -1,0 +1,269 @@
+// Loss scaling: GradScaler (PyTorch's rules, REFERENCE.md §2) and DynamicLossScaler (DeepSpeed's,
+// §5) followed step by step through scripted overflow patterns; an overflow step leaves weights
+// and optimizer state bit-identical; misuse raises. The expected sequences are written out from
+// the rules, one row per update.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "optim/adam.h"
+#include "optim/amp/grad_scaler.h"
+#include "optim/amp/loss_scaler.h"
+#include "optim/sgd.h"
+#include "tensor/error.h"
+#include "tests/helpers.h"
+
+using namespace ember;
+using namespace ember_test;
+
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+Tensor param(std::vector<double> v, DType dtype = DType::f32) {
+  Tensor p = from_vector(v, {static_cast<int64_t>(v.size())}).to(dtype);
+  p.requires_grad_(true);
+  return p;
+}
+
+// One scaled backward of sum(p * c): p's gradient is scale * c (inf where c is).
+void scaled_backward(amp::GradScaler& scaler, const Tensor& p, double c) {
+  scaler.scale(sum(mul(p, full(p.shape(), c, p.dtype())))).backward();
+}
+
+int64_t tracker(const amp::GradScaler& s) { return s.state_dict().at("_growth_tracker").item<int64_t>(); }
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return x.dtype() == y.dtype() && x.numel() == y.numel() &&
+         std::memcmp(x.raw_data(), y.raw_data(), x.numel() * dtype_size(x.dtype())) == 0;
+}
+
+}  // namespace
+
+TEST_SUITE("cpu") {
+
+TEST_CASE("GradScaler: defaults are PyTorch's") {
+  amp::GradScaler s;
+  CHECK(s.options().init_scale == 65536.0);
+  CHECK(s.options().growth_factor == 2.0);
+  CHECK(s.options().backoff_factor == 0.5);
+  CHECK(s.options().growth_interval == 2000);
+  CHECK(s.get_scale() == 65536.0);
+  expect_error<ValueError>("growth_factor 1", [] { amp::GradScaler({.growth_factor = 1.0}); }, {"growth_factor", "1.0"});
+  expect_error<ValueError>("backoff 1", [] { amp::GradScaler({.backoff_factor = 1.0}); }, {"backoff_factor"});
+  expect_error<ValueError>("interval 0", [] { amp::GradScaler({.growth_interval = 0}); }, {"growth_interval"});
+}
+
+TEST_CASE("GradScaler: scripted overflows, growth at the interval, backoff") {
+  Tensor p = param({1.0, -2.0});
+  optim::SGD opt({p}, {.lr = 0.5});
+  amp::GradScaler scaler({.init_scale = 8.0, .growth_interval = 3});
+  // (gradient coefficient, scale after update, tracker after update)
+  struct Row { double c; double scale; int64_t tracker; };
+  const Row script[] = {
+      {1, 8, 1},  {1, 8, 2},   {1, 16, 0},  // the third clean step in a row doubles
+      {kInf, 8, 0},                          // an overflow halves and restarts the count
+      {1, 8, 1},  {std::nan(""), 4, 0},      // NaN counts as an overflow
+      {1, 4, 1},  {1, 4, 2},   {1, 8, 0},
+  };
+  int row = 0;
+  for (const Row& r : script) {
+    CAPTURE(row);
+    opt.zero_grad();
+    scaled_backward(scaler, p, r.c);
+    scaler.step(opt);
+    scaler.update();
+    CHECK(scaler.get_scale() == r.scale);
+    CHECK(tracker(scaler) == r.tracker);
+    ++row;
+  }
+}
+
+TEST_CASE("GradScaler: unscale_ divides by the scale before clipping; the step uses unscaled grads") {
+  Tensor p = param({1.0, -2.0, 3.0});
+  optim::SGD opt({p}, {.lr = 0.25});
+  amp::GradScaler scaler({.init_scale = 1024.0});
+  scaled_backward(scaler, p, 3.0);
+  CHECK(values(p.grad()) == std::vector<double>{3072, 3072, 3072});
+  scaler.unscale_(opt);
+  CHECK(values(p.grad()) == std::vector<double>{3, 3, 3});
+  scaler.step(opt);  // unscale_ is not repeated
+  CHECK(values(p) == std::vector<double>{0.25, -2.75, 2.25});
+  scaler.update();
+  CHECK(scaler.get_scale() == 1024.0);
+}
+
+TEST_CASE("GradScaler: a grown scale that would overflow keeps the old one") {
+  Tensor p = param({1.0});
+  optim::SGD opt({p}, {.lr = 0.0});
+  const double big = std::ldexp(1.0, 127);  // doubling it overflows float32
+  amp::GradScaler scaler({.init_scale = big, .growth_interval = 1});
+  scaled_backward(scaler, p, 0.0);
+  scaler.step(opt);
+  scaler.update();
+  CHECK(scaler.get_scale() == big);
+  CHECK(tracker(scaler) == 0);
+}
+
+TEST_CASE("GradScaler: an overflow step leaves weights and optimizer state bit-identical") {
+  for (int kind = 0; kind < 3; ++kind) {
+    CAPTURE(kind);
+    Tensor p = param({0.5, -1.5, 2.5, 4.0});
+    std::unique_ptr<optim::Optimizer> opt;
+    if (kind == 0) opt = std::make_unique<optim::SGD>(std::vector<Tensor>{p}, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+    if (kind == 1) opt = std::make_unique<optim::Adam>(std::vector<Tensor>{p}, optim::AdamOptions{.amsgrad = true});
+    if (kind == 2) opt = std::make_unique<optim::LAMB>(std::vector<Tensor>{p});
+    amp::GradScaler scaler({.init_scale = 4.0});
+    scaled_backward(scaler, p, 0.3);  // a clean step first: the state exists
+    scaler.step(*opt);
+    scaler.update();
+    const Tensor before = p.detach().clone();
+    const StateDict state = opt->state_dict();
+    opt->zero_grad();
+    scaled_backward(scaler, p, kInf);
+    scaler.step(*opt);
+    CHECK(scaler.found_inf(*opt).item<double>() == 1.0);
+    scaler.update();
+    CHECK(same_bytes(p.detach(), before));
+    for (const auto& [key, value] : opt->state_dict()) CHECK_MESSAGE(same_bytes(value, state.at(key)), key);
+    CHECK(scaler.get_scale() == 2.0);
+  }
+}
+
+TEST_CASE("GradScaler: misuse raises") {
+  Tensor p = param({1.0});
+  optim::SGD opt({p}, {.lr = 0.1});
+  amp::GradScaler scaler;
+  expect_error<StateError>("unscale before scale", [&] { scaler.unscale_(opt); }, {"no loss was scaled"});
+  scaled_backward(scaler, p, 1.0);
+  scaler.unscale_(opt);
+  expect_error<StateError>("double unscale", [&] { scaler.unscale_(opt); }, {"already called"});
+  scaler.step(opt);
+  expect_error<StateError>("double step", [&] { scaler.step(opt); }, {"already called"});
+  expect_error<StateError>("unscale after step", [&] { scaler.unscale_(opt); }, {"after step"});
+  scaler.update();
+
+  Tensor h = param({1.0}, DType::f16);
+  optim::SGD half_opt({h}, {.lr = 0.1});
+  amp::GradScaler s2;
+  scaled_backward(s2, h, 1.0);
+  expect_error<DTypeError>("f16 grads", [&] { s2.unscale_(half_opt); }, {"float16", "parameter 0"});
+}
+
+TEST_CASE("GradScaler: state_dict round trip continues the same trajectory; disabled passes through") {
+  Tensor p = param({1.0});
+  optim::SGD opt({p}, {.lr = 0.0});
+  amp::GradScaler a({.init_scale = 32.0, .growth_interval = 4});
+  for (double c : {1.0, kInf, 1.0, 1.0}) {
+    opt.zero_grad();
+    scaled_backward(a, p, c);
+    a.step(opt);
+    a.update();
+  }
+  amp::GradScaler b;
+  b.load_state_dict(a.state_dict());
+  CHECK(b.get_scale() == 16.0);
+  CHECK(tracker(b) == 2);
+  CHECK(b.options().growth_interval == 4);
+  for (amp::GradScaler* s : {&a, &b})
+    for (int i = 0; i < 2; ++i) {
+      opt.zero_grad();
+      scaled_backward(*s, p, 1.0);
+      s->step(opt);
+      s->update();
+    }
+  CHECK(a.get_scale() == 32.0);
+  CHECK(b.get_scale() == 32.0);
+  StateDict broken = a.state_dict();
+  broken.erase("_growth_tracker");
+  expect_error<ValueError>("missing key", [&] { b.load_state_dict(broken); }, {"_growth_tracker"});
+
+  amp::GradScaler off({.enabled = false});
+  const Tensor loss = sum(p);
+  CHECK(off.scale(loss).is_same(loss));
+  CHECK(off.state_dict().empty());
+}
+
+TEST_CASE("DynamicLossScaler: defaults and a scripted run with window 3 and hysteresis 2") {
+  amp::DynamicLossScaler d;
+  CHECK(d.get_scale() == 65536.0);
+  CHECK(d.options().loss_scale_window == 1000);
+  CHECK(d.options().hysteresis == 2);
+  CHECK(d.options().min_loss_scale == 1.0);
+
+  amp::DynamicLossScaler s({.initial_scale_power = 4, .loss_scale_window = 3, .hysteresis = 2});
+  (void)s.scale(scalar_tensor(1.0, DType::f32));
+  struct Row { bool overflow; double scale; int64_t hysteresis; };
+  const Row script[] = {
+      {false, 16, 2}, {false, 16, 2}, {false, 32, 2},  // (iter + 1) % 3 == 0: grow
+      {true, 32, 1},                                   // first overflow spends hysteresis
+      {true, 16, 1},                                   // none left: back off
+      {false, 16, 1}, {false, 16, 1}, {false, 32, 2},  // 3 after the last overflow: grow, refill
+      {true, 32, 1}, {false, 32, 1}, {true, 16, 1},    // hysteresis is not refilled by one clean step
+  };
+  int row = 0;
+  for (const Row& r : script) {
+    CAPTURE(row);
+    s.update(scalar_tensor(r.overflow ? 1.0 : 0.0, DType::f32));
+    CHECK(s.get_scale() == r.scale);
+    CHECK(s.state_dict().at("cur_hysteresis").item<int64_t>() == r.hysteresis);
+    CHECK(s.state_dict().at("cur_iter").item<int64_t>() == row + 1);
+    ++row;
+  }
+}
+
+TEST_CASE("DynamicLossScaler: consecutive hysteresis, the floor, the cap, a static scale") {
+  amp::DynamicLossScaler c({.initial_scale_power = 3, .loss_scale_window = 100, .hysteresis = 2,
+                            .consecutive_hysteresis = true});
+  (void)c.scale(scalar_tensor(1.0, DType::f32));
+  for (bool o : {true, false, true, false}) c.update(scalar_tensor(o ? 1.0 : 0.0, DType::f32));
+  CHECK(c.get_scale() == 8.0);  // each clean step refilled the hysteresis: no backoff
+  c.update(scalar_tensor(1.0, DType::f32));
+  c.update(scalar_tensor(1.0, DType::f32));
+  CHECK(c.get_scale() == 4.0);
+
+  amp::DynamicLossScaler floor({.initial_scale_power = 1, .hysteresis = 1, .min_loss_scale = 1.0});
+  (void)floor.scale(scalar_tensor(1.0, DType::f32));
+  for (int i = 0; i < 3; ++i) floor.update(scalar_tensor(1.0, DType::f32));
+  CHECK(floor.get_scale() == 1.0);
+
+  amp::DynamicLossScaler raising({.initial_scale_power = 0, .hysteresis = 1, .raise_error_at_min_scale = true});
+  (void)raising.scale(scalar_tensor(1.0, DType::f32));
+  raising.update(scalar_tensor(0.0, DType::f32));
+  expect_error<ValueError>("at the minimum", [&] { raising.update(scalar_tensor(1.0, DType::f32)); },
+                           {"already at minimum"});
+
+  amp::DynamicLossScaler cap({.initial_scale_power = 4, .loss_scale_window = 1, .max_loss_scale = 32.0});
+  (void)cap.scale(scalar_tensor(1.0, DType::f32));
+  for (int i = 0; i < 4; ++i) cap.update(scalar_tensor(0.0, DType::f32));
+  CHECK(cap.get_scale() == 32.0);
+
+  amp::DynamicLossScaler fixed({.loss_scale = 128.0, .loss_scale_window = 1});
+  CHECK_FALSE(fixed.is_dynamic());
+  CHECK(values(fixed.scale(scalar_tensor(0.5, DType::f32))) == std::vector<double>{64.0});
+  for (bool o : {false, true, false, false}) fixed.update(scalar_tensor(o ? 1.0 : 0.0, DType::f32));
+  CHECK(fixed.get_scale() == 128.0);
+
+  expect_error<ValueError>("window 0", [] { amp::DynamicLossScaler({.loss_scale_window = 0}); }, {"loss_scale_window"});
+  expect_error<ValueError>("start above the cap", [] { amp::DynamicLossScaler({.initial_scale_power = 40}); },
+                           {"2^40", "max_loss_scale"});
+}
+
+TEST_CASE("DynamicLossScaler: state_dict round trip") {
+  amp::DynamicLossScaler a({.initial_scale_power = 5, .loss_scale_window = 2, .hysteresis = 3});
+  (void)a.scale(scalar_tensor(1.0, DType::f32));
+  for (bool o : {true, false, true}) a.update(scalar_tensor(o ? 1.0 : 0.0, DType::f32));
+  amp::DynamicLossScaler b({.initial_scale_power = 5, .loss_scale_window = 2, .hysteresis = 3});
+  b.load_state_dict(a.state_dict());
+  (void)b.scale(scalar_tensor(1.0, DType::f32));
+  for (amp::DynamicLossScaler* s : {&a, &b})
+    for (bool o : {true, false, false}) s->update(scalar_tensor(o ? 1.0 : 0.0, DType::f32));
+  CHECK(a.state_dict().at("cur_scale").item<double>() == b.state_dict().at("cur_scale").item<double>());
+  CHECK(a.state_dict().at("cur_hysteresis").item<int64_t>() == b.state_dict().at("cur_hysteresis").item<int64_t>());
+  StateDict bad = a.state_dict();
+  bad["cur_hysteresis"] = scalar_tensor(int64_t{7}, DType::i64);
+  expect_error<ValueError>("hysteresis above the setting", [&] { b.load_state_dict(bad); }, {"cur_hysteresis 7"});
+}
+
+}  // TEST_SUITE("cpu")
