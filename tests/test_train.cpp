@@ -21,6 +21,7 @@
 #include "optim/sgd.h"
 #include "tensor/atomic_file.h"
 #include "tensor/safetensors.h"
+#include "tensor/host_sync.h"
 #include "tests/helpers.h"
 #include "train/checkpoint.h"
 #include "train/log.h"
@@ -361,6 +362,25 @@ TEST_CASE("Runner: N iterations straight equal N/2, a resume in a fresh process 
     REQUIRE(a.size() == b.size());
     for (size_t i = 0; i < a.size(); ++i) CHECK_MESSAGE(a[i] == b[i], a[i].dump(), " vs ", b[i].dump());
   }
+}
+
+TEST_CASE("Runner: an iteration queues its work without waiting; the host reads once per log line") {
+  // Host syncs of one epoch with its single log line (and the validation read), for 5 and for 10
+  // iterations: equal counts mean the iterations themselves read nothing on the host.
+  auto syncs_of_epoch = [](int64_t images) {
+    std::ostringstream console;
+    Run run(1, 0, 1, pattern_dataset(images, 7));
+    RunnerOptions o = options("", 1, console);
+    o.log_interval = 1000;
+    Runner runner = run.runner(o);
+    const int64_t before = host_sync_count();
+    const RunSummary s = runner.run();
+    CHECK(s.iterations == (images + 7) / 8);
+    return host_sync_count() - before;
+  };
+  const int64_t five = syncs_of_epoch(40), ten = syncs_of_epoch(80);
+  CHECK(five == ten);
+  CHECK(five <= 3);  // the log line's read, the validation accuracy, and nothing per step
 }
 
 TEST_CASE("Runner: a non-finite gradient skips the step and the schedule; weights stay finite") {

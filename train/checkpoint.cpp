@@ -17,7 +17,8 @@ constexpr const char* kFormat = "ember-checkpoint/1";
 template <class C>
 auto sections(C& c) {
   return std::array{std::pair{std::string("model."), &c.model}, std::pair{std::string("optimizer."), &c.optimizer},
-                    std::pair{std::string("scheduler."), &c.scheduler}, std::pair{std::string("runner."), &c.runner}};
+                    std::pair{std::string("scheduler."), &c.scheduler}, std::pair{std::string("precision."), &c.precision},
+                    std::pair{std::string("runner."), &c.runner}};
 }
 
 int64_t parse_counter(const std::string& path, const std::map<std::string, std::string>& meta, const std::string& key) {

@@ -1,6 +1,6 @@
 // A training checkpoint: everything a run needs to continue bit for bit, in one safetensors file
 // (written atomically: a crash mid-save leaves the previous file intact).
-//   tensors   "model.<name>", "optimizer.<key>", "scheduler.<key>", "runner.<key>",
+//   tensors   "model.<name>", "optimizer.<key>", "scheduler.<key>", "precision.<key>", "runner.<key>",
 //             "rng.default" (the default generator's seed and offset, as two i64)
 //   metadata  "format": "ember-checkpoint/1", "epoch", "iteration", "loader.epoch", "loader.batch",
 //             and the run's own free-form entries under "info.<key>"
@@ -20,6 +20,7 @@ struct Checkpoint {
   StateDict model;
   StateDict optimizer;
   StateDict scheduler;  // empty when the run has none
+  StateDict precision;  // loss scaler and master weights (train/precision.h); empty in fp32
   StateDict runner;     // the Runner's own state (best accuracy, log windows)
   GeneratorState rng;
   int64_t epoch = 0;      // epochs finished

@@ -38,16 +38,25 @@ int64_t epoch_file_number(const std::string& name) {
   return std::stoll(digits);
 }
 
+// `model` moved to `device` (null stays null).
+std::shared_ptr<nn::UnaryModule> moved_to(std::shared_ptr<nn::UnaryModule> model, Device device) {
+  if (model) model->to(device);
+  return model;
+}
+
 }  // namespace
 
 // Sums since the last log line (or the epoch's start): the line prints their means, as MMEngine
-// smooths over the interval. Saved in mid-epoch checkpoints so a resumed run logs the same values.
+// smooths over the interval. The loss, gradient norm and skip flag of each step are added on the
+// device, in float64 and in order, and read when a line is written. Saved in mid-epoch checkpoints
+// so a resumed run logs the same values.
 struct Runner::Window {
-  double loss = 0, grad_norm = 0, time = 0, data_time = 0, count = 0;
+  Tensor sums;  // float64 (loss, grad_norm, skipped) on the device
+  double time = 0, data_time = 0, count = 0;
 
-  void add(double l, double g, double t, double d) {
-    loss += l;
-    grad_norm += g;
+  explicit Window(Device device) : sums(zeros({3}, TensorOptions(DType::f64).with_device(device))) {}
+  void add(const Tensor& values, double t, double d) {
+    add_(sums, values);
     time += t;
     data_time += d;
     count += 1;
@@ -55,33 +64,43 @@ struct Runner::Window {
 };
 
 namespace {
-// The window's fields under their checkpoint names ("runner.log_window.<name>").
+// The window's fields under their checkpoint names ("runner.log_window.<name>"): the device sums in
+// order, then the host ones.
+constexpr const char* kWindowSums[] = {"loss", "grad_norm", "skipped"};
 constexpr std::pair<const char*, double Runner::Window::*> kWindowFields[] = {
-    {"loss", &Runner::Window::loss}, {"grad_norm", &Runner::Window::grad_norm}, {"time", &Runner::Window::time},
-    {"data_time", &Runner::Window::data_time}, {"count", &Runner::Window::count}};
+    {"time", &Runner::Window::time}, {"data_time", &Runner::Window::data_time}, {"count", &Runner::Window::count}};
 }  // namespace
 
 Runner::Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<optim::Optimizer> optimizer,
                std::shared_ptr<optim::LRScheduler> scheduler, std::shared_ptr<data::DataLoader> train_loader,
                std::shared_ptr<data::DataLoader> val_loader, RunnerOptions options)
+    : Runner(moved_to(std::move(model), options.device),
+             optimizer ? std::make_shared<TrainingPrecision>(std::move(optimizer)) : nullptr, std::move(scheduler),
+             std::move(train_loader), std::move(val_loader), std::move(options)) {}
+
+Runner::Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<TrainingPrecision> precision,
+               std::shared_ptr<optim::LRScheduler> scheduler, std::shared_ptr<data::DataLoader> train_loader,
+               std::shared_ptr<data::DataLoader> val_loader, RunnerOptions options)
     : model_(std::move(model)),
-      optimizer_(std::move(optimizer)),
+      precision_(std::move(precision)),
       scheduler_(std::move(scheduler)),
       train_loader_(std::move(train_loader)),
       val_loader_(std::move(val_loader)),
       opts_(std::move(options)),
       console_(opts_.console ? *opts_.console : std::cout),
       best_top1_(kNaN),
-      log_window_(std::make_unique<Window>()) {
-  if (!model_ || !optimizer_ || !train_loader_) throw ValueError("Runner: the model, optimizer and train loader must be set");
+      log_window_(std::make_unique<Window>(opts_.device)) {
+  if (!model_ || !precision_ || !train_loader_) throw ValueError("Runner: the model, optimizer and train loader must be set");
   if (opts_.epochs < 1) throw ValueError("Runner: epochs must be >= 1, got " + std::to_string(opts_.epochs));
   if (opts_.log_interval < 1) throw ValueError("Runner: log_interval must be >= 1, got " + std::to_string(opts_.log_interval));
   if (opts_.save_interval < 0 || opts_.keep_checkpoints < 0 || opts_.max_iters < 0)
     throw ValueError("Runner: save_interval, keep_checkpoints and max_iters must be >= 0");
   if (!(opts_.clip_grad_norm >= 0)) throw ValueError("Runner: clip_grad_norm must be >= 0, got " + std::to_string(opts_.clip_grad_norm));
   if (train_loader_->size() == 0) throw ValueError("Runner: the train loader yields no batch");
-  model_->to(opts_.device);
-  params_ = model_->parameters();
+  for (const Tensor& p : model_->parameters())
+    if (!(p.device() == opts_.device))
+      throw DeviceError("Runner: a model parameter is on " + p.device().str() + ", the run on " + opts_.device.str() +
+                        " (move the model before building its TrainingPrecision)");
   if (!opts_.work_dir.empty()) fs::create_directories(opts_.work_dir);
 }
 
@@ -91,43 +110,59 @@ std::string Runner::work_path(const std::string& file_name) const { return (fs::
 
 void Runner::train_iteration(const data::Batch& batch, Window& window, Window& epoch_window, double data_time,
                              double started) {
-  const Tensor images = batch.images.to(opts_.device, batch.images.is_pinned());
+  const Tensor images = batch.images.to(opts_.device, batch.images.is_pinned()).to(precision_->input_dtype());
   const Tensor labels = batch.labels.to(opts_.device, batch.labels.is_pinned());
-  const Tensor loss = cross_entropy(model_->forward(images), labels);
-  optimizer_->zero_grad();
-  loss.backward();
-  const double norm = (opts_.clip_grad_norm > 0 ? optim::clip_grad_norm_(params_, opts_.clip_grad_norm)
-                                                : optim::total_grad_norm(params_))
-                          .item<double>();
-  // A non-finite norm would poison the weights: the step and the schedule both wait for a good one.
-  if (std::isfinite(norm)) {
-    optimizer_->step();
-    if (scheduler_) scheduler_->step();
-  } else {
-    ++skipped_steps_;
+  precision_->zero_grad();
+  Tensor loss;
+  {
+    const auto autocast = precision_->autocast(opts_.device);
+    // Float32 logits for the loss, as Apex O2 casts model outputs: a half loss would overflow once scaled.
+    loss = cross_entropy(model_->forward(images).to(DType::f32), labels);
   }
-  const double loss_value = loss.item<double>();  // waits for the device: `time` covers the work
-  const double time = now_seconds() - started;
-  window.add(loss_value, norm, time, data_time);
-  epoch_window.add(loss_value, norm, time, data_time);
+  const StepOutcome outcome = precision_->backward_and_step(loss, opts_.clip_grad_norm);
+  if (scheduler_) scheduler_->step();  // taken back at the next read-out if the step was skipped
+  Tensor values;
+  {
+    NoGradGuard no_grad;
+    values = stack({loss.detach().to(DType::f64), outcome.grad_norm.to(DType::f64), outcome.skipped.to(DType::f64)});
+  }
+  const double time = now_seconds() - started;  // the host's part; the device catches up at read-outs
+  window.add(values, time, data_time);
+  epoch_window.add(values, time, data_time);
   ++iteration_;
 }
 
-void Runner::log_train(Window& window, int64_t batch_index, double lr, double eta) {
+void Runner::log_train(Window& window, const Window& epoch_window, int64_t batch_index, double lr, double eta) {
+  const bool scales = precision_->scales_loss();
+  std::vector<double> v;
+  {
+    NoGradGuard no_grad;
+    std::vector<Tensor> parts = {window.sums, epoch_window.sums};
+    if (scales) parts.push_back(precision_->loss_scale().to(DType::f64).reshape({1}));
+    v = cat(parts).to_vector<double>();  // the one synchronisation of the interval
+  }
+  const auto skipped = static_cast<int64_t>(v[2]);
+  if (skipped > 0 && scheduler_) scheduler_->rewind(skipped);
+  skipped_steps_ += skipped;
+  epoch_mean_loss_ = v[3] / std::max(epoch_window.count, 1.0);
   const double n = window.count;
   const double memory = std::floor(static_cast<double>(backend::max_memory_allocated(opts_.device)) / kMiB);
   backend::reset_peak_memory_stats(opts_.device);
-  const std::vector<LogField> fields = {
+  std::vector<LogField> fields = {
       {"lr", lr, FieldFormat::scientific},
       {"eta", eta, FieldFormat::duration},
       {"time", window.time / n},
       {"data_time", window.data_time / n},
       {"memory", memory, FieldFormat::integer},
-      {"loss", window.loss / n},
-      {"grad_norm", window.grad_norm / n},
+      {"loss", v[0] / n},
+      {"grad_norm", v[1] / n},
   };
+  if (scales) {
+    fields.push_back({"loss_scale", v[6]});
+    fields.push_back({"skipped_steps", static_cast<double>(skipped_steps_), FieldFormat::integer});
+  }
   log_->write({"train", epoch_ + 1, batch_index + 1, train_loader_->size()}, iteration_, fields);
-  window = Window{};
+  window = Window(opts_.device);
 }
 
 RunSummary Runner::run() {
@@ -156,18 +191,18 @@ RunSummary Runner::run() {
   while (epoch_ < opts_.epochs && !stopped) {
     model_->train();
     train_loader_->set_position({epoch_, next_batch_});
-    Window epoch_window;
+    Window epoch_window(opts_.device);
     bool stop_at_epoch_end = false;
     double started = now_seconds();
     const double epoch_started = started;
     while (auto batch = train_loader_->next()) {
       const double data_time = now_seconds() - started;
       const int64_t batch_index = train_loader_->position().batch - 1;
-      const double lr = optimizer_->param_groups().front().lr();  // the lr this step uses
+      const double lr = precision_->optimizer().param_groups().front().lr();  // the lr this step uses
       train_iteration(*batch, *log_window_, epoch_window, data_time, started);
       if ((batch_index + 1) % opts_.log_interval == 0 || batch_index + 1 == iters_per_epoch) {
         const double per_iter = (now_seconds() - run_started) / static_cast<double>(iteration_ - first_iteration);
-        log_train(*log_window_, batch_index, lr, per_iter * static_cast<double>(total_iters - iteration_));
+        log_train(*log_window_, epoch_window, batch_index, lr, per_iter * static_cast<double>(total_iters - iteration_));
       }
       if (stop_requested_.load() || (opts_.max_iters > 0 && iteration_ >= opts_.max_iters)) {
         // At the epoch's last batch the epoch ends as usual (evaluation, checkpoints) first.
@@ -180,13 +215,18 @@ RunSummary Runner::run() {
       started = now_seconds();
     }
     const double epoch_seconds = now_seconds() - epoch_started;
-    const double mean_loss = epoch_window.loss / std::max(epoch_window.count, 1.0);
     if (stopped) {
+      // Stopped between log lines: read what the epoch's window holds (the log window stays pending
+      // in the checkpoint, and is counted once a resumed run logs it).
+      const std::vector<double> pending = cat({log_window_->sums, epoch_window.sums}).to_vector<double>();
+      const double mean_loss = pending[3] / std::max(epoch_window.count, 1.0);
+      summary.skipped_steps = skipped_steps_ + static_cast<int64_t>(pending[2]);
       next_batch_ = train_loader_->position().batch;
       summary.epochs.push_back({epoch_ + 1, epoch_seconds, epoch_window.data_time, mean_loss, kNaN});
       if (!opts_.work_dir.empty()) save("iter_" + std::to_string(iteration_) + ".safetensors");
       break;
     }
+    const double mean_loss = epoch_mean_loss_;  // the epoch's last batch logged, reading it
     ++epoch_;
     next_batch_ = 0;
     const double top1 = val_loader_ ? evaluate() : kNaN;
@@ -199,7 +239,7 @@ RunSummary Runner::run() {
   }
   summary.best_top1 = best_top1_;
   summary.iterations = iteration_;
-  summary.skipped_steps = skipped_steps_;
+  if (!stopped) summary.skipped_steps = skipped_steps_;
   summary.stopped_early = stopped;
   return summary;
 }
@@ -211,15 +251,20 @@ double Runner::evaluate() {
   const bool was_training = model_->is_training();
   model_->eval();
   val_loader_->set_epoch(0);
-  int64_t correct = 0, seen = 0, iters = 0;
+  Tensor correct = zeros({}, TensorOptions(DType::i64).with_device(opts_.device));  // read once, at the end
+  int64_t seen = 0, iters = 0;
   double time = 0, data_time = 0;
   double started = now_seconds();
   while (auto batch = val_loader_->next()) {
     data_time += now_seconds() - started;
-    const Tensor images = batch->images.to(opts_.device, batch->images.is_pinned());
+    const Tensor images = batch->images.to(opts_.device, batch->images.is_pinned()).to(precision_->input_dtype());
     const Tensor labels = batch->labels.to(opts_.device, batch->labels.is_pinned());
-    const Tensor predicted = argmax(model_->forward(images), 1);
-    correct += sum(eq(predicted, labels)).item<int64_t>();
+    Tensor logits;
+    {
+      const auto autocast = precision_->autocast(opts_.device);
+      logits = model_->forward(images);
+    }
+    add_(correct, sum(eq(argmax(logits, 1), labels)));
     seen += labels.numel();
     ++iters;
     time += now_seconds() - started;
@@ -227,7 +272,7 @@ double Runner::evaluate() {
   }
   model_->train(was_training);
   if (seen == 0) throw ValueError("Runner::evaluate: the validation loader yields no example");
-  const double top1 = 100.0 * static_cast<double>(correct) / static_cast<double>(seen);
+  const double top1 = 100.0 * static_cast<double>(correct.item<int64_t>()) / static_cast<double>(seen);
   const double n = static_cast<double>(iters);
   log_->write({"val", epoch_, iters, val_loader_->size()}, epoch_,
               {{"accuracy/top1", top1}, {"data_time", data_time / n}, {"time", time / n}});
@@ -237,10 +282,13 @@ double Runner::evaluate() {
 Checkpoint Runner::checkpoint() const {
   Checkpoint c;
   c.model = model_->state_dict();
-  c.optimizer = optimizer_->state_dict();
+  c.optimizer = precision_->optimizer().state_dict();
+  c.precision = precision_->state_dict();
   if (scheduler_) c.scheduler = scheduler_->state_dict();
   c.runner["best_top1"] = optim::scalar_f64(best_top1_);
   c.runner["skipped_steps"] = optim::scalar_f64(static_cast<double>(skipped_steps_));
+  const std::vector<double> sums = log_window_->sums.to_vector<double>();
+  for (size_t i = 0; i < sums.size(); ++i) c.runner[std::string("log_window.") + kWindowSums[i]] = optim::scalar_f64(sums[i]);
   for (const auto& [name, field] : kWindowFields)
     c.runner[std::string("log_window.") + name] = optim::scalar_f64((*log_window_).*field);
   c.rng = default_generator().state();
@@ -264,13 +312,17 @@ void Runner::restore(const Checkpoint& c) {
     if (it == c.runner.end()) throw ValueError("Runner: the checkpoint lacks runner." + key);
     return it->second.item<double>();
   };
-  Window window;
+  Window window(opts_.device);
+  std::vector<double> sums;
+  for (const char* name : kWindowSums) sums.push_back(runner_value(std::string("log_window.") + name));
+  window.sums = from_vector(sums, {3}).to(opts_.device);
   for (const auto& [name, field] : kWindowFields) window.*field = runner_value(std::string("log_window.") + name);
   const double best = runner_value("best_top1");
   const auto skipped = static_cast<int64_t>(runner_value("skipped_steps"));
   // Everything that can fail is checked before anything changes; the loads below validate first too.
   model_->load_state_dict(c.model);
-  optimizer_->load_state_dict(c.optimizer);
+  precision_->optimizer().load_state_dict(c.optimizer);
+  precision_->load_state_dict(c.precision);
   if (scheduler_) scheduler_->load_state_dict(c.scheduler);
   default_generator().set_state(c.rng);
   *log_window_ = window;

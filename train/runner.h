@@ -1,7 +1,15 @@
 // train::Runner: the loop every training program shares (DESIGN.md §8). Per iteration: the batch to
-// the device, forward, cross-entropy loss, backward, gradient norm (clipped when asked), optimizer
-// step and then scheduler step, both skipped when the gradient norm is not finite. Per epoch: top-1
-// accuracy on the validation loader and checkpoints. Log lines follow MMEngine's format (train/log.h).
+// the device, forward (under the precision mode's autocast), cross-entropy loss, backward, gradient
+// norm (clipped when asked), optimizer step and scheduler step; the step is skipped on an overflow
+// or a non-finite norm. Per epoch: top-1 accuracy on the validation loader and checkpoints. Log
+// lines follow MMEngine's format (train/log.h).
+//
+// An iteration queues its work without waiting for the device: the loss, norm and skip flag are
+// summed on the device and read once per log line (host_sync_count() stays flat between lines).
+// The optimizer skips on the device, so the host learns of a skipped step at that read-out: the
+// schedule is then taken back by the skipped steps (LRScheduler::rewind). Between a skip and the
+// next log line the lr runs one position ahead; the lr logged and every later one follow the steps
+// taken.
 //
 // Work dir layout: epoch_N.safetensors (the newest `keep_checkpoints` kept), best_accuracy_top1.safetensors,
 // iter_N.safetensors (written when a run is stopped early), last_checkpoint (the newest path, one
@@ -22,6 +30,7 @@
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "train/checkpoint.h"
+#include "train/precision.h"
 
 namespace ember::train {
 
@@ -54,14 +63,19 @@ struct RunSummary {
   std::vector<EpochSummary> epochs;  // those run by this call (not those before a resume)
   double best_top1;                  // over the whole run, resumed parts included (NaN: none)
   int64_t iterations;                // finished, over the whole run
-  int64_t skipped_steps;             // steps skipped for a non-finite gradient norm, over the whole run
+  int64_t skipped_steps;             // steps skipped (overflow, non-finite norm), over the whole run
   bool stopped_early;                // max_iters or request_stop() ended it before the last epoch
 };
 
 class Runner {
  public:
   ~Runner();
-  // `scheduler` and `val_loader` may be null. The model is moved to options.device.
+  // `scheduler` and `val_loader` may be null. The model must already be on options.device and cast
+  // by `precision` (whose optimizer the scheduler drives).
+  Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<TrainingPrecision> precision,
+         std::shared_ptr<optim::LRScheduler> scheduler, std::shared_ptr<data::DataLoader> train_loader,
+         std::shared_ptr<data::DataLoader> val_loader, RunnerOptions options);
+  // fp32 with an optimizer over the model's parameters; the model is moved to options.device.
   Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<optim::Optimizer> optimizer,
          std::shared_ptr<optim::LRScheduler> scheduler, std::shared_ptr<data::DataLoader> train_loader,
          std::shared_ptr<data::DataLoader> val_loader, RunnerOptions options);
@@ -83,13 +97,15 @@ class Runner {
   int64_t epoch() const { return epoch_; }
   int64_t iteration() const { return iteration_; }
 
-  struct Window;  // sums of the logged values since the last log line
+  struct Window;  // sums of the logged values since the last log line (or the epoch's start)
 
  private:
   // One step on `batch`, which took `data_time` s to arrive; the iteration began at `started`.
   void train_iteration(const data::Batch& batch, Window& window, Window& epoch_window, double data_time,
                        double started);
-  void log_train(Window& window, int64_t batch_index, double lr, double eta);
+  // Reads the windows' device sums (one synchronisation), takes skipped steps back from the
+  // schedule, writes the log line and restarts `window`.
+  void log_train(Window& window, const Window& epoch_window, int64_t batch_index, double lr, double eta);
   // Writes the checkpoint to the work dir and points last_checkpoint at it.
   void save(const std::string& file_name);
   // epoch_N when due (and prunes old ones), best_accuracy_top1 on a new best; true when epoch_N was written.
@@ -97,17 +113,17 @@ class Runner {
   std::string work_path(const std::string& file_name) const;
 
   std::shared_ptr<nn::UnaryModule> model_;
-  std::shared_ptr<optim::Optimizer> optimizer_;
+  std::shared_ptr<TrainingPrecision> precision_;
   std::shared_ptr<optim::LRScheduler> scheduler_;
   std::shared_ptr<data::DataLoader> train_loader_, val_loader_;
   RunnerOptions opts_;
   std::ostream& console_;
-  std::vector<Tensor> params_;
 
   int64_t epoch_ = 0;          // finished epochs
   int64_t iteration_ = 0;      // finished iterations
   int64_t next_batch_ = 0;     // where the current epoch goes on (non-zero after a mid-epoch resume)
-  int64_t skipped_steps_ = 0;
+  int64_t skipped_steps_ = 0;  // as of the last read-out
+  double epoch_mean_loss_ = 0;  // of the epoch's iterations, as of the last read-out
   double best_top1_;
   std::unique_ptr<Window> log_window_;  // kept across a mid-epoch checkpoint
   std::unique_ptr<MetricLog> log_;      // opened by run() or evaluate()

@@ -1,0 +1,177 @@
+#include "train/precision.h"
+
+#include <limits>
+
+#include "autograd/grad_mode.h"
+#include "nn/layers/normalization.h"
+#include "optim/clip_grad.h"
+#include "tensor/cuda_settings.h"
+#include "tensor/error.h"
+#include "tensor/ops.h"
+
+namespace ember::train {
+
+namespace {
+
+bool is_naive(Precision p) { return p == Precision::naive_fp16 || p == Precision::naive_bf16; }
+
+// 1 where the norm is NaN or infinite (a NaN fails every comparison).
+Tensor not_finite(const Tensor& norm) {
+  return logical_not(lt(abs(norm), std::numeric_limits<double>::infinity())).to(DType::f32);
+}
+
+// Prefixes every key of `src` into `dst`.
+void put(StateDict& dst, const std::string& prefix, const StateDict& src) {
+  for (const auto& [key, value] : src) dst[prefix + key] = value;
+}
+
+// The entries of `src` under `prefix`, with the prefix taken off.
+StateDict take(const StateDict& src, const std::string& prefix) {
+  StateDict out;
+  for (const auto& [key, value] : src)
+    if (key.starts_with(prefix)) out[key.substr(prefix.size())] = value;
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& precision_names() {
+  static const std::vector<std::string> names = {"fp32",       "tf32",       "amp_fp16", "amp_bf16",
+                                                 "naive_fp16", "naive_bf16", "pure_bf16"};
+  return names;
+}
+
+const char* precision_name(Precision p) { return precision_names()[static_cast<size_t>(p)].c_str(); }
+
+Precision parse_precision(const std::string& name) {
+  const auto& names = precision_names();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return static_cast<Precision>(i);
+  std::string all;
+  for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+  throw ValueError("unknown precision \"" + name + "\" (expected one of " + all + ")");
+}
+
+TrainingPrecision::TrainingPrecision(PrecisionOptions options, nn::Module& model, const OptimizerFactory& make_optimizer)
+    : options_(options) {
+  const Precision p = options_.precision;
+  if (p == Precision::tf32) {
+    cuda::set_matmul_allow_tf32(true);
+    cuda::set_conv_allow_tf32(true);
+  }
+  if (is_naive(p)) {
+    // Apex O2's keep_batchnorm_fp32: batch norm keeps float32 parameters and statistics.
+    model.to(p == Precision::naive_fp16 ? DType::f16 : DType::bf16,
+             [](const nn::Module& m) { return dynamic_cast<const nn::BatchNorm2d*>(&m) != nullptr; });
+    masters_ = std::make_unique<amp::MasterWeightOptimizer>(model.parameters(), make_optimizer);
+    optimizer_ = std::shared_ptr<optim::Optimizer>(std::shared_ptr<void>(), &masters_->inner());
+    stepped_ = masters_->masters();
+    if (p == Precision::naive_fp16) loss_scaler_ = std::make_unique<amp::DynamicLossScaler>(options_.loss_scaler);
+    return;
+  }
+  if (p == Precision::pure_bf16) model.to(DType::bf16);
+  if (p == Precision::amp_fp16) grad_scaler_ = std::make_unique<amp::GradScaler>(options_.grad_scaler);
+  stepped_ = model.parameters();
+  optimizer_ = make_optimizer(stepped_);
+}
+
+TrainingPrecision::TrainingPrecision(std::shared_ptr<optim::Optimizer> optimizer) : optimizer_(std::move(optimizer)) {
+  if (!optimizer_) throw ValueError("TrainingPrecision: the optimizer must be set");
+  for (const auto& group : optimizer_->param_groups())
+    for (const Tensor& p : group.params) stepped_.push_back(p);
+}
+
+DType TrainingPrecision::input_dtype() const {
+  switch (options_.precision) {
+    case Precision::naive_fp16: return DType::f16;
+    case Precision::naive_bf16:
+    case Precision::pure_bf16: return DType::bf16;
+    default: return DType::f32;
+  }
+}
+
+std::unique_ptr<amp::Autocast> TrainingPrecision::autocast(Device device) const {
+  if (options_.precision == Precision::amp_fp16) return std::make_unique<amp::Autocast>(device.type, DType::f16);
+  if (options_.precision == Precision::amp_bf16) return std::make_unique<amp::Autocast>(device.type, DType::bf16);
+  return nullptr;
+}
+
+void TrainingPrecision::zero_grad() {
+  if (masters_) masters_->zero_grad();
+  else optimizer_->zero_grad();
+}
+
+StepOutcome TrainingPrecision::backward_and_step(const Tensor& loss, double clip_grad_norm) {
+  const auto norm_of = [&] {
+    return clip_grad_norm > 0 ? optim::clip_grad_norm_(stepped_, clip_grad_norm) : optim::total_grad_norm(stepped_);
+  };
+  StepOutcome out;
+  if (grad_scaler_) {
+    grad_scaler_->scale(loss).backward();
+    grad_scaler_->unscale_(*optimizer_);
+    out.grad_norm = norm_of();
+    grad_scaler_->step(*optimizer_);  // a non-finite norm implies found_inf here
+    out.skipped = grad_scaler_->found_inf(*optimizer_);
+    grad_scaler_->update();
+    return out;
+  }
+  if (masters_) {
+    Tensor inv_scale;
+    if (loss_scaler_) {
+      loss_scaler_->scale(loss).backward();
+      NoGradGuard no_grad;
+      inv_scale = reciprocal(loss_scaler_->scale_tensor().to(DType::f64)).to(DType::f32);
+    } else {
+      loss.backward();
+    }
+    out.skipped = masters_->unscale_grads(inv_scale);
+    out.grad_norm = norm_of();
+    masters_->step(out.skipped);
+    if (loss_scaler_) loss_scaler_->update(out.skipped);
+    return out;
+  }
+  loss.backward();
+  out.grad_norm = norm_of();
+  NoGradGuard no_grad;
+  out.skipped = not_finite(out.grad_norm);
+  optimizer_->step(optim::StepInputs{out.skipped, Tensor()});
+  return out;
+}
+
+Tensor TrainingPrecision::loss_scale() const {
+  if (grad_scaler_ && grad_scaler_->scale_tensor().defined()) return grad_scaler_->scale_tensor();
+  if (loss_scaler_ && loss_scaler_->scale_tensor().defined()) return loss_scaler_->scale_tensor();
+  const double scale = grad_scaler_ ? grad_scaler_->get_scale() : loss_scaler_ ? loss_scaler_->get_scale() : 1.0;
+  return scalar_tensor(scale, DType::f32);
+}
+
+StateDict TrainingPrecision::state_dict() const {
+  StateDict dict;
+  if (grad_scaler_) put(dict, "grad_scaler.", grad_scaler_->state_dict());
+  if (loss_scaler_) put(dict, "loss_scaler.", loss_scaler_->state_dict());
+  if (masters_)
+    for (const auto& [key, value] : masters_->state_dict())
+      if (key.starts_with("master.")) dict[key] = value;
+  return dict;
+}
+
+void TrainingPrecision::load_state_dict(const StateDict& dict) {
+  const StateDict expected = state_dict();
+  for (const auto& [key, value] : expected)
+    if (!dict.count(key))
+      throw ValueError(std::string("TrainingPrecision: the state lacks \"") + key + "\" (precision " +
+                       precision_name(options_.precision) + ")");
+  for (const auto& [key, value] : dict)
+    if (!expected.count(key))
+      throw ValueError(std::string("TrainingPrecision: unexpected \"") + key + "\" for precision " +
+                       precision_name(options_.precision));
+  if (grad_scaler_) grad_scaler_->load_state_dict(take(dict, "grad_scaler."));
+  if (loss_scaler_) loss_scaler_->load_state_dict(take(dict, "loss_scaler."));
+  if (masters_) {
+    StateDict with_optimizer = dict;
+    put(with_optimizer, "optimizer.", optimizer_->state_dict());  // the optimizer is restored by the Runner
+    masters_->load_state_dict(with_optimizer);
+  }
+}
+
+}  // namespace ember::train

@@ -1,0 +1,94 @@
+// The training precision modes users pick by name (DESIGN.md §6; REFERENCE.md §1-5 for their
+// rules): what each casts, autocasts, scales and keeps in float32, and one iteration's backward,
+// unscale, clipping and step, all decided on the device (no host synchronisation).
+//   fp32        float32 everywhere
+//   tf32        float32 storage, TF32 tensor-core matmul and conv on a GPU (no effect on the CPU)
+//   amp_fp16    torch-style AMP: autocast to f16 + GradScaler (PyTorch's defaults)
+//   amp_bf16    autocast to bf16, no loss scaling
+//   naive_fp16  Apex O2 / Colossal-AI fp16_naive: f16 model (batch norm kept f32), f32 master
+//               weights, DynamicLossScaler
+//   naive_bf16  the same in bf16, without loss scaling
+//   pure_bf16   the whole model and the optimizer in bf16, no masters, no scaling
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+#include "optim/amp/grad_scaler.h"
+#include "optim/amp/loss_scaler.h"
+#include "optim/amp/master_weights.h"
+#include "optim/optimizer.h"
+#include "tensor/autocast.h"
+
+namespace ember::train {
+
+enum class Precision { fp32, tf32, amp_fp16, amp_bf16, naive_fp16, naive_bf16, pure_bf16 };
+
+const std::vector<std::string>& precision_names();  // in the order above
+const char* precision_name(Precision p);
+// ValueError listing the names for an unknown one.
+Precision parse_precision(const std::string& name);
+
+struct PrecisionOptions {
+  Precision precision = Precision::fp32;
+  amp::GradScalerOptions grad_scaler;         // amp_fp16
+  amp::DynamicLossScalerOptions loss_scaler;  // naive_fp16 (its defaults are Colossal-AI's)
+};
+
+// Builds the optimizer over the tensors it is to step.
+using OptimizerFactory = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor> params)>;
+
+// What one iteration's backward and step leave on the device.
+struct StepOutcome {
+  Tensor grad_norm;  // 0-dim float32: the 2-norm of the unscaled gradients, before clipping
+  Tensor skipped;    // 0-dim float32: 1 when the step was skipped (overflow or a non-finite norm)
+};
+
+class TrainingPrecision {
+ public:
+  // Casts `model` (already on its device) as the mode asks and builds the optimizer over what it
+  // steps: the float32 masters in the naive modes, the model's parameters otherwise. tf32 turns on
+  // ember::cuda's matmul and conv TF32 switches for the process.
+  TrainingPrecision(PrecisionOptions options, nn::Module& model, const OptimizerFactory& make_optimizer);
+  // fp32 over an optimizer built already.
+  explicit TrainingPrecision(std::shared_ptr<optim::Optimizer> optimizer);
+
+  Precision precision() const { return options_.precision; }
+  // The optimizer schedulers drive (in the naive modes, the one over the masters).
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  const optim::Optimizer& optimizer() const { return *optimizer_; }
+  // The dtype the model takes its input in: f16/bf16 in the naive and pure modes, else float32.
+  DType input_dtype() const;
+  // The autocast region of the forward and the loss in the amp modes, null otherwise.
+  std::unique_ptr<amp::Autocast> autocast(Device device) const;
+
+  // Sets the gradients of the stepped tensors to none.
+  void zero_grad();
+  // backward of `loss` (scaled where the mode scales), the unscale and overflow check, the norm
+  // (gradients clipped to clip_grad_norm when > 0), the step (skipped on the device on an overflow
+  // or a non-finite norm) and the loss-scale update.
+  StepOutcome backward_and_step(const Tensor& loss, double clip_grad_norm);
+  // Whether the loss is scaled (amp_fp16 with its scaler enabled, naive_fp16).
+  bool scales_loss() const { return (grad_scaler_ && grad_scaler_->is_enabled()) || loss_scaler_; }
+  // The current loss scale (0-dim float32 on the device); 1 in the modes that do not scale.
+  Tensor loss_scale() const;
+
+  // The scaler's state ("grad_scaler.<key>" or "loss_scaler.<key>") and the masters
+  // ("master.<i>"); empty in fp32, tf32, amp_bf16 and pure_bf16.
+  StateDict state_dict() const;
+  // ValueError when the dict does not fit this mode (a missing key, a master of another shape).
+  void load_state_dict(const StateDict& dict);
+
+ private:
+  PrecisionOptions options_;
+  std::shared_ptr<optim::Optimizer> optimizer_;  // in the naive modes a view of masters_->inner()
+  std::unique_ptr<amp::MasterWeightOptimizer> masters_;
+  std::unique_ptr<amp::GradScaler> grad_scaler_;
+  std::unique_ptr<amp::DynamicLossScaler> loss_scaler_;
+  std::vector<Tensor> stepped_;  // the tensors the optimizer steps (masters, or the parameters)
+};
+
+}  // namespace ember::train
