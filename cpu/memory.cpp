@@ -1,25 +1,18 @@
-// Host memory, and the backend entry points that route each request to the device's backend.
+// Host memory for tensors: the CPU side of tensor/memory.cpp. Blocks of 128 KiB and more come from a
+// cache that keeps them for reuse; smaller ones straight from the C library.
+#include <unistd.h>
+
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
-#include <string>
+#include <new>
 #include <unordered_map>
 #include <vector>
 
-#include "tensor/error.h"
-#include "tensor/storage.h"
-
 namespace ember::backend {
-
-// Implemented by cuda/memory.cpp, or by cuda/absent.cpp in a build without CUDA.
-void* cuda_allocate(Device device, size_t nbytes);
-void cuda_deallocate(Device device, void* ptr);
-void cuda_copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t n, bool non_blocking);
-size_t cuda_max_memory_allocated(Device device);
-void cuda_reset_peak_memory_stats(Device device);
 
 namespace {
 
@@ -29,8 +22,7 @@ constexpr size_t kHostAlignment = 64;  // a cache line; also what AVX-512 loads 
 // again, up to kCacheLimit bytes kept: from the C library, each such block is mapped fresh and its
 // pages faulted in and zeroed by the kernel on first touch, which took about a quarter of a training
 // step of examples/train --model cnn. Sizes are rounded up to a class (four per power of two), so
-// that a block serves any request of its class. The cache's blocks are page-aligned, so that
-// releasing a smaller block (page-aligned only by chance) mostly skips the cache's lock and lookup.
+// that a block serves any request of its class.
 constexpr size_t kCachedMin = size_t{128} << 10;  // glibc's threshold for mapping a block fresh
 constexpr size_t kCacheLimit = size_t{1} << 30;
 constexpr size_t kPage = 4096;
@@ -45,10 +37,12 @@ size_t class_index(size_t size) {
   return 4 * static_cast<size_t>(log) + ((size >> (log - 2)) & 3);
 }
 
+size_t small_size(size_t n) { return (n + kHostAlignment - 1) / kHostAlignment * kHostAlignment; }
+
 class HostCache {
  public:
-  // A block of `size` bytes (a class size): a free one, or a new one from the C library (after
-  // handing the free ones back to it, if it has no room otherwise). Null if there is no memory.
+  // A block of `size` bytes (a class size): a free one, or a new one from the C library. Null if
+  // there is no memory.
   void* allocate(size_t size) {
     std::lock_guard<std::mutex> lock(mutex_);
     std::vector<void*>& list = free_[class_index(size)];
@@ -59,35 +53,49 @@ class HostCache {
       return p;
     }
     void* p = std::aligned_alloc(kPage, size);
-    if (!p && held_ > 0) {
-      for (std::vector<void*>& blocks : free_) {
-        for (void* b : blocks) {
-          size_.erase(b);
-          std::free(b);
-        }
-        blocks.clear();
-      }
-      held_ = 0;
-      p = std::aligned_alloc(kPage, size);
+    if (!p) return nullptr;
+    try {
+      size_.emplace(p, size);
+    } catch (const std::bad_alloc&) {
+      std::free(p);
+      return nullptr;
     }
-    if (p) size_.emplace(p, size);
+    owned_ += size;
     return p;
   }
-  // Takes back p if it is one of the cache's blocks (keeping it, or freeing it when the cache is
-  // full); false if it is not.
-  bool release(void* p) {
+  // Takes back a block of `size` bytes: keeps it, or frees it when the cache is full.
+  void release(void* p, size_t size) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const auto it = size_.find(p);
-    if (it == size_.end()) return false;
-    const size_t size = it->second;
-    if (held_ + size > kCacheLimit) {
-      size_.erase(it);
-      std::free(p);
-    } else {
-      free_[class_index(size)].push_back(p);
-      held_ += size;
+    if (held_ + size <= kCacheLimit) {
+      try {
+        free_[class_index(size)].push_back(p);
+        held_ += size;
+        return;
+      } catch (const std::bad_alloc&) {  // no room to remember it: free it instead
+      }
     }
-    return true;
+    size_.erase(p);
+    owned_ -= size;
+    std::free(p);
+  }
+  // Frees every block on the free lists.
+  void empty() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (std::vector<void*>& blocks : free_) {
+      for (void* b : blocks) {
+        size_.erase(b);
+        std::free(b);
+      }
+      blocks.clear();
+      blocks.shrink_to_fit();
+    }
+    owned_ -= held_;
+    held_ = 0;
+  }
+  // Bytes of the blocks it owns, handed out or free.
+  size_t owned() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return owned_;
   }
 
  private:
@@ -95,6 +103,7 @@ class HostCache {
   std::unordered_map<void*, size_t> size_;       // every block it owns, handed out or free
   std::array<std::vector<void*>, 4 * 64> free_;  // by class
   size_t held_ = 0;                              // bytes on the free lists
+  size_t owned_ = 0;                             // bytes of every block in size_
 };
 
 // Never destroyed: tensors released during static destruction still find it.
@@ -103,37 +112,32 @@ HostCache& host_cache() {
   return *cache;
 }
 
+std::atomic<size_t> small_bytes{0};  // held by blocks below kCachedMin, as rounded up
+
 }  // namespace
 
-void* allocate(Device device, size_t nbytes) {
-  if (device.is_cuda()) return cuda_allocate(device, nbytes);
-  void* p = nbytes >= kCachedMin
-                ? host_cache().allocate(class_size(nbytes))
-                : std::aligned_alloc(kHostAlignment, (nbytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment);
-  if (!p) throw Error("out of host memory allocating " + std::to_string(nbytes) + " bytes");
+void* host_allocate(size_t nbytes) {
+  if (nbytes >= kCachedMin) return host_cache().allocate(class_size(nbytes));
+  void* p = std::aligned_alloc(kHostAlignment, small_size(nbytes));
+  if (p) small_bytes += small_size(nbytes);
   return p;
 }
 
-void deallocate(Device device, void* ptr) {
-  if (device.is_cuda()) return cuda_deallocate(device, ptr);
-  if (reinterpret_cast<uintptr_t>(ptr) % kPage == 0 && host_cache().release(ptr)) return;
+void host_deallocate(void* ptr, size_t nbytes) {
+  if (nbytes >= kCachedMin) return host_cache().release(ptr, class_size(nbytes));
+  small_bytes -= small_size(nbytes);
   std::free(ptr);
 }
 
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t n, bool non_blocking) {
-  if (n == 0) return;
-  if (dst_device.is_cpu() && src_device.is_cpu()) {
-    std::memcpy(dst, src, n);
-    return;
-  }
-  cuda_copy_bytes(dst, dst_device, src, src_device, n, non_blocking);
-}
+size_t host_reserved() { return host_cache().owned() + small_bytes.load(); }
 
-// Host memory keeps no statistics.
-size_t max_memory_allocated(Device device) { return device.is_cuda() ? cuda_max_memory_allocated(device) : 0; }
+void host_empty_cache() { host_cache().empty(); }
 
-void reset_peak_memory_stats(Device device) {
-  if (device.is_cuda()) cuda_reset_peak_memory_stats(device);
+// The machine's free and total physical memory, as sysconf counts them.
+void host_memory_info(size_t* free_bytes, size_t* total_bytes) {
+  const long page = sysconf(_SC_PAGESIZE), avail = sysconf(_SC_AVPHYS_PAGES), phys = sysconf(_SC_PHYS_PAGES);
+  *free_bytes = page > 0 && avail > 0 ? static_cast<size_t>(avail) * static_cast<size_t>(page) : 0;
+  *total_bytes = page > 0 && phys > 0 ? static_cast<size_t>(phys) * static_cast<size_t>(page) : 0;
 }
 
 }  // namespace ember::backend

@@ -23,8 +23,9 @@ int cuda_device_count() { return 0; }
 void* cuda_allocate(Device, size_t) { no_cuda("allocate"); }
 void cuda_deallocate(Device, void*) {}
 void cuda_copy_bytes(void*, Device, const void*, Device, size_t, bool) { no_cuda("copy"); }
-size_t cuda_max_memory_allocated(Device) { no_cuda("max_memory_allocated"); }
-void cuda_reset_peak_memory_stats(Device) { no_cuda("reset_peak_memory_stats"); }
+size_t cuda_reserved(Device) { no_cuda("memory_stats"); }
+void cuda_empty_cache(Device) { no_cuda("empty_cache"); }
+void cuda_memory_info(Device, size_t*, size_t*) { no_cuda("memory_stats"); }
 void* allocate_pinned(size_t) { no_cuda("pin_memory"); }
 void deallocate_pinned(void*) {}
 bool pinned_memory_available() { return false; }

@@ -8,6 +8,7 @@ namespace {
 
 template <class T, class Op>
 struct BinaryFn {
+  using Operands = OperandList<std::conditional_t<BinaryTraits<Op>::kind == BinaryKind::Compare, bool, T>, T, T>;
   __device__ void operator()(char* const* p) const {
     using C = compute_t<T>;
     const C x = static_cast<C>(at<T>(p[1])), y = static_cast<C>(at<T>(p[2]));

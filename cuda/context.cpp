@@ -138,25 +138,6 @@ void raise_kernel_errors(int device) {
                    " (found by the kernel, reported at the next synchronisation)");
 }
 
-MemoryStats memory_stats(int device) {
-  check_index(device);
-  cudaMemPool_t pool;
-  EMBER_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
-  uint64_t used = 0, reserved = 0, peak = 0;
-  EMBER_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used));
-  EMBER_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
-  EMBER_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &peak));
-  return {static_cast<size_t>(used), static_cast<size_t>(reserved), static_cast<size_t>(peak)};
-}
-
-void reset_peak_memory_stats(int device) {
-  check_index(device);
-  cudaMemPool_t pool;
-  EMBER_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
-  uint64_t zero = 0;  // the only value the driver accepts: it sets the mark to the current use
-  EMBER_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero));
-}
-
 namespace {
 int cuda_index(Device device) {
   if (!device.is_cuda()) throw DeviceError("expected a CUDA device, got " + device.str());

@@ -1,5 +1,5 @@
 // Per-device CUDA state, created on first use: properties, the current stream, the cuBLASLt handle,
-// the memory pool's figures, and the mapped slot where kernels report out-of-range indices.
+// the memory pool's setup, and the mapped slot where kernels report out-of-range indices.
 #pragma once
 
 #include <cstddef>
@@ -55,15 +55,6 @@ KernelErrorSlot* kernel_error_slot();
 void synchronize(int device);
 // Raises IndexError if a kernel on `device` reported a bad index; call after a synchronisation.
 void raise_kernel_errors(int device);
-
-struct MemoryStats {
-  size_t allocated = 0;  // bytes in use by tensors
-  size_t reserved = 0;   // bytes the pool holds from the driver
-  size_t peak = 0;       // most bytes ever in use at once
-};
-MemoryStats memory_stats(int device);
-// Restarts `peak` from the bytes in use now.
-void reset_peak_memory_stats(int device);
 
 // Makes `device` current for its scope and restores the previous device after. Raises DeviceError
 // for an index no GPU answers to.

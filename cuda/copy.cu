@@ -8,16 +8,19 @@ namespace {
 
 template <class T>
 struct WhereFn {
+  using Operands = OperandList<T, bool, T, T>;
   __device__ void operator()(char* const* p) const { at<T>(p[0]) = at<T>(at<bool>(p[1]) ? p[2] : p[3]); }
 };
 
 template <class O, class I>
 struct ConvertFn {
+  using Operands = OperandList<O, I>;
   __device__ void operator()(char* const* p) const { at<O>(p[0]) = convert<O>(at<I>(p[1])); }
 };
 
 template <class T>
 struct FillFn {
+  using Operands = OperandList<T>;
   T value;
   __device__ void operator()(char* const* p) const { at<T>(p[0]) = value; }
 };

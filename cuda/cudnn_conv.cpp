@@ -20,6 +20,7 @@
 #include "cuda/cudnn.h"
 #include "cuda/error.h"
 #include "tensor/cuda_settings.h"
+#include "tensor/storage.h"
 
 namespace ember::cuda {
 
@@ -252,7 +253,7 @@ void* data_of(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 size_t spare_bytes(int device) {
   size_t free_bytes = 0, total_bytes = 0;
   EMBER_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  const MemoryStats s = memory_stats(device);
+  const backend::MemoryStats s = backend::memory_stats(Device(DeviceType::cuda, device));
   return free_bytes + (s.reserved > s.allocated ? s.reserved - s.allocated : 0);
 }
 

@@ -18,9 +18,8 @@ Strided<N> make_strided(const Tensor& out, const std::array<const Tensor*, N - 1
   for (int k = 0; k < N; ++k) {
     const Tensor& t = k == 0 ? out : *inputs[k - 1];
     a.data[k] = static_cast<char*>(t.raw_data());
-    a.elem_size[k] = dtype_size(t.dtype());
     strides[k] = broadcast_strides(t.shape(), t.strides(), shape);
-    for (auto& x : strides[k]) x *= a.elem_size[k];
+    for (auto& x : strides[k]) x *= dtype_size(t.dtype());
   }
   a.numel = out.numel();
   const CoalescedDims<N> c = coalesce<N>(shape, strides);
@@ -30,8 +29,6 @@ Strided<N> make_strided(const Tensor& out, const std::array<const Tensor*, N - 1
     for (int k = 0; k < N; ++k) a.strides[k][d] = c.strides[k][d];
   }
   a.nd = nd;
-  a.dense = nd == 1;  // one element, or every operand steps by its element size
-  for (int k = 0; k < N; ++k) a.dense = a.dense && (a.sizes[0] == 1 || a.strides[k][0] == a.elem_size[k]);
   return a;
 }
 

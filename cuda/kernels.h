@@ -21,11 +21,9 @@ template <int N>
 struct Strided {
   char* data[N];
   int64_t strides[N][kMaxDims];  // bytes
-  int64_t elem_size[N];          // bytes
   int64_t sizes[kMaxDims];
   int nd = 0;
   int64_t numel = 0;
-  bool dense = false;  // every operand contiguous: element i lies at data[k] + i * elem_size[k]
 };
 
 // ---- elementwise (cuda/unary.cu, cuda/binary.cu, cuda/copy.cu)

@@ -1,8 +1,7 @@
-// Device memory for tensors: the CUDA entry points of tensor/storage.h. Allocation is stream-ordered
+// Device memory for tensors: the CUDA side of tensor/memory.cpp. Allocation is stream-ordered
 // (cudaMallocAsync on the current stream, from the device's default pool whose release threshold
 // context.cpp raises), so freed blocks are reused without a device synchronisation.
 #include <cstdio>
-#include <string>
 
 #include "cuda/context.h"
 #include "cuda/error.h"
@@ -14,34 +13,6 @@ namespace ember::backend {
 // Implemented by cuda/pinned_memory.cpp: `host` may point into a pinned block, which then stays out
 // of reuse until the work queued so far on `stream` (of `device`) has finished.
 void record_pinned_use(const void* host, int device, cudaStream_t stream);
-
-namespace {
-
-std::string format_bytes(size_t n) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
-  return buf;
-}
-
-[[noreturn]] void out_of_memory(Device device, size_t requested) {
-  const cuda::MemoryStats s = cuda::memory_stats(device.index);
-  size_t free_bytes = 0, total_bytes = 0;
-  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) cudaGetLastError();
-  throw OutOfMemoryError("CUDA out of memory on " + device.str() + ": tried to allocate " + format_bytes(requested) +
-                             "; " + format_bytes(s.allocated) + " allocated by tensors, " + format_bytes(s.reserved) +
-                             " reserved by ember's pool (peak " + format_bytes(s.peak) + "), " +
-                             format_bytes(free_bytes) + " free of " + format_bytes(total_bytes) + " on the device",
-                         requested, s.allocated, s.reserved, s.peak);
-}
-
-}  // namespace
 
 int cuda_device_count() {
   static const int count = [] {
@@ -55,25 +26,15 @@ int cuda_device_count() {
   return count;
 }
 
+// Null when the pool cannot grow: tensor/memory.cpp then empties the cache and asks once more.
 void* cuda_allocate(Device device, size_t nbytes) {
   cuda::DeviceGuard guard(device);
   cuda::context(device.index);  // first use sets up the pool
-  const cudaStream_t stream = cuda::current_stream(device.index);
   void* p = nullptr;
-  cudaError_t status = cudaMallocAsync(&p, nbytes, stream);
+  const cudaError_t status = cudaMallocAsync(&p, nbytes, cuda::current_stream(device.index));
   if (status == cudaErrorMemoryAllocation) {
-    cudaGetLastError();
-    // Blocks freed on other streams return to the pool only once those streams pass the free:
-    // wait for the device, give back what the pool holds unused, and try once more.
-    EMBER_CUDA_CHECK(cudaDeviceSynchronize());
-    cudaMemPool_t pool;
-    EMBER_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device.index));
-    EMBER_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
-    status = cudaMallocAsync(&p, nbytes, stream);
-    if (status == cudaErrorMemoryAllocation) {
-      cudaGetLastError();
-      out_of_memory(device, nbytes);
-    }
+    cudaGetLastError();  // not sticky: the context stays usable
+    return nullptr;
   }
   if (status != cudaSuccess) cuda::throw_cuda_error(status, "cudaMallocAsync", __FILE__, __LINE__);
   return p;
@@ -119,8 +80,37 @@ void cuda_copy_bytes(void* dst, Device dst_device, const void* src, Device src_d
   cuda::raise_kernel_errors(device.index);
 }
 
-size_t cuda_max_memory_allocated(Device device) { return cuda::memory_stats(device.index).peak; }
+namespace {
+cudaMemPool_t default_pool(Device device) {
+  cuda::context(device.index);  // raises DeviceError for a device that is not visible
+  cudaMemPool_t pool;
+  EMBER_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device.index));
+  return pool;
+}
+}  // namespace
 
-void cuda_reset_peak_memory_stats(Device device) { cuda::reset_peak_memory_stats(device.index); }
+size_t cuda_reserved(Device device) {
+  uint64_t reserved = 0;
+  EMBER_CUDA_CHECK(cudaMemPoolGetAttribute(default_pool(device), cudaMemPoolAttrReservedMemCurrent, &reserved));
+  return static_cast<size_t>(reserved);
+}
+
+// The pool hands back only blocks whose frees the host has seen complete (cudaMemPoolTrimTo's
+// notes in the CUDA runtime API reference): a freed block counts as outstanding until then. The
+// frees may sit on any stream of the device (other threads', set_current_stream), so wait for them
+// all. The same wait lets the retry in tensor/memory.cpp reuse blocks freed on other streams.
+void cuda_empty_cache(Device device) {
+  const cudaMemPool_t pool = default_pool(device);
+  cuda::DeviceGuard guard(device);
+  EMBER_CUDA_CHECK(cudaDeviceSynchronize());
+  EMBER_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+}
+
+// The driver's free and total bytes on the device; zeros if it cannot say.
+void cuda_memory_info(Device device, size_t* free_bytes, size_t* total_bytes) {
+  cuda::DeviceGuard guard(device);
+  *free_bytes = *total_bytes = 0;
+  if (cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) cudaGetLastError();
+}
 
 }  // namespace ember::backend

@@ -8,6 +8,7 @@ namespace {
 
 template <class T, class Op>
 struct UnaryFn {
+  using Operands = OperandList<T, T>;
   Op op;
   __device__ void operator()(char* const* p) const {
     using C = compute_t<T>;

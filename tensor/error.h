@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "tensor/device.h"
+
 namespace ember {
 
 class Error : public std::runtime_error {
@@ -26,18 +28,22 @@ class StateError : public Error { using Error::Error; };           // a call out
 // library's own message. Declared here so CPU-only builds can catch it too.
 class CudaError : public Error { using Error::Error; };
 
-// Device memory exhausted. Carries the request and the device pool's figures, in bytes:
-// allocated (in use by tensors), reserved (held by the pool) and peak (most ever allocated).
-class OutOfMemoryError : public CudaError {
+// Memory exhausted on a device (CUDA or the host), after emptying its cache and trying once more.
+// Carries the device, the request and the device's figures in bytes (see backend::MemoryStats):
+// allocated (in use by tensors), reserved (held from the driver or the C library) and peak.
+class OutOfMemoryError : public Error {
  public:
-  OutOfMemoryError(const std::string& what, size_t requested, size_t allocated, size_t reserved, size_t peak)
-      : CudaError(what), requested_(requested), allocated_(allocated), reserved_(reserved), peak_(peak) {}
+  OutOfMemoryError(const std::string& what, Device device, size_t requested, size_t allocated, size_t reserved,
+                   size_t peak)
+      : Error(what), device_(device), requested_(requested), allocated_(allocated), reserved_(reserved), peak_(peak) {}
+  Device device() const { return device_; }
   size_t requested() const { return requested_; }
   size_t allocated() const { return allocated_; }
   size_t reserved() const { return reserved_; }
   size_t peak() const { return peak_; }
 
  private:
+  Device device_;
   size_t requested_, allocated_, reserved_, peak_;
 };
 

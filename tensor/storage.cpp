@@ -14,7 +14,7 @@ Storage::~Storage() {
   if (pinned_)
     backend::deallocate_pinned(data_);
   else
-    backend::deallocate(device_, data_);
+    backend::deallocate(device_, data_, nbytes_);
 }
 
 }  // namespace ember

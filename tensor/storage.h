@@ -10,10 +10,14 @@
 
 namespace ember {
 
-// Memory entry points each backend implements (cpu/memory.cpp, cuda/memory.cpp or cuda/absent.cpp).
+// Memory entry points (tensor/memory.cpp), which route each request to the device's backend
+// (cpu/memory.cpp, cuda/memory.cpp or cuda/absent.cpp) and keep its statistics.
 namespace backend {
+// nbytes of memory on `device`. When the backend has none, its cache is emptied and the request
+// tried once more; then OutOfMemoryError. Nothing is leaked and later requests work.
 void* allocate(Device device, size_t nbytes);
-void deallocate(Device device, void* ptr);
+// Gives back what allocate returned, with the nbytes it was asked for.
+void deallocate(Device device, void* ptr, size_t nbytes);
 // Copies n bytes between any two devices; `non_blocking` lets a host<->CUDA copy return early.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t n,
                 bool non_blocking = false);
@@ -25,11 +29,28 @@ void* allocate_pinned(size_t nbytes);
 void deallocate_pinned(void* ptr);
 bool pinned_memory_available();  // a CUDA device is visible
 
-// Device-memory statistics for training logs, in bytes; the CPU keeps none (0, and a no-op).
-// The most bytes in use by tensors at once since the last reset_peak_memory_stats, or the start.
+// The memory figures of one device, for the host (tensors' memory, not pinned memory) as for a
+// GPU. Named after the keys of PyTorch's torch.cuda.memory_stats
+// (https://docs.pytorch.org/docs/stable/generated/torch.cuda.memory.memory_stats.html).
+struct MemoryStats {
+  size_t allocated = 0;            // "allocated_bytes.all.current": bytes requested by live tensors' storage
+  size_t peak = 0;                 // "allocated_bytes.all.peak", since the start or reset_peak_memory_stats
+  size_t reserved = 0;             // "reserved_bytes.all.current": held from the driver (the CUDA pool) or the
+                                   // C library (the host): in use, or cached for reuse
+  uint64_t allocations = 0;        // "allocation.all.allocated": allocations made since the start
+  uint64_t live_allocations = 0;   // "allocation.all.current": allocations not yet freed
+  uint64_t num_alloc_retries = 0;  // "num_alloc_retries": failed allocations retried after emptying the cache
+  uint64_t num_ooms = 0;           // "num_ooms": OutOfMemoryError raised
+};
+// Raises DeviceError for a CUDA device that is not visible.
+MemoryStats memory_stats(Device device);
+// memory_stats(device).peak: the Runner's `memory:` figure.
 size_t max_memory_allocated(Device device);
 // Restarts the peak from the bytes in use now.
 void reset_peak_memory_stats(Device device);
+// Hands the cached, unused memory of `device` back to the driver or the C library (lowers
+// `reserved`), once the frees still queued on its streams have run.
+void empty_cache(Device device);
 }  // namespace backend
 
 class Storage final : public RefCounted {

@@ -30,6 +30,12 @@ uint16_t bf16_bits(float f) { return bf16(f).bits; }
 
 const Device kCuda{DeviceType::cuda, 0};
 
+// An error message holds every part.
+void check_message(const std::string& msg, const std::vector<std::string>& parts) {
+  for (const std::string& part : parts)
+    CHECK_MESSAGE(msg.find(part) != std::string::npos, "message '", msg, "' lacks '", part, "'");
+}
+
 }  // namespace
 
 TEST_SUITE("cpu") {
@@ -467,16 +473,87 @@ TEST_CASE("devices: parsing and CUDA on a machine without it") {
   }
 }
 
-TEST_CASE("memory: host statistics, and pinned memory on a machine without a GPU") {
-  CHECK(backend::max_memory_allocated(kCPU) == 0);  // host memory keeps no statistics
+TEST_CASE("memory: host statistics follow tensors, and empty_cache gives cached blocks back") {
+  backend::empty_cache(kCPU);
+  const backend::MemoryStats before = backend::memory_stats(kCPU);
+  CHECK(before.reserved >= before.allocated);
+  CHECK(before.live_allocations <= before.allocations);
+  {
+    const Tensor small = empty({1000}, DType::f32);  // 4000 bytes, straight from the C library
+    const backend::MemoryStats s = backend::memory_stats(kCPU);
+    CHECK(s.allocated == before.allocated + 4000);
+    CHECK(s.allocations == before.allocations + 1);
+    CHECK(s.live_allocations == before.live_allocations + 1);
+    CHECK(s.reserved >= before.reserved + 4000);
+    CHECK(s.peak >= s.allocated);
+  }
+  const backend::MemoryStats freed = backend::memory_stats(kCPU);
+  CHECK(freed.allocated == before.allocated);
+  CHECK(freed.allocations == before.allocations + 1);
+  CHECK(freed.live_allocations == before.live_allocations);
+  CHECK(freed.reserved == before.reserved);  // small blocks go straight back
+
+  // A block of 4 MiB comes from the cache, which keeps it when the tensor dies.
+  constexpr size_t kBig = size_t{4} << 20;
   backend::reset_peak_memory_stats(kCPU);
+  CHECK(backend::max_memory_allocated(kCPU) == before.allocated);
+  {
+    const Tensor big = empty({int64_t(kBig / 4)}, DType::f32);
+    const backend::MemoryStats s = backend::memory_stats(kCPU);
+    CHECK(s.allocated == before.allocated + kBig);
+    CHECK(s.reserved == before.reserved + kBig);
+    CHECK(s.peak == before.allocated + kBig);
+  }
+  const backend::MemoryStats cached = backend::memory_stats(kCPU);
+  CHECK(cached.allocated == before.allocated);
+  CHECK(cached.reserved == before.reserved + kBig);  // kept for the next request of its size
+  CHECK(cached.peak == before.allocated + kBig);     // freed, but still the peak
+  backend::empty_cache(kCPU);
+  CHECK(backend::memory_stats(kCPU).reserved == before.reserved);
+  backend::reset_peak_memory_stats(kCPU);
+  CHECK(backend::max_memory_allocated(kCPU) == before.allocated);
+}
+
+TEST_CASE("memory: an allocation the host cannot serve raises OutOfMemoryError, and the next one works") {
+  // Sizes that overflow are a ShapeError before any allocation.
+  expect_error<ShapeError>("2^82 bytes", [] { (void)empty({int64_t{1} << 40, int64_t{1} << 40}, DType::f32); },
+                           {"(1099511627776, 1099511627776)", "float32", "2^63"});
+  CHECK(empty({0, int64_t{1} << 62}, DType::f64).numel() == 0);
+
+  const backend::MemoryStats before = backend::memory_stats(kCPU);
+  constexpr size_t kRequest = size_t{1} << 60;  // beyond any machine's address space
+  try {
+    (void)empty({int64_t(kRequest / 4)}, DType::f32);
+    FAIL_CHECK("allocated 2^60 bytes");
+  } catch (const OutOfMemoryError& e) {
+    CHECK(e.device() == kCPU);
+    CHECK(e.requested() == kRequest);
+    CHECK(e.allocated() == before.allocated);
+    CHECK(e.peak() >= before.allocated);
+    CHECK(e.reserved() <= before.reserved);  // the cache was emptied before the second try
+    check_message(e.what(), {"out of memory on cpu", "1.00 EiB", "(" + std::to_string(kRequest) + " bytes)", "allocated",
+                             "reserved", "peak"});
+  }
+  const backend::MemoryStats after = backend::memory_stats(kCPU);
+  CHECK(after.num_ooms == before.num_ooms + 1);
+  CHECK(after.num_alloc_retries == before.num_alloc_retries + 1);
+  CHECK(after.allocated == before.allocated);  // nothing leaked
+  CHECK(after.allocations == before.allocations);
+  CHECK(after.live_allocations == before.live_allocations);
+  const Tensor t = full({300000}, 2.0f);  // a cached-size block: the allocator still works
+  CHECK(t.sum().item<double>() == 600000.0);
+}
+
+TEST_CASE("memory: pinned memory and CUDA statistics on a machine without a GPU") {
   CHECK_FALSE(ones({3}).is_pinned());
   CHECK(backend::pinned_memory_available() == has_cuda());
   if (!has_cuda()) {
     expect_error<DeviceError>("pin_memory", [] { ones({3}).pin_memory(); }, {"pin_memory", "CUDA"});
     expect_error<DeviceError>("pin_memory of nothing", [] { zeros({0}).pin_memory(); }, {"pin_memory", "CUDA"});
+    expect_error<DeviceError>("memory_stats", [] { (void)backend::memory_stats(kCuda); }, {"memory_stats", "cuda:0"});
     CHECK_THROWS_AS(backend::max_memory_allocated(kCuda), DeviceError);
     CHECK_THROWS_AS(backend::reset_peak_memory_stats(kCuda), DeviceError);
+    CHECK_THROWS_AS(backend::empty_cache(kCuda), DeviceError);
   }
 }
 
@@ -601,10 +678,64 @@ EMBER_CUDA_TEST_CASE("cuda memory statistics: the peak follows a big allocation 
     CHECK(backend::max_memory_allocated(kCuda) >= before + kBytes);
   }
   CHECK(backend::max_memory_allocated(kCuda) >= before + kBytes);  // freed, but still the peak
-  CHECK(ones({1}, kCuda).item<float>() == 1);  // a blocking read: the stream has passed the free
   backend::reset_peak_memory_stats(kCuda);
   CHECK(backend::max_memory_allocated(kCuda) < before + kBytes);
   CHECK_THROWS_AS(backend::max_memory_allocated(Device(DeviceType::cuda, backend::cuda_device_count())), DeviceError);
+}
+
+EMBER_CUDA_TEST_CASE("cuda memory statistics: allocated and counts follow tensors; empty_cache lowers reserved") {
+  const backend::MemoryStats before = backend::memory_stats(kCuda);
+  constexpr size_t kBytes = size_t{256} << 20;
+  {
+    const Tensor big = empty({int64_t(kBytes / 4)}, TensorOptions(DType::f32).with_device(kCuda));
+    const backend::MemoryStats s = backend::memory_stats(kCuda);
+    CHECK(s.allocated == before.allocated + kBytes);
+    CHECK(s.allocations == before.allocations + 1);
+    CHECK(s.live_allocations == before.live_allocations + 1);
+    CHECK(s.reserved >= s.allocated);
+    CHECK(s.peak >= s.allocated);
+  }
+  const backend::MemoryStats freed = backend::memory_stats(kCuda);
+  CHECK(freed.allocated == before.allocated);
+  CHECK(freed.allocations == before.allocations + 1);
+  CHECK(freed.live_allocations == before.live_allocations);
+  CHECK(freed.reserved >= kBytes);  // the pool keeps it (release threshold raised by cuda/context.cpp)
+  backend::empty_cache(kCuda);
+  const backend::MemoryStats trimmed = backend::memory_stats(kCuda);
+  CHECK(trimmed.reserved + kBytes <= freed.reserved);
+  CHECK(trimmed.reserved >= trimmed.allocated);
+}
+
+EMBER_CUDA_TEST_CASE("cuda out of memory: filling the device raises OutOfMemoryError; freeing lets work go on") {
+  const backend::MemoryStats before = backend::memory_stats(kCuda);
+  constexpr int64_t kChunk = int64_t{1} << 28;  // f32 elements: 1 GiB
+  constexpr size_t kChunkBytes = size_t{1} << 30;
+  std::vector<Tensor> held;
+  bool raised = false;
+  for (int i = 0; i < 4096 && !raised; ++i) {
+    try {
+      held.push_back(empty({kChunk}, TensorOptions(DType::f32).with_device(kCuda)));
+    } catch (const OutOfMemoryError& e) {
+      raised = true;
+      CHECK(e.device() == kCuda);
+      CHECK(e.requested() == kChunkBytes);
+      CHECK(e.allocated() == before.allocated + held.size() * kChunkBytes);
+      CHECK(e.reserved() >= e.allocated());
+      CHECK(e.peak() >= e.allocated());
+      check_message(e.what(), {"out of memory on cuda:0", "1.00 GiB", "(" + std::to_string(kChunkBytes) + " bytes)",
+                               "allocated", "reserved", "free of"});
+    }
+  }
+  REQUIRE(raised);
+  CHECK_FALSE(held.empty());
+  const backend::MemoryStats full_device = backend::memory_stats(kCuda);
+  CHECK(full_device.num_ooms == before.num_ooms + 1);
+  CHECK(full_device.num_alloc_retries >= before.num_alloc_retries + 1);  // and earlier tries that a trim served
+  CHECK(full_device.live_allocations == before.live_allocations + held.size());
+  held.clear();
+  const Tensor again = full({kChunk}, 3.0f, TensorOptions(DType::f32).with_device(kCuda));  // the retry a program makes
+  CHECK(max(again).item<float>() == 3.0f);
+  CHECK(backend::memory_stats(kCuda).allocated == before.allocated + kChunkBytes);
 }
 
 EMBER_CUDA_TEST_CASE("cuda DataLoader: pin_memory gives pinned batches that copy without blocking") {
