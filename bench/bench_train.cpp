@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -150,10 +151,12 @@ void train_case(benchmark::State& state, const std::string& model_name, const Tr
                                    : process_peak_mib();
 }
 
+// Registers the cases of each precision implemented on `device`; adds those precisions to `registered`.
 void register_device(const char* device_name, ember::Device device, const std::vector<const TrainPrecision*>& precisions,
-                     int64_t batch) {
+                     int64_t batch, std::set<std::string>& registered) {
   for (const TrainPrecision* p : precisions) {
     if (device.is_cpu() ? !p->cpu : !p->cuda) continue;
+    registered.insert(p->name);
     for (const std::string& model : kModels) {
       const std::string name =
           std::string("train/") + device_name + "/" + p->name + "/" + model + "/" + std::to_string(batch);
@@ -181,11 +184,18 @@ int main(int argc, char** argv) {
   if (precisions.empty())
     for (const TrainPrecision& p : train_precisions())
       if (p.cpu || p.cuda) precisions.push_back(&p);
-  register_device("cpu", ember::kCPU, precisions, options->batch.value_or(16));
+  std::set<std::string> registered;
+  register_device("cpu", ember::kCPU, precisions, options->batch.value_or(16), registered);
 #if defined(EMBER_BENCH_CUDA)
   if (ember::backend::cuda_device_count() > 0)
-    register_device("cuda", ember::Device(ember::DeviceType::cuda, 0), precisions, options->batch.value_or(256));
+    register_device("cuda", ember::Device(ember::DeviceType::cuda, 0), precisions, options->batch.value_or(256),
+                    registered);
 #endif
+  for (const TrainPrecision* p : options->precisions)
+    if (!registered.count(p->name)) {
+      std::fprintf(stderr, "bench_train: precision %s runs only on a GPU, and this run has none\n", p->name);
+      return 2;
+    }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

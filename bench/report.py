@@ -21,6 +21,9 @@ def load(folder):
         reports[path.stem] = json.loads(path.read_text())
     torch_path = folder / "torch.json"
     torch_report = json.loads(torch_path.read_text()) if torch_path.exists() else None
+    for report in list(reports.values()) + [torch_report or {}]:
+        for case in report.get("benchmarks", []):
+            case["name"] = case_name(case)
     return reports, torch_report
 
 
@@ -30,6 +33,12 @@ def fmt(v, digits=3):
     if abs(v) >= 100:
         return f"{v:.0f}"
     return f"{v:.{digits}g}"
+
+
+def case_name(case):
+    """A case's name without the "/manual_time" Google Benchmark appends to manually timed cases."""
+    name = case["name"]
+    return name[: -len("/manual_time")] if name.endswith("/manual_time") else name
 
 
 def group_of(name):
@@ -66,6 +75,7 @@ def tables(reports, torch_cases):
             groups[group_of(case["name"])].append(case)
     for (family, device, precision), cases in sorted(groups.items()):
         counters, torch_counter = COLUMNS.get(family, ([], None))
+        counters = [k for k in counters if any(k in c for c in cases)]  # pct_peak: GPUs in the table only
         with_torch = torch_counter and any(c["name"] in torch_cases for c in cases)
         head = ["case"] + counters + (["torch " + torch_counter, "ember / torch"] if with_torch else []) + ["source"]
         lines += [f"### {family} · {device} · {precision}", "", "| " + " | ".join(head) + " |",
