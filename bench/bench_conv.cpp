@@ -41,8 +41,7 @@ void cpu_conv(benchmark::State& state, const ConvCase& c) {
           case ConvPass::bwd_filter: return raw.backward_filter(dy, x, result);
         }
       });
-  bench::set_rate_counters(state, "TFLOPS", c.flop() / 1e12, timing);
-  state.SetLabel(c.source);
+  bench::report_flop_case(state, c.flop(), timing, c.source);
 }
 
 }  // namespace

@@ -39,8 +39,7 @@ void cpu_gemm(benchmark::State& state, const GemmCase& c) {
                           static_cast<int>(c.k), a.data<float>(), c.a_transposed, b.data<float>(), c.b_transposed,
                           out.data());
       });
-  bench::set_rate_counters(state, "TFLOPS", c.flop() / 1e12, t);
-  state.SetLabel(c.source);
+  bench::report_flop_case(state, c.flop(), t, c.source);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Counters, case registration and the CPU baseline phase of bench/compare.h.
 #include "bench/compare.h"
 
+#include <exception>
 #include <thread>
 
 #include "bench/blas.h"
@@ -20,8 +21,21 @@ void set_rate_counters(benchmark::State& state, const std::string& unit, double 
   state.counters["ratio"] = t.raw_s / t.ember_s;
 }
 
+void report_flop_case(benchmark::State& state, double flop_per_run, const Timing& t, const std::string& source) {
+  set_rate_counters(state, "TFLOPS", flop_per_run / 1e12, t);
+  state.SetLabel(source);
+}
+
 benchmark::internal::Benchmark* register_case(const std::string& name, std::function<void(benchmark::State&)> body) {
-  return benchmark::RegisterBenchmark(name.c_str(), std::move(body))
+  // An ember error (a dtype an op lacks on a device, out of memory) fails this case, not the run.
+  auto guarded = [body = std::move(body)](benchmark::State& state) {
+    try {
+      body(state);
+    } catch (const std::exception& e) {
+      state.SkipWithError(e.what());
+    }
+  };
+  return benchmark::RegisterBenchmark(name.c_str(), std::move(guarded))
       ->UseManualTime()
       ->Unit(benchmark::kMillisecond);
 }

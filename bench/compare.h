@@ -69,8 +69,12 @@ Timing time_against(benchmark::State& state, const Time& time, const Phase& phas
 // amount of work one run does, in the unit's own scale (e.g. 1e12 FLOP for TFLOPS).
 void set_rate_counters(benchmark::State& state, const std::string& unit, double work_per_run, const Timing& t);
 
-// Registers a case under `name`, timed manually (time_against), reporting ms. Google Benchmark
-// appends "/manual_time" to the name it reports and filters on.
+// The counters of a GEMM or conv case (TFLOPS, raw_TFLOPS, ratio) and its label (the layers it serves).
+void report_flop_case(benchmark::State& state, double flop_per_run, const Timing& t, const std::string& source);
+
+// Registers a case under `name`, timed manually (time_against), reporting ms; an exception it
+// throws marks the case as an error. Google Benchmark appends "/manual_time" to the name it
+// reports and filters on.
 benchmark::internal::Benchmark* register_case(const std::string& name, std::function<void(benchmark::State&)> body);
 
 }  // namespace bench

@@ -213,9 +213,8 @@ void cuda_conv(benchmark::State& state, const ConvCase& c, Precision p) {
   const CudaEventTimer timer;
   const Timing timing = time_against(
       state, timer, PlainPhase{}, [&] { ember_conv_pass(c, t); }, [&] { raw.run(); });
-  set_rate_counters(state, "TFLOPS", c.flop() / 1e12, timing);
+  report_flop_case(state, c.flop(), timing, c.source);
   set_pct_peak(state, p);
-  state.SetLabel(c.source);
 }
 
 }  // namespace

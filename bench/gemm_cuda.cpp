@@ -116,9 +116,8 @@ void cuda_gemm(benchmark::State& state, const GemmCase& c, Precision p) {
   const Timing t = time_against(
       state, timer, PlainPhase{}, [&] { ember::matmul(a, b); },
       [&] { raw.run(a.raw_data(), b.raw_data(), out.raw_data()); });
-  set_rate_counters(state, "TFLOPS", c.flop() / 1e12, t);
+  report_flop_case(state, c.flop(), t, c.source);
   set_pct_peak(state, p);
-  state.SetLabel(c.source);
 }
 
 }  // namespace

@@ -93,6 +93,15 @@ def tables(reports, torch_cases):
     return lines
 
 
+def save(plt, fig, ax, folder, name, made):
+    """Writes the figure as folder/name and notes its name in made."""
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(folder / name, dpi=120)
+    plt.close(fig)
+    made.append(name)
+
+
 def plots(reports, torch_cases, folder):
     """Draws the PNGs; returns their file names, or raises ImportError without matplotlib."""
     import matplotlib
@@ -123,12 +132,7 @@ def plots(reports, torch_cases, folder):
         ax.set_ylabel("TFLOP/s")
         ax.set_title(f"GEMM on {device}")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        name = f"gemm_{device}.png"
-        fig.tight_layout()
-        fig.savefig(folder / name, dpi=120)
-        plt.close(fig)
-        made.append(name)
+        save(plt, fig, ax, folder, f"gemm_{device}.png", made)
     # Ratios (ember / raw) of every GEMM and conv case, per family and device.
     for family in ("gemm", "conv"):
         for device in sorted({group_of(c["name"])[1] for c in cases if c["name"].startswith(family + "/")}):
@@ -143,12 +147,7 @@ def plots(reports, torch_cases, folder):
             ax.set_xticklabels([size_of(c["name"]) for c in rows], rotation=90, fontsize=6)
             ax.set_ylabel("ember / raw")
             ax.set_title(f"{family} on {device}: ratio to the raw library")
-            ax.legend(fontsize=8)
-            name = f"ratio_{family}_{device}.png"
-            fig.tight_layout()
-            fig.savefig(folder / name, dpi=120)
-            plt.close(fig)
-            made.append(name)
+            save(plt, fig, ax, folder, f"ratio_{family}_{device}.png", made)
     # Training img/s per model, one bar per precision (and torch's beside it).
     train = [c for c in cases if c["name"].startswith("train/")]
     for device in sorted({group_of(c["name"])[1] for c in train}):
@@ -169,12 +168,7 @@ def plots(reports, torch_cases, folder):
         ax.set_yscale("log")
         ax.set_ylabel("images / s")
         ax.set_title(f"training step on {device}")
-        ax.legend(fontsize=8)
-        name = f"train_{device}.png"
-        fig.tight_layout()
-        fig.savefig(folder / name, dpi=120)
-        plt.close(fig)
-        made.append(name)
+        save(plt, fig, ax, folder, f"train_{device}.png", made)
     return made
 
 
