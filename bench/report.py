@@ -18,7 +18,9 @@ def load(folder):
     """{binary: report} for every bench_*.json, and torch.json's report (or None)."""
     reports = {}
     for path in sorted(folder.glob("bench_*.json")):
-        reports[path.stem] = json.loads(path.read_text())
+        text = path.read_text()
+        if text.strip():  # a binary none of whose cases matched the filter leaves an empty file
+            reports[path.stem] = json.loads(text)
     torch_path = folder / "torch.json"
     torch_report = json.loads(torch_path.read_text()) if torch_path.exists() else None
     for report in list(reports.values()) + [torch_report or {}]:
