@@ -208,7 +208,7 @@ def main():
         for name in list_cases(args.bench_dir / binary, args.filter):
             try:
                 counters, seconds = run(name, args.min_time)
-            except (ImportError, NotImplementedError, RuntimeError) as e:  # no torchvision, a dtype torch lacks
+            except (ImportError, KeyError, NotImplementedError, RuntimeError) as e:  # no torchvision, a model or dtype it lacks
                 skipped.append(f"{name}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
                 continue
             results.append({"name": name, "run_name": name, "run_type": "iteration", "iterations": 1,
