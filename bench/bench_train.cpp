@@ -1,10 +1,10 @@
 // bench_train: one whole training step (forward, cross-entropy, backward, SGD step) of the model
-// zoo's models on CIFAR-sized batches (3x32x32, 10 classes), per precision mode.
+// zoo's models on CIFAR-sized batches (3x32x32, 10 classes), per precision mode, as the Runner runs it.
 //   train/<device>/<precision>/<model>/<batch>: img_per_s, and peak_MiB: on a GPU ember's pool peak
 //   during the case; on the CPU the process's peak resident memory so far (run one case per process,
 //   --benchmark_filter=...$, for a per-model figure).
-// Flags of its own (before Google Benchmark's): --precision=fp32,tf32 (default: fp32, plus tf32 on a
-// GPU), --batch=N (default 16 on the CPU, 256 on a GPU).
+// Flags of its own (before Google Benchmark's): --precision=fp32,amp_bf16,... (train/precision.h's
+// names; default: fp32 on the CPU, every mode on a GPU), --batch=N (default 16 on the CPU, 256 on a GPU).
 // Run: build/bench/bench_train --benchmark_filter=train/cpu/fp32/mlp/
 #include <benchmark/benchmark.h>
 
@@ -18,12 +18,12 @@
 #include <vector>
 
 #include "bench/compare.h"
-#include "bench/precision.h"
 #include "nn/loss.h"
 #include "optim/sgd.h"
 #include "tensor/ops.h"
 #include "tensor/storage.h"
 #include "train/model_zoo.h"
+#include "train/precision.h"
 #if defined(EMBER_BENCH_CUDA)
 #include "bench/cuda_timer.h"
 #endif
@@ -32,34 +32,17 @@ namespace {
 
 using ember::Tensor;
 
-// A training precision mode (DESIGN.md §6 names them), as this bench runs it: the kernel switches
-// it sets, on the devices where it is implemented. Modes with neither device are refused with an
-// error, never run as fp32.
-struct TrainPrecision {
-  const char* name;
-  bool cpu, cuda;
-  bench::Precision kernels;
-};
-
-const std::vector<TrainPrecision>& train_precisions() {
-  static const std::vector<TrainPrecision> table = {
-      {"fp32", true, true, bench::Precision::f32},
-      {"tf32", false, true, bench::Precision::tf32},
-      // Mixed-precision modes come with the autocast / GradScaler / master-weight issue.
-      {"amp_fp16", false, false, bench::Precision::f16},
-      {"amp_bf16", false, false, bench::Precision::bf16},
-      {"naive_fp16", false, false, bench::Precision::f16},
-      {"naive_bf16", false, false, bench::Precision::bf16},
-      {"pure_bf16", false, false, bench::Precision::bf16},
-  };
-  return table;
+// The precision modes of train/precision.h, as this bench runs them. tf32 only changes GPU kernels,
+// so it runs on a GPU only.
+bool runs_on(ember::train::Precision p, ember::Device device) {
+  return device.is_cuda() || p != ember::train::Precision::tf32;
 }
 
 const std::vector<std::string> kModels = {"mlp", "cnn", "resnet18", "resnet50", "vit_small"};
 constexpr ember::train::ImageShape kImage{3, 32, 10};
 
 struct Options {
-  std::vector<const TrainPrecision*> precisions;  // empty: the defaults
+  std::vector<ember::train::Precision> precisions;  // empty: the defaults
   std::optional<int64_t> batch;
 };
 
@@ -75,23 +58,12 @@ std::optional<Options> parse_flags(int& argc, char** argv) {
       while (start <= list.size()) {
         const size_t end = std::min(list.find(',', start), list.size());
         const std::string name = list.substr(start, end - start);
-        const TrainPrecision* found = nullptr;
-        for (const TrainPrecision& p : train_precisions())
-          if (name == p.name) found = &p;
-        std::string known;
-        for (const TrainPrecision& p : train_precisions()) known += std::string(known.empty() ? "" : ", ") + p.name;
-        if (!found) {
-          std::fprintf(stderr, "bench_train: unknown precision \"%s\" (known: %s)\n", name.c_str(), known.c_str());
+        try {
+          o.precisions.push_back(ember::train::parse_precision(name));
+        } catch (const ember::ValueError& e) {
+          std::fprintf(stderr, "bench_train: %s\n", e.what());
           return std::nullopt;
         }
-        if (!found->cpu && !found->cuda) {
-          std::fprintf(stderr,
-                       "bench_train: precision %s is not implemented yet (it comes with the mixed-precision issue); "
-                       "implemented: fp32 (CPU, GPU), tf32 (GPU)\n",
-                       found->name);
-          return std::nullopt;
-        }
-        o.precisions.push_back(found);
         start = end + 1;
       }
     } else if (a.rfind("--batch=", 0) == 0) {
@@ -117,25 +89,28 @@ double process_peak_mib() {
 }
 
 template <class Time>
-void train_case(benchmark::State& state, const std::string& model_name, const TrainPrecision& precision,
+void train_case(benchmark::State& state, const std::string& model_name, ember::train::Precision precision,
                 ember::Device device, int64_t batch, const Time& time) {
-  if (!bench::set_ember_precision(precision.kernels)) {
-    state.SkipWithError("ember's matmul has no TF32 switch yet (bench/precision.cpp): a tf32 step would be partly fp32");
-    return;
-  }
   ember::manual_seed(0);
   auto model = ember::train::make_model(model_name, kImage);
   model->to(device);
   model->train();
-  ember::optim::SGD sgd(model->parameters(), {0.01, 0.9});
+  ember::train::PrecisionOptions options;
+  options.precision = precision;
+  ember::train::TrainingPrecision mode(options, *model, [](std::vector<Tensor> params) {
+    return std::make_unique<ember::optim::SGD>(std::move(params), ember::optim::SGDOptions{0.01, 0.9});
+  });
   const ember::TensorOptions on(device);
-  const Tensor images = ember::randn({batch, kImage.channels, kImage.size, kImage.size}, on);
+  const Tensor images = ember::randn({batch, kImage.channels, kImage.size, kImage.size}, on).to(mode.input_dtype());
   const Tensor labels = ember::randint(0, kImage.classes, {batch}, ember::TensorOptions(ember::DType::i64).with_device(device));
-  auto step = [&] {
-    const Tensor loss = ember::cross_entropy(model->forward(images), labels);
-    sgd.zero_grad();
-    loss.backward();
-    sgd.step();
+  auto step = [&] {  // the Runner's step: forward under the mode's autocast, f32 logits to the loss
+    mode.zero_grad();
+    Tensor loss;
+    {
+      const auto autocast = mode.autocast(device);
+      loss = ember::cross_entropy(model->forward(images).to(ember::DType::f32), labels);
+    }
+    mode.backward_and_step(loss, 0.0);
   };
   step();  // first step: optimizer state, algorithm search, allocator warm-up
   ember::backend::reset_peak_memory_stats(device);
@@ -151,20 +126,21 @@ void train_case(benchmark::State& state, const std::string& model_name, const Tr
                                    : process_peak_mib();
 }
 
-// Registers the cases of each precision implemented on `device`; adds those precisions to `registered`.
-void register_device(const char* device_name, ember::Device device, const std::vector<const TrainPrecision*>& precisions,
-                     int64_t batch, std::set<std::string>& registered) {
-  for (const TrainPrecision* p : precisions) {
-    if (device.is_cpu() ? !p->cpu : !p->cuda) continue;
-    registered.insert(p->name);
+// Registers the cases of each precision that runs on `device`; adds those precisions to `registered`.
+void register_device(const char* device_name, ember::Device device,
+                     const std::vector<ember::train::Precision>& precisions, int64_t batch,
+                     std::set<ember::train::Precision>& registered) {
+  for (const ember::train::Precision p : precisions) {
+    if (!runs_on(p, device)) continue;
+    registered.insert(p);
     for (const std::string& model : kModels) {
-      const std::string name =
-          std::string("train/") + device_name + "/" + p->name + "/" + model + "/" + std::to_string(batch);
+      const std::string name = std::string("train/") + device_name + "/" + ember::train::precision_name(p) + "/" +
+                               model + "/" + std::to_string(batch);
       bench::register_case(name, [=](benchmark::State& s) {
-        if (device.is_cpu()) return train_case(s, model, *p, device, batch, bench::WallTimer{});
+        if (device.is_cpu()) return train_case(s, model, p, device, batch, bench::WallTimer{});
 #if defined(EMBER_BENCH_CUDA)
         const bench::CudaEventTimer timer;
-        train_case(s, model, *p, device, batch, timer);
+        train_case(s, model, p, device, batch, timer);
 #endif
       });
     }
@@ -180,20 +156,22 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("cpu_threads", std::to_string(ember::get_num_threads()));
   benchmark::AddCustomContext("peak_MiB", "GPU: ember's pool peak in the case; CPU: the process's peak RSS so far");
-  std::vector<const TrainPrecision*> precisions = options->precisions;
-  if (precisions.empty())
-    for (const TrainPrecision& p : train_precisions())
-      if (p.cpu || p.cuda) precisions.push_back(&p);
-  std::set<std::string> registered;
-  register_device("cpu", ember::kCPU, precisions, options->batch.value_or(16), registered);
+  // Default: fp32 on the CPU (the 16-bit modes there are storage only), every mode on a GPU.
+  const bool chosen = !options->precisions.empty();
+  std::vector<ember::train::Precision> all;
+  for (const std::string& n : ember::train::precision_names()) all.push_back(ember::train::parse_precision(n));
+  std::set<ember::train::Precision> registered;
+  register_device("cpu", ember::kCPU, chosen ? options->precisions : std::vector{ember::train::Precision::fp32},
+                  options->batch.value_or(16), registered);
 #if defined(EMBER_BENCH_CUDA)
   if (ember::backend::cuda_device_count() > 0)
-    register_device("cuda", ember::Device(ember::DeviceType::cuda, 0), precisions, options->batch.value_or(256),
-                    registered);
+    register_device("cuda", ember::Device(ember::DeviceType::cuda, 0), chosen ? options->precisions : all,
+                    options->batch.value_or(256), registered);
 #endif
-  for (const TrainPrecision* p : options->precisions)
-    if (!registered.count(p->name)) {
-      std::fprintf(stderr, "bench_train: precision %s runs only on a GPU, and this run has none\n", p->name);
+  for (const ember::train::Precision p : options->precisions)
+    if (!registered.count(p)) {
+      std::fprintf(stderr, "bench_train: precision %s runs only on a GPU, and this run has none\n",
+                   ember::train::precision_name(p));
       return 2;
     }
   benchmark::RunSpecifiedBenchmarks();

@@ -18,7 +18,7 @@
 #include "cuda/context.h"
 #include "cuda/cudnn.h"
 #include "cuda/error.h"
-#include "nn/cudnn_settings.h"
+#include "tensor/cuda_settings.h"
 #include "tensor/ops.h"
 #include "tensor/storage.h"
 
@@ -199,7 +199,7 @@ class RawConv {
 
 void cuda_conv(benchmark::State& state, const ConvCase& c, Precision p) {
   ember::NoGradGuard no_grad;
-  set_ember_precision(p);  // conv follows every precision; only the matmul switch may lag
+  set_ember_precision(p);
   ember::cuda::set_benchmark(true);
   const ember::TensorOptions opts =
       ember::TensorOptions(precision_dtype(p)).with_device(ember::Device(ember::DeviceType::cuda, 0));

@@ -1,7 +1,7 @@
 // The precision table of the GEMM and conv benchmarks, and the one place that sets ember's TF32 switches.
 #include "bench/precision.h"
 
-#include "nn/cudnn_settings.h"
+#include "tensor/cuda_settings.h"
 
 namespace bench {
 
@@ -28,12 +28,10 @@ ember::DType precision_dtype(Precision p) {
   }
 }
 
-bool set_ember_precision(Precision p) {
+void set_ember_precision(Precision p) {
   const bool tf32 = p == Precision::tf32;
   ember::cuda::set_conv_allow_tf32(tf32);
-  // MATMUL TF32 SWITCH: wire ember::cuda::set_matmul_allow_tf32(tf32) (tensor/cuda_settings.h) here
-  // and return true. Until then ember's matmul has no TF32 mode, so a tf32 GEMM is refused.
-  return !tf32;
+  ember::cuda::set_matmul_allow_tf32(tf32);
 }
 
 }  // namespace bench

@@ -16,8 +16,6 @@ const char* precision_name(Precision p);  // as in case names: "f32", "tf32", "f
 ember::DType precision_dtype(Precision p);  // tf32 data is f32
 
 // Sets ember's process-wide TF32 switches (conv and matmul) for p: on for tf32, off otherwise.
-// Returns false when ember's matmul cannot follow (TF32 before its switch exists; conv always
-// follows): a GEMM case must then be skipped, never timed as f32.
-bool set_ember_precision(Precision p);
+void set_ember_precision(Precision p);
 
 }  // namespace bench

@@ -14,6 +14,8 @@ namespace ember {
 
 namespace {
 
+using cuda::for_each_list;
+using cuda::ListEntry;
 using cuda::TensorList;
 
 // The entries of a step, by dtype: operands {p, grad, state operands 1 .. n_state}, and the step
