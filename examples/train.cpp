@@ -2,6 +2,7 @@
 // Runner's MMEngine-style log, checkpoints and exact resume. `train --help` lists every flag.
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include "tensor/ops.h"
 #include "tensor/storage.h"
 #include "train/model_zoo.h"
+#include "train/precision.h"
 #include "train/runner.h"
 
 using namespace ember;
@@ -49,6 +51,16 @@ struct Flags {
   int64_t val_samples = 0;
   int64_t max_iters = 0;
   bool augment = false;
+  std::string precision = "fp32";
+  // Loss-scaler knobs (amp_fp16: GradScaler's; naive_fp16: DynamicLossScaler's), defaults as in
+  // PyTorch and Colossal-AI / DeepSpeed (REFERENCE.md §2, §4-5).
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+  int64_t loss_scale_window = 1000;
+  int64_t hysteresis = 2;
+  double min_loss_scale = 1.0;
 };
 
 // Per-channel statistics of each training set, for normalize() (the values torchvision users
@@ -66,25 +78,25 @@ DatasetSpec dataset_spec(const std::string& name) {
 
 double default_lr(const std::string& optimizer) { return optimizer == "sgd" ? 0.1 : 1e-3; }
 
-std::shared_ptr<optim::Optimizer> make_optimizer(const Flags& f, std::vector<Tensor> params) {
+std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, std::vector<Tensor> params) {
   const double lr = f.lr > 0 ? f.lr : default_lr(f.optimizer);
   if (f.optimizer == "sgd") {
     optim::SGDOptions o;
     o.lr = lr;
     o.momentum = f.momentum;
     o.weight_decay = f.weight_decay;
-    return std::make_shared<optim::SGD>(std::move(params), o);
+    return std::make_unique<optim::SGD>(std::move(params), o);
   }
   if (f.optimizer == "adamw") {
     optim::AdamOptions o = optim::adamw_defaults();
     o.lr = lr;
     o.weight_decay = f.weight_decay;
-    return std::make_shared<optim::AdamW>(std::move(params), o);
+    return std::make_unique<optim::AdamW>(std::move(params), o);
   }
   optim::LAMBOptions o;
   o.lr = lr;
   o.weight_decay = f.weight_decay;
-  return std::make_shared<optim::LAMB>(std::move(params), o);
+  return std::make_unique<optim::LAMB>(std::move(params), o);
 }
 
 // Stepped once per optimizer step: an optional linear warmup from lr/1000 (MMEngine's usual
@@ -173,6 +185,20 @@ int main(int argc, char** argv) {
   app.add_option("--max-iters", f.max_iters, "stop after N iterations in all, with a checkpoint (0: run every epoch)")
       ->check(at_least(0));
   app.add_flag("--augment", f.augment, "random crop (padding 4) and horizontal flip of the training images");
+  app.add_option("--precision", f.precision, "fp32, tf32 (GPU), amp_fp16/amp_bf16 (autocast), naive_fp16/naive_bf16 "
+                                             "(half model + fp32 masters), pure_bf16")
+      ->check(CLI::IsMember(train::precision_names()));
+  app.add_option("--init-scale", f.init_scale, "amp_fp16: GradScaler's first scale; naive_fp16: rounded down to a power of 2")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--growth-factor", f.growth_factor, "amp_fp16: scale growth factor (> 1)")->check(CLI::Range(1.0 + 1e-9, 1e9));
+  app.add_option("--backoff-factor", f.backoff_factor, "amp_fp16: scale backoff factor, in (0, 1)")
+      ->check(CLI::Range(1e-9, 1.0 - 1e-9));
+  app.add_option("--growth-interval", f.growth_interval, "amp_fp16: clean steps before the scale grows")->check(at_least(1));
+  app.add_option("--loss-scale-window", f.loss_scale_window, "naive_fp16: clean steps before the scale grows")
+      ->check(at_least(1));
+  app.add_option("--hysteresis", f.hysteresis, "naive_fp16: overflows tolerated before the scale backs off")
+      ->check(at_least(1));
+  app.add_option("--min-loss-scale", f.min_loss_scale, "naive_fp16: the scale's floor")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -216,8 +242,18 @@ int main(int argc, char** argv) {
     manual_seed(f.seed);
     auto model = train::make_model(f.model, spec.shape);
     model->to(device);  // before the optimizer sees the parameters
-    auto optimizer = make_optimizer(f, model->parameters());
-    auto scheduler = make_scheduler(f, *optimizer, f.epochs * train_loader->size());
+    train::PrecisionOptions po;
+    po.precision = train::parse_precision(f.precision);
+    if (po.precision == train::Precision::tf32 && !device.is_cuda())
+      throw ValueError("--precision tf32 changes only GPU kernels: use it with --device cuda");
+    po.grad_scaler = {f.init_scale, f.growth_factor, f.backoff_factor, f.growth_interval, true};
+    po.loss_scaler.initial_scale_power = static_cast<int>(std::floor(std::log2(f.init_scale)));
+    po.loss_scaler.loss_scale_window = f.loss_scale_window;
+    po.loss_scaler.hysteresis = f.hysteresis;
+    po.loss_scaler.min_loss_scale = f.min_loss_scale;
+    auto precision = std::make_shared<train::TrainingPrecision>(
+        po, *model, [&f](std::vector<Tensor> params) { return make_optimizer(f, std::move(params)); });
+    auto scheduler = make_scheduler(f, precision->optimizer(), f.epochs * train_loader->size());
 
     train::RunnerOptions ro;
     ro.epochs = f.epochs;
@@ -229,14 +265,16 @@ int main(int argc, char** argv) {
     if (app.count("--resume")) ro.resume = f.resume;
     ro.max_iters = f.max_iters;
     ro.device = device;
-    ro.info = {{"model", f.model}, {"dataset", f.dataset}, {"optimizer", f.optimizer}, {"scheduler", f.scheduler}};
+    ro.info = {{"model", f.model},         {"dataset", f.dataset},     {"optimizer", f.optimizer},
+               {"scheduler", f.scheduler}, {"precision", f.precision}};
     std::cout << "train: " << f.model << " (" << model->num_parameters() << " parameters) on " << f.dataset << " ("
               << train_set->size() << " train / " << val_set->size() << " val images), " << f.optimizer << " lr "
               << (f.lr > 0 ? f.lr : default_lr(f.optimizer)) << ", " << f.epochs << " epochs of "
-              << train_loader->size() << " iterations on " << device.str() << ", " << get_num_threads()
+              << train_loader->size() << " iterations on " << device.str() << " in " << f.precision << ", "
+              << get_num_threads()
               << " threads; work dir " << f.work_dir << std::endl;
 
-    train::Runner runner(model, optimizer, scheduler, train_loader, val, ro);
+    train::Runner runner(model, precision, scheduler, train_loader, val, ro);
     g_runner = &runner;
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);

@@ -9,6 +9,8 @@
 #include "optim/adam.h"
 #include "optim/amp/grad_scaler.h"
 #include "optim/amp/loss_scaler.h"
+#include "optim/amp/master_weights.h"
+#include "optim/amp/primitives.h"
 #include "optim/sgd.h"
 #include "tensor/error.h"
 #include "tests/helpers.h"
@@ -20,8 +22,8 @@ namespace {
 
 const double kInf = std::numeric_limits<double>::infinity();
 
-Tensor param(std::vector<double> v, DType dtype = DType::f32) {
-  Tensor p = from_vector(v, {static_cast<int64_t>(v.size())}).to(dtype);
+Tensor param(std::vector<double> v, DType dtype = DType::f32, Device device = kCPU) {
+  Tensor p = from_vector(v, {static_cast<int64_t>(v.size())}).to(dtype).to(device);
   p.requires_grad_(true);
   return p;
 }
@@ -39,24 +41,9 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
          std::memcmp(x.raw_data(), y.raw_data(), x.numel() * dtype_size(x.dtype())) == 0;
 }
 
-}  // namespace
-
-TEST_SUITE("cpu") {
-
-TEST_CASE("GradScaler: defaults are PyTorch's") {
-  amp::GradScaler s;
-  CHECK(s.options().init_scale == 65536.0);
-  CHECK(s.options().growth_factor == 2.0);
-  CHECK(s.options().backoff_factor == 0.5);
-  CHECK(s.options().growth_interval == 2000);
-  CHECK(s.get_scale() == 65536.0);
-  expect_error<ValueError>("growth_factor 1", [] { amp::GradScaler({.growth_factor = 1.0}); }, {"growth_factor", "1.0"});
-  expect_error<ValueError>("backoff 1", [] { amp::GradScaler({.backoff_factor = 1.0}); }, {"backoff_factor"});
-  expect_error<ValueError>("interval 0", [] { amp::GradScaler({.growth_interval = 0}); }, {"growth_interval"});
-}
-
-TEST_CASE("GradScaler: scripted overflows, growth at the interval, backoff") {
-  Tensor p = param({1.0, -2.0});
+// GradScaler through a scripted pattern of clean and overflowing steps on `device`.
+void scripted_grad_scaler(Device device) {
+  Tensor p = param({1.0, -2.0}, DType::f32, device);
   optim::SGD opt({p}, {.lr = 0.5});
   amp::GradScaler scaler({.init_scale = 8.0, .growth_interval = 3});
   // (gradient coefficient, scale after update, tracker after update)
@@ -79,6 +66,47 @@ TEST_CASE("GradScaler: scripted overflows, growth at the interval, backoff") {
     ++row;
   }
 }
+
+// DynamicLossScaler with window 3 and hysteresis 2, its state on `device`.
+void scripted_loss_scaler(Device device) {
+  amp::DynamicLossScaler s({.initial_scale_power = 4, .loss_scale_window = 3, .hysteresis = 2});
+  (void)s.scale(scalar_tensor(1.0, DType::f32).to(device));
+  struct Row { bool overflow; double scale; int64_t hysteresis; };
+  const Row script[] = {
+      {false, 16, 2}, {false, 16, 2}, {false, 32, 2},  // (iter + 1) % 3 == 0: grow
+      {true, 32, 1},                                   // first overflow spends hysteresis
+      {true, 16, 1},                                   // none left: back off
+      {false, 16, 1}, {false, 16, 1}, {false, 32, 2},  // 3 after the last overflow: grow, refill
+      {true, 32, 1}, {false, 32, 1}, {true, 16, 1},    // hysteresis is not refilled by one clean step
+  };
+  int row = 0;
+  for (const Row& r : script) {
+    CAPTURE(row);
+    s.update(scalar_tensor(r.overflow ? 1.0 : 0.0, DType::f32).to(device));
+    CHECK(s.get_scale() == r.scale);
+    CHECK(s.state_dict().at("cur_hysteresis").item<int64_t>() == r.hysteresis);
+    CHECK(s.state_dict().at("cur_iter").item<int64_t>() == row + 1);
+    ++row;
+  }
+}
+
+}  // namespace
+
+TEST_SUITE("cpu") {
+
+TEST_CASE("GradScaler: defaults are PyTorch's") {
+  amp::GradScaler s;
+  CHECK(s.options().init_scale == 65536.0);
+  CHECK(s.options().growth_factor == 2.0);
+  CHECK(s.options().backoff_factor == 0.5);
+  CHECK(s.options().growth_interval == 2000);
+  CHECK(s.get_scale() == 65536.0);
+  expect_error<ValueError>("growth_factor 1", [] { amp::GradScaler({.growth_factor = 1.0}); }, {"growth_factor", "1.0"});
+  expect_error<ValueError>("backoff 1", [] { amp::GradScaler({.backoff_factor = 1.0}); }, {"backoff_factor"});
+  expect_error<ValueError>("interval 0", [] { amp::GradScaler({.growth_interval = 0}); }, {"growth_interval"});
+}
+
+TEST_CASE("GradScaler: scripted overflows, growth at the interval, backoff") { scripted_grad_scaler(kCPU); }
 
 TEST_CASE("GradScaler: unscale_ divides by the scale before clipping; the step uses unscaled grads") {
   Tensor p = param({1.0, -2.0, 3.0});
@@ -192,25 +220,7 @@ TEST_CASE("DynamicLossScaler: defaults and a scripted run with window 3 and hyst
   CHECK(d.options().hysteresis == 2);
   CHECK(d.options().min_loss_scale == 1.0);
 
-  amp::DynamicLossScaler s({.initial_scale_power = 4, .loss_scale_window = 3, .hysteresis = 2});
-  (void)s.scale(scalar_tensor(1.0, DType::f32));
-  struct Row { bool overflow; double scale; int64_t hysteresis; };
-  const Row script[] = {
-      {false, 16, 2}, {false, 16, 2}, {false, 32, 2},  // (iter + 1) % 3 == 0: grow
-      {true, 32, 1},                                   // first overflow spends hysteresis
-      {true, 16, 1},                                   // none left: back off
-      {false, 16, 1}, {false, 16, 1}, {false, 32, 2},  // 3 after the last overflow: grow, refill
-      {true, 32, 1}, {false, 32, 1}, {true, 16, 1},    // hysteresis is not refilled by one clean step
-  };
-  int row = 0;
-  for (const Row& r : script) {
-    CAPTURE(row);
-    s.update(scalar_tensor(r.overflow ? 1.0 : 0.0, DType::f32));
-    CHECK(s.get_scale() == r.scale);
-    CHECK(s.state_dict().at("cur_hysteresis").item<int64_t>() == r.hysteresis);
-    CHECK(s.state_dict().at("cur_iter").item<int64_t>() == row + 1);
-    ++row;
-  }
+  scripted_loss_scaler(kCPU);
 }
 
 TEST_CASE("DynamicLossScaler: consecutive hysteresis, the floor, the cap, a static scale") {
@@ -266,4 +276,78 @@ TEST_CASE("DynamicLossScaler: state_dict round trip") {
   expect_error<ValueError>("hysteresis above the setting", [&] { b.load_state_dict(bad); }, {"cur_hysteresis 7"});
 }
 
+TEST_CASE("MasterWeightOptimizer: updates too small for float16 accumulate in the float32 masters") {
+  // lr * grad = 1e-4 is under half a float16 ulp at 1.0 (2^-12): a float16 parameter stepped
+  // directly never moves; with masters the 20 steps add up.
+  const auto sgd = [](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions{.lr = 1e-4}); };
+  Tensor direct = param({1.0}, DType::f16);
+  auto plain = sgd({direct});
+  Tensor half = param({1.0, 2.0}, DType::f16);
+  Tensor kept = param({3.0});  // a float32 parameter (batch norm in naive AMP) is its own master
+  amp::MasterWeightOptimizer mw({half, kept}, sgd);
+  CHECK(mw.masters()[0].dtype() == DType::f32);
+  CHECK(mw.masters()[1].is_same(kept));
+  for (int i = 0; i < 20; ++i) {
+    direct.set_grad(ones({1}, DType::f16));
+    plain->step();
+    half.set_grad(ones({2}, DType::f16));
+    kept.set_grad(ones({1}));
+    mw.step(mw.unscale_grads());
+  }
+  CHECK(values(direct)[0] == 1.0);
+  CHECK(values(mw.masters()[0])[0] == doctest::Approx(0.998).epsilon(1e-6));
+  CHECK(values(half)[0] == static_cast<double>(static_cast<float>(f16(0.998f))));  // the master rounded
+  CHECK(values(kept)[0] == doctest::Approx(2.998).epsilon(1e-6));
+
+  // An overflow (inf gradient, scaled by 1/1024) skips: masters and parameters bit-identical.
+  const Tensor master_before = mw.masters()[0].detach().clone(), half_before = half.detach().clone();
+  half.set_grad(from_vector<double>({kInf, 1.0}, {2}).to(DType::f16));
+  kept.set_grad(ones({1}));
+  const Tensor found_inf = mw.unscale_grads(scalar_tensor(1.0 / 1024, DType::f32));
+  CHECK(found_inf.item<double>() == 1.0);
+  mw.step(found_inf);
+  CHECK(same_bytes(mw.masters()[0], master_before));
+  CHECK(same_bytes(half.detach(), half_before));
+
+  // The masters travel in state_dict: a fresh wrapper over other half values takes them back.
+  Tensor other = param({0.0, 0.0}, DType::f16);
+  Tensor other_kept = param({0.0});
+  amp::MasterWeightOptimizer restored({other, other_kept}, sgd);
+  restored.load_state_dict(mw.state_dict());
+  CHECK(same_bytes(restored.masters()[0], mw.masters()[0]));
+  CHECK(same_bytes(other.detach(), half.detach()));
+  StateDict missing = mw.state_dict();
+  missing.erase("master.0");
+  expect_error<ValueError>("missing master", [&] { restored.load_state_dict(missing); }, {"master.0"});
+}
+
 }  // TEST_SUITE("cpu")
+
+EMBER_CUDA_TEST_CASE("cuda GradScaler and DynamicLossScaler: the same scripted runs with their state on the GPU") {
+  scripted_grad_scaler(Device(DeviceType::cuda, 0));
+  scripted_loss_scaler(Device(DeviceType::cuda, 0));
+}
+
+EMBER_CUDA_TEST_CASE("cuda unscale: many gradients of every float dtype in multi-tensor launches, as on the CPU") {
+  const Device gpu(DeviceType::cuda, 0);
+  for (const DType d : {DType::f32, DType::f64, DType::bf16}) {
+    CAPTURE(dtype_name(d));
+    for (int infinite = 0; infinite < 2; ++infinite) {
+      // 45 gradients (two launches of 40), one longer than a chunk; the last one inf when asked.
+      std::vector<Tensor> cpu = {zeros({}, DType::f32)}, gpu_grads = {zeros({}, TensorOptions(DType::f32).with_device(gpu))};
+      Generator gen(5);
+      for (int i = 0; i < 45; ++i) {
+        Tensor g = randn({i == 7 ? 70000 : 3 + i}, d, &gen);
+        if (infinite && i == 44) fill_(g, kInf);
+        cpu.push_back(g);
+        gpu_grads.push_back(g.to(gpu));
+      }
+      AmpUnscale a, b;
+      run_update(a, {scalar_tensor(0.125, DType::f32)}, cpu);
+      run_update(b, {scalar_tensor(0.125, DType::f32).to(gpu)}, gpu_grads);
+      CHECK(gpu_grads[0].item<double>() == static_cast<double>(infinite));
+      CHECK(cpu[0].item<double>() == static_cast<double>(infinite));
+      for (size_t i = 1; i < cpu.size(); ++i) CHECK_MESSAGE(same_bytes(gpu_grads[i].to(kCPU), cpu[i]), i);
+    }
+  }
+}

@@ -502,6 +502,48 @@ TEST_CASE("end to end: the MLP learns a 2,000-image Fashion-MNIST subset on the 
   CHECK(s.epochs[2].top1 >= 75.0);  // chance is 10%
 }
 
+TEST_CASE("end to end: the CNN in amp_bf16 and naive_fp16 learns within 1 point of fp32 (same data, seed)" *
+          doctest::skip(!has_fashion_mnist())) {
+  auto train_set = std::make_shared<data::FashionMNIST>(kFashionDir, true);
+  auto test_set = std::make_shared<data::FashionMNIST>(kFashionDir, false);
+  train_set->truncate(6000);
+  const auto normalize = [](data::Batch& b, Generator&) { b.images = data::normalize(b.images, {0.2860f}, {0.3530f}); };
+  auto top1_in = [&](Precision precision, std::string& log) {
+    auto train_loader = std::make_shared<data::DataLoader>(
+        train_set, data::DataLoaderOptions{.batch_size = 64, .shuffle = true, .seed = 1, .transform = normalize});
+    auto val_loader = std::make_shared<data::DataLoader>(test_set, data::DataLoaderOptions{.batch_size = 500, .transform = normalize});
+    manual_seed(0);
+    std::shared_ptr<nn::UnaryModule> model = make_model("cnn", {1, 28, 10});
+    PrecisionOptions po;
+    po.precision = precision;
+    auto mode = std::make_shared<TrainingPrecision>(po, *model, [](std::vector<Tensor> params) {
+      optim::SGDOptions o;
+      o.lr = 0.05;
+      o.momentum = 0.9;
+      return std::make_unique<optim::SGD>(std::move(params), o);
+    });
+    auto scheduler = std::make_shared<optim::CosineAnnealingLR>(mode->optimizer(), 3 * train_loader->size());
+    std::ostringstream console;
+    RunnerOptions ro;
+    ro.epochs = 3;
+    ro.log_interval = 40;
+    ro.console = &console;
+    const RunSummary s = Runner(model, mode, scheduler, train_loader, val_loader, ro).run();
+    log += console.str();
+    return s.epochs.back().top1;
+  };
+  std::string log;
+  const double fp32 = top1_in(Precision::fp32, log);
+  const double amp_bf16 = top1_in(Precision::amp_bf16, log);
+  const double naive_fp16 = top1_in(Precision::naive_fp16, log);
+  MESSAGE(log);
+  MESSAGE("top-1: fp32 ", fp32, ", amp_bf16 ", amp_bf16, ", naive_fp16 ", naive_fp16);
+  CHECK(fp32 >= 75.0);  // it learned (chance is 10%)
+  CHECK(std::abs(amp_bf16 - fp32) <= 1.0);
+  CHECK(std::abs(naive_fp16 - fp32) <= 1.0);
+  CHECK(log.find("loss_scale: ") != std::string::npos);  // naive_fp16 logs its scale
+}
+
 TEST_CASE("train program: --help lists every flag; bad input gives one line and a non-zero exit" *
           doctest::skip(train_program().empty())) {
   const CommandResult help = run_train("--help");
@@ -509,7 +551,8 @@ TEST_CASE("train program: --help lists every flag; bad input gives one line and 
   for (const char* flag : {"--model", "--dataset", "--data", "--epochs", "--batch-size", "--lr", "--optimizer",
                            "--weight-decay", "--scheduler", "--warmup-iters", "--device", "--threads", "--num-workers",
                            "--seed", "--work-dir", "--resume", "--log-interval", "--save-interval", "--train-samples",
-                           "--val-samples"})
+                           "--val-samples", "--precision", "--init-scale", "--growth-factor", "--backoff-factor",
+                           "--growth-interval", "--loss-scale-window", "--hysteresis", "--min-loss-scale"})
     CHECK_MESSAGE(help.output.find(std::string(flag) + " ") != std::string::npos, flag);
   CHECK(help.output.find("--epochs INT:>=1=3") != std::string::npos);  // the default beside the flag
 
@@ -520,6 +563,7 @@ TEST_CASE("train program: --help lists every flag; bad input gives one line and 
   };
   one_line_error(run_train("--epochs 0"), 2, "train: error: --epochs: must be at least 1, got 0");
   one_line_error(run_train("--model lenet"), 2, "--model");
+  one_line_error(run_train("--precision fp8"), 2, "--precision");
   one_line_error(run_train("--no-such-flag"), 2, "--no-such-flag");
   TempDir dir;
   one_line_error(run_train("--data " + (dir / "absent")), 1, "absent does not exist");
