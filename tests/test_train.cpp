@@ -366,6 +366,54 @@ TEST_CASE("Runner: N iterations straight equal N/2, a resume in a fresh process 
   }
 }
 
+TEST_CASE("Runner: amp_fp16 and naive_fp16 resume bit for bit, loss scale, skips and masters included") {
+  for (const Precision precision : {Precision::amp_fp16, Precision::naive_fp16}) {
+    CAPTURE(precision_name(precision));
+    // A scale of 2^24 overflows float16 at first: the run backs off, skips steps, then grows again.
+    struct Mixed {
+      Run base;
+      std::shared_ptr<TrainingPrecision> mode;
+      std::shared_ptr<optim::LRScheduler> scheduler;
+      Mixed(uint64_t seed, Precision p) : base(seed, 0, 3) {
+        PrecisionOptions po;
+        po.precision = p;
+        po.grad_scaler = {.init_scale = 16777216.0, .growth_interval = 3};
+        po.loss_scaler = {.initial_scale_power = 24, .loss_scale_window = 3};
+        mode = std::make_shared<TrainingPrecision>(po, *base.model, [](std::vector<Tensor> params) {
+          return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
+        });
+        scheduler = std::make_shared<optim::CosineAnnealingLR>(mode->optimizer(), 15);
+      }
+      Runner runner(RunnerOptions o) {
+        return Runner(base.model, mode, scheduler, base.train_loader, base.val_loader, std::move(o));
+      }
+    };
+    TempDir straight_dir, split_dir;
+    std::ostringstream console;
+    Mixed straight(1, precision);
+    const RunSummary full = straight.runner(options(straight_dir.path.string(), 3, console)).run();
+    CHECK(full.skipped_steps > 0);
+
+    RunnerOptions first_half = options(split_dir.path.string(), 3, console);
+    first_half.max_iters = 8;
+    CHECK(Mixed(1, precision).runner(first_half).run().stopped_early);
+    Mixed after(99, precision);
+    RunnerOptions second_half = options(split_dir.path.string(), 3, console);
+    second_half.resume = "";
+    const RunSummary rest = after.runner(second_half).run();
+    CHECK(rest.skipped_steps == full.skipped_steps);
+
+    check_bit_equal(after.base.model->state_dict(), straight.base.model->state_dict(), "weights");
+    check_bit_equal(after.mode->optimizer().state_dict(), straight.mode->optimizer().state_dict(), "optimizer");
+    check_bit_equal(after.mode->state_dict(), straight.mode->state_dict(), "scaler and masters");
+    check_bit_equal(after.scheduler->state_dict(), straight.scheduler->state_dict(), "scheduler");
+    const auto a = logged_values(straight_dir.path.string()), b = logged_values(split_dir.path.string());
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) CHECK_MESSAGE(a[i] == b[i], a[i].dump(), " vs ", b[i].dump());
+    CHECK(a.front().contains("loss_scale"));
+  }
+}
+
 TEST_CASE("Runner: an iteration queues its work without waiting; the host reads once per log line") {
   // Host syncs of one epoch with its single log line (and the validation read), for 5 and for 10
   // iterations: equal counts mean the iterations themselves read nothing on the host.
