@@ -41,4 +41,19 @@ void LossScaleUpdate::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor
   c[2] = counters.hysteresis_left;
 }
 
+void MasterCopyBack::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  if (*in[0].data<float>() != 0.0f) return;  // a skipped step leaves the parameters as they are
+  int64_t first = 0;  // the tensor's first element among all of the call's, for the noise
+  for (size_t t = 0; t < out.size(); ++t) {
+    const float* m = in[t + 1].data<float>();
+    visit_floating(out[t].dtype(), name(), [&]<class T>() {
+      T* p = out[t].data<T>();
+      cpu::parallel_for(out[t].numel(), 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) amp::copy_back_element(m, p, i, first + i, rule_);
+      });
+    });
+    first += out[t].numel();
+  }
+}
+
 }  // namespace ember

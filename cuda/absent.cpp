@@ -54,6 +54,7 @@ EMBER_NO_CUDA(AdamStep)
 EMBER_NO_CUDA(LAMBStep)
 EMBER_NO_CUDA(TotalNorm)
 EMBER_NO_CUDA(AmpUnscale)
+EMBER_NO_CUDA(MasterCopyBack)
 EMBER_NO_CUDA(GradScaleUpdate)
 EMBER_NO_CUDA(LossScaleUpdate)
 #undef EMBER_NO_CUDA

@@ -23,6 +23,26 @@ void AmpUnscale::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& o
   });
 }
 
+void MasterCopyBack::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  cuda::DeviceGuard guard(in[0].device());
+  std::map<DType, std::vector<cuda::ListEntry>> entries;
+  int64_t first = 0;
+  for (size_t t = 0; t < out.size(); ++t) {
+    cuda::ListEntry e;
+    e.data[0] = in[t + 1].raw_data();
+    e.data[1] = out[t].raw_data();
+    e.numel = out[t].numel();
+    e.first_element = first;
+    first += e.numel;
+    entries[out[t].dtype()].push_back(e);
+  }
+  const auto* found_inf = static_cast<const float*>(in[0].raw_data());
+  const cudaStream_t stream = cuda::current_stream();
+  cuda::for_each_list(entries, [&](DType dtype, const cuda::TensorList& list) {
+    cuda::launch_master_copy_back(dtype, list, found_inf, rule_, stream);
+  });
+}
+
 void GradScaleUpdate::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   cuda::DeviceGuard guard(out[0].device());
   cuda::launch_grad_scale_update(static_cast<float*>(out[0].raw_data()), static_cast<int32_t*>(out[1].raw_data()),

@@ -20,6 +20,17 @@ __global__ void __launch_bounds__(kUnscaleThreads) unscale_kernel(TensorList l, 
   if (bad) *found_inf = 1.0f;  // every writer stores the same value
 }
 
+template <class T>
+__global__ void __launch_bounds__(kUnscaleThreads)
+    copy_back_kernel(TensorList l, const float* found_inf, amp::CopyBackRule rule) {
+  if (*found_inf != 0.0f) return;
+  const Chunk c = block_chunk(l);
+  const float* m = static_cast<const float*>(l.data[c.t][0]);
+  T* p = static_cast<T*>(l.data[c.t][1]);
+  for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x)
+    amp::copy_back_element(m, p, i, l.first_element[c.t] + i, rule);
+}
+
 __global__ void grad_scale_update_kernel(float* scale, int32_t* tracker, const float* found_inf,
                                          amp::GradScalerRule rule) {
   amp::update_grad_scale(*scale, *tracker, *found_inf != 0.0f, rule);
@@ -37,6 +48,15 @@ void launch_amp_unscale(DType dtype, const TensorList& l, const float* inv_scale
   if (l.chunks() == 0) return;
   visit_floating(dtype, "amp_unscale", [&]<class T>() {
     unscale_kernel<T><<<l.chunks(), kUnscaleThreads, 0, stream>>>(l, inv_scale, found_inf);
+    EMBER_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void launch_master_copy_back(DType dtype, const TensorList& l, const float* found_inf, const amp::CopyBackRule& rule,
+                             cudaStream_t stream) {
+  if (l.chunks() == 0) return;
+  visit_floating(dtype, "master_copy_back", [&]<class T>() {
+    copy_back_kernel<T><<<l.chunks(), kUnscaleThreads, 0, stream>>>(l, found_inf, rule);
     EMBER_CUDA_LAUNCH_CHECK();
   });
 }

@@ -15,6 +15,10 @@ namespace ember::cuda {
 // element read was not finite.
 void launch_amp_unscale(DType dtype, const TensorList& l, const float* inv_scale, float* found_inf,
                         cudaStream_t stream);
+// Operand 0 (f32 masters) of every tensor of `l` copied into operand 1 (`dtype`) by
+// amp::copy_back_element, unless *found_inf is nonzero.
+void launch_master_copy_back(DType dtype, const TensorList& l, const float* found_inf, const amp::CopyBackRule& rule,
+                             cudaStream_t stream);
 // amp::update_grad_scale on *scale and *growth_tracker from *found_inf.
 void launch_grad_scale_update(float* scale, int32_t* growth_tracker, const float* found_inf,
                               const amp::GradScalerRule& rule, cudaStream_t stream);

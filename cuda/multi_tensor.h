@@ -26,6 +26,7 @@ struct TensorList {
   void* data[kMaxTensors][kMaxOperands];
   double* step[kMaxTensors];  // the step counts (0-dim f64), null where the optimizer keeps none
   int64_t numel[kMaxTensors];
+  int64_t first_element[kMaxTensors];  // the tensor's offset among all of the call's (random streams)
   int32_t first_chunk[kMaxTensors + 1];
   int count;
   int32_t chunks() const { return first_chunk[count]; }
@@ -37,6 +38,7 @@ struct ListEntry {
   std::array<void*, TensorList::kMaxOperands> data{};
   double* step = nullptr;
   int64_t numel = 0;
+  int64_t first_element = 0;
 };
 
 // Calls launch(dtype, list) for lists covering `entries`, each holding tensors of one dtype.
@@ -54,6 +56,7 @@ void for_each_list(const std::map<DType, std::vector<ListEntry>>& entries, F&& l
       for (int k = 0; k < TensorList::kMaxOperands; ++k) l.data[t][k] = e.data[static_cast<size_t>(k)];
       l.step[t] = e.step;
       l.numel[t] = e.numel;
+      l.first_element[t] = e.first_element;
       l.first_chunk[t + 1] = static_cast<int32_t>(l.first_chunk[t] + chunks);
     }
     if (l.count > 0) launch(dtype, l);

@@ -321,6 +321,54 @@ TEST_CASE("MasterWeightOptimizer: updates too small for float16 accumulate in th
   expect_error<ValueError>("missing master", [&] { restored.load_state_dict(missing); }, {"master.0"});
 }
 
+TEST_CASE("MasterWeightOptimizer: stochastic rounding to bf16 is unbiased, seeded, skipped on overflow, resumable") {
+  // Masters at 1 + 2^-10, an eighth of the way from bf16's 1.0 to its next value 1 + 2^-7: round to
+  // nearest always gives 1.0; stochastic rounding gives 1 + 2^-7 for about one element in eight.
+  const auto none = [](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions{.lr = 0.0}); };
+  constexpr int64_t n = 1 << 16;
+  const double above = 1.0 + std::ldexp(1.0, -7);
+  auto make = [&](bool stochastic, uint64_t seed) {
+    Tensor p = ones({n}, DType::bf16);
+    p.requires_grad_(true);
+    auto mw = std::make_unique<amp::MasterWeightOptimizer>(std::vector<Tensor>{p}, none,
+                                                           amp::MasterWeightOptions{stochastic, seed});
+    NoGradGuard no_grad;
+    Tensor master = mw->masters()[0];
+    fill_(master, 1.0 + std::ldexp(1.0, -10));
+    return std::make_pair(p, std::move(mw));
+  };
+  auto share_above = [&](const Tensor& p) {
+    int64_t count = 0;
+    for (const double v : values(p)) count += v == above;
+    return static_cast<double>(count) / n;
+  };
+  auto [nearest, plain] = make(false, 0);
+  plain->step();
+  CHECK(share_above(nearest) == 0.0);
+  auto [rounded, sr] = make(true, 7);
+  sr->step();
+  const double share = share_above(rounded);
+  CHECK(std::abs(share - 0.125) < 0.01);  // binomial sd at n = 65536: 0.0013
+  for (const double v : values(rounded)) REQUIRE((v == 1.0 || v == above));
+  // The next copy-back draws new noise; the same seed and step draw the same.
+  const Tensor first = rounded.detach().clone();
+  sr->step();
+  CHECK_FALSE(same_bytes(rounded.detach(), first));
+  auto [again, sr_again] = make(true, 7);
+  sr_again->step();
+  CHECK(same_bytes(again.detach(), first));
+  // An overflow skips the copy-back: the parameters keep their bits.
+  const Tensor before = rounded.detach().clone();
+  sr->step(scalar_tensor(1.0, DType::f32));
+  CHECK(same_bytes(rounded.detach(), before));
+  // The seed and the step count travel in state_dict: a resumed wrapper draws what the first would.
+  auto [resumed, sr_resumed] = make(true, 0);
+  sr_resumed->load_state_dict(sr->state_dict());
+  sr->step();
+  sr_resumed->step();
+  CHECK(same_bytes(resumed.detach(), rounded.detach()));
+}
+
 }  // TEST_SUITE("cpu")
 
 EMBER_CUDA_TEST_CASE("cuda GradScaler and DynamicLossScaler: the same scripted runs with their state on the GPU") {

@@ -151,7 +151,7 @@ StateDict TrainingPrecision::state_dict() const {
   if (loss_scaler_) put(dict, "loss_scaler.", loss_scaler_->state_dict());
   if (masters_)
     for (const auto& [key, value] : masters_->state_dict())
-      if (key.starts_with("master.")) dict[key] = value;
+      if (!key.starts_with("optimizer.")) dict[key] = value;  // the Runner saves the optimizer itself
   return dict;
 }
 

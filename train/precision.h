@@ -76,8 +76,8 @@ class TrainingPrecision {
   // The current loss scale (0-dim float32 on the device); 1 in the modes that do not scale.
   Tensor loss_scale() const;
 
-  // The scaler's state ("grad_scaler.<key>" or "loss_scaler.<key>") and the masters
-  // ("master.<i>"); empty in fp32, tf32, amp_bf16 and pure_bf16.
+  // The scaler's state ("grad_scaler.<key>" or "loss_scaler.<key>") and the masters' own
+  // ("master.<i>", ...); empty in fp32, tf32, amp_bf16 and pure_bf16.
   StateDict state_dict() const;
   // ValueError when the dict does not fit this mode (a missing key, a master of another shape).
   void load_state_dict(const StateDict& dict);

@@ -15,8 +15,9 @@ bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
 
 }  // namespace
 
-MasterWeightOptimizer::MasterWeightOptimizer(std::vector<Tensor> model_params, const InnerFactory& make_inner)
-    : params_(std::move(model_params)) {
+MasterWeightOptimizer::MasterWeightOptimizer(std::vector<Tensor> model_params, const InnerFactory& make_inner,
+                                             MasterWeightOptions options)
+    : params_(std::move(model_params)), options_(options) {
   if (params_.empty()) throw ValueError("MasterWeightOptimizer: no parameters");
   NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -24,6 +25,9 @@ MasterWeightOptimizer::MasterWeightOptimizer(std::vector<Tensor> model_params, c
     if (!is_half(p.dtype()) && p.dtype() != DType::f32)
       throw ValueError("MasterWeightOptimizer: parameter " + std::to_string(i) + " is " + dtype_name(p.dtype()) +
                        " (expected float16, bfloat16 or float32)");
+    if (!p.is_contiguous())
+      throw ValueError("MasterWeightOptimizer: parameter " + std::to_string(i) + " (shape " + to_string(p.shape()) +
+                       ") is not contiguous");
     if (p.dtype() == DType::f32) {
       masters_.push_back(p);
       continue;
@@ -58,9 +62,17 @@ Tensor MasterWeightOptimizer::unscale_grads(const Tensor& inv_scale) {
 void MasterWeightOptimizer::step(const Tensor& found_inf) {
   NoGradGuard no_grad;
   inner_->step(optim::StepInputs{found_inf, Tensor()});
-  // Unchanged masters round back to the same half values: a skipped step leaves the model as it was.
+  std::vector<Tensor> inputs = {found_inf.defined() ? found_inf
+                                                    : zeros({}, TensorOptions(DType::f32).with_device(params_[0].device()))};
+  std::vector<Tensor> halves;
   for (size_t i = 0; i < params_.size(); ++i)
-    if (!masters_[i].is_same(params_[i])) copy_(params_[i], masters_[i]);
+    if (!masters_[i].is_same(params_[i])) {
+      inputs.push_back(masters_[i]);
+      halves.push_back(params_[i]);
+    }
+  if (halves.empty()) return;
+  MasterCopyBack copy_back({options_.stochastic_rounding, options_.seed, copy_backs_++});
+  run_update(copy_back, inputs, halves);
 }
 
 void MasterWeightOptimizer::zero_grad() {
@@ -76,6 +88,10 @@ StateDict MasterWeightOptimizer::state_dict() const {
   NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i)
     if (!masters_[i].is_same(params_[i])) dict["master." + std::to_string(i)] = masters_[i].to(kCPU).clone();
+  if (options_.stochastic_rounding) {
+    dict["stochastic_rounding.seed"] = scalar_tensor(static_cast<int64_t>(options_.seed), DType::i64);
+    dict["stochastic_rounding.step"] = scalar_tensor(static_cast<int64_t>(copy_backs_), DType::i64);
+  }
   return dict;
 }
 
@@ -94,7 +110,16 @@ void MasterWeightOptimizer::load_state_dict(const StateDict& dict) {
       throw ValueError("MasterWeightOptimizer.load_state_dict: \"" + key + "\" has shape " + to_string(it->second.shape()) +
                        ", the parameter " + to_string(masters_[i].shape()));
   }
+  uint64_t seed = options_.seed, copy_backs = copy_backs_;
+  if (options_.stochastic_rounding) {
+    for (const char* key : {"stochastic_rounding.seed", "stochastic_rounding.step"})
+      if (!dict.count(key)) throw ValueError(std::string("MasterWeightOptimizer.load_state_dict: missing \"") + key + "\"");
+    seed = static_cast<uint64_t>(dict.at("stochastic_rounding.seed").item<int64_t>());
+    copy_backs = static_cast<uint64_t>(dict.at("stochastic_rounding.step").item<int64_t>());
+  }
   inner_->load_state_dict(inner);
+  options_.seed = seed;
+  copy_backs_ = copy_backs;
   NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (masters_[i].is_same(params_[i])) continue;

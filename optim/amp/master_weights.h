@@ -3,6 +3,7 @@
 // ordinary ember optimizer steps, and writes them back into the model after each step.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -12,21 +13,31 @@
 
 namespace ember::amp {
 
+struct MasterWeightOptions {
+  // bf16 parameters take the masters back by stochastic rounding (unbiased), seeded; f16 ones
+  // round to nearest either way.
+  bool stochastic_rounding = false;
+  uint64_t seed = 0;
+};
+
 class MasterWeightOptimizer {
  public:
   // Builds the inner optimizer over the masters (same order as the parameters).
   using InnerFactory = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor> masters)>;
 
   // A float32 parameter (batch norm kept in f32) is its own master; every f16/bf16 one gets an f32
-  // copy. ValueError when the list is empty or holds a non-floating or float64 parameter.
-  MasterWeightOptimizer(std::vector<Tensor> model_params, const InnerFactory& make_inner);
+  // copy. ValueError when the list is empty or holds a non-contiguous, non-floating or float64
+  // parameter.
+  MasterWeightOptimizer(std::vector<Tensor> model_params, const InnerFactory& make_inner,
+                        MasterWeightOptions options = {});
 
   // Upcasts the model's gradients into the masters' and multiplies them by inv_scale (0-dim f32 on
   // the device; undefined = 1) in one pass that also checks them for non-finite values. Returns
   // found_inf (0-dim f32, 1 = overflow). Parameters without a gradient are left out.
   Tensor unscale_grads(const Tensor& inv_scale = Tensor());
-  // The inner step on the masters (skipped on the device when found_inf is set), then the masters
-  // copied back into the model's half parameters. A skipped step leaves both bit-identical.
+  // The inner step on the masters, then the masters copied back into the model's half parameters in
+  // one multi-tensor pass; both skipped on the device when found_inf is set, leaving masters and
+  // parameters bit-identical.
   void step(const Tensor& found_inf = Tensor());
   // Sets the gradients of the model's parameters and of the masters to none.
   void zero_grad();
@@ -35,8 +46,9 @@ class MasterWeightOptimizer {
   const std::vector<Tensor>& masters() const { return masters_; }
   const std::vector<Tensor>& model_params() const { return params_; }
 
-  // The inner optimizer's dict under "optimizer.", and the f32 copies as "master.<i>" (the
-  // f32-own parameters are not repeated).
+  // The inner optimizer's dict under "optimizer.", the f32 copies as "master.<i>" (the f32-own
+  // parameters are not repeated), and with stochastic rounding "stochastic_rounding.seed" and
+  // ".step" (the copy-backs so far), so that a resumed run draws the same noise.
   StateDict state_dict() const;
   // ValueError naming the key on a missing master or one whose shape differs.
   void load_state_dict(const StateDict& dict);
@@ -45,6 +57,8 @@ class MasterWeightOptimizer {
   std::vector<Tensor> params_;
   std::vector<Tensor> masters_;
   std::unique_ptr<optim::Optimizer> inner_;
+  MasterWeightOptions options_;
+  uint64_t copy_backs_ = 0;  // the random stream's step
 };
 
 }  // namespace ember::amp

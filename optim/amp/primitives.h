@@ -46,4 +46,18 @@ class LossScaleUpdate final : public Primitive {
   amp::LossScalerRule rule_;
 };
 
+// in {found_inf (0-dim f32), master...(f32)}, out {param...(f16/bf16, each its master's shape)}:
+// naive AMP's copy-back of the stepped masters into the model, in one multi-tensor pass, skipped on
+// the device when found_inf is set.
+class MasterCopyBack final : public Primitive {
+ public:
+  static constexpr bool kDifferentiable = false;
+  explicit MasterCopyBack(amp::CopyBackRule rule) : rule_(rule) {}
+  const char* name() const override { return "master_copy_back"; }
+  EMBER_PRIMITIVE_KERNELS;
+
+ private:
+  amp::CopyBackRule rule_;
+};
+
 }  // namespace ember

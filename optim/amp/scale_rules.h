@@ -1,11 +1,14 @@
-// The unscale of one gradient element and the loss-scale update rules, as plain functions that the
-// CPU kernels and the CUDA kernels share, so that both backends follow one definition.
+// The unscale of one gradient element, the copy-back of one master weight and the loss-scale update
+// rules, as plain functions that the CPU kernels and the CUDA kernels share, so that both backends
+// follow one definition.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "optim/step_math.h"
+#include "tensor/philox.h"
 #include "tensor/convert.h"
 
 namespace ember::amp {
@@ -25,6 +28,31 @@ EMBER_HD inline bool unscale_element(T* g, optim::step_compute_t<T> inv_scale, i
   const auto v = convert<optim::step_compute_t<T>>(g[i]);
   g[i] = convert<T>(v * inv_scale);
   return !is_finite(v);
+}
+
+// How a master weight goes back into its f16/bf16 parameter: rounded to nearest, or (bf16 only)
+// stochastically: uniform 16-bit noise added below the bits bf16 keeps, then truncated, so that the
+// expected value is the master's (Gupta et al., "Deep Learning with Limited Numerical Precision",
+// ICML 2015). The noise of element `index` of a copy-back is Philox(seed, step) word index % 4 of
+// block (step << 40) + index / 4: the same on both backends, and new each step.
+struct CopyBackRule {
+  bool stochastic;
+  uint64_t seed, step;
+};
+
+template <class T>
+EMBER_HD inline void copy_back_element(const float* master, T* param, int64_t i, int64_t index, const CopyBackRule& r) {
+  const float m = master[i];
+  if constexpr (std::is_same_v<T, bf16>) {
+    const uint32_t bits = ember::detail::float_bits(m);
+    if (r.stochastic && (bits & 0x7f800000u) != 0x7f800000u) {  // finite: inf and NaN round as usual
+      const uint64_t counter = (r.step << 40) + static_cast<uint64_t>(index) / 4;
+      const uint32_t noise = philox::generate(r.seed, counter).v[index % 4] & 0xffffu;
+      param[i].bits = static_cast<uint16_t>((bits + noise) >> 16);
+      return;
+    }
+  }
+  param[i] = convert<T>(m);
 }
 
 struct GradScalerRule {
