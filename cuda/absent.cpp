@@ -7,6 +7,7 @@
 #include "optim/primitives/steps.h"
 #include "optim/primitives/total_norm.h"
 #include "tensor/cuda_settings.h"
+#include "tensor/cuda_stream.h"
 #include "tensor/primitives/all.h"
 
 namespace ember {
@@ -33,6 +34,22 @@ bool pinned_memory_available() { return false; }
 
 namespace cuda {
 size_t matmul_plan_cache_size() { return 0; }
+}  // namespace cuda
+
+namespace cuda {
+Stream::Stream(int device) : device_(device) { no_cuda("cuda::Stream"); }
+Stream::~Stream() = default;
+void Stream::synchronize() const {}
+void Stream::wait(const Event&) const {}
+Event::Event(bool enable_timing) : timing_(enable_timing) { no_cuda("cuda::Event"); }
+Event::~Event() = default;
+void Event::record(const Stream&) {}
+void Event::record(int) {}
+bool Event::query() const { return true; }
+void Event::synchronize() const {}
+double Event::elapsed_ms(const Event&) const { return 0; }
+StreamGuard::StreamGuard(const Stream& stream) : device_(stream.device()), previous_(nullptr) {}
+StreamGuard::~StreamGuard() = default;
 }  // namespace cuda
 
 #define EMBER_NO_CUDA(P) \

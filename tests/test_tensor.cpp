@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "data/dataloader.h"
+#include "tensor/cuda_stream.h"
 #include "tensor/host_sync.h"
 #include "tests/helpers.h"
 
@@ -577,6 +578,12 @@ TEST_CASE("host sync counter: value read-outs count, queued work does not") {
   CHECK(host_sync_count() == start + 2);
 }
 
+TEST_CASE("cuda streams and events: without a GPU, asking for one is a DeviceError") {
+  if (has_cuda()) return;  // the GPU case below checks them
+  expect_error<DeviceError>("stream", [] { cuda::Stream s(0); }, {});
+  expect_error<DeviceError>("event", [] { cuda::Event e; }, {});
+}
+
 }  // TEST_SUITE("cpu")
 
 EMBER_CUDA_TEST_CASE("cuda tensor: round trip, printing, in-place and views") {
@@ -604,6 +611,34 @@ EMBER_CUDA_TEST_CASE("cuda host sync counter: each blocking copy and synchronisa
   CHECK(host_sync_count() == start + 1);  // the copy back waited once
   (void)from_vector<float>({4}, {1}).to(kCuda);  // pageable source: a blocking copy
   CHECK(host_sync_count() == start + 2);
+}
+
+EMBER_CUDA_TEST_CASE("cuda streams and events: work on a user stream, ordered and timed by events") {
+  const Tensor a = randn({1024, 1024}, kCuda);
+  cuda::Stream s;
+  cuda::Event ready, start(true), done(true);
+  ready.record(0);  // a was written on the default stream
+  s.wait(ready);
+  Tensor b;
+  {
+    cuda::StreamGuard on_s(s);
+    start.record(s);
+    b = matmul(a, a);
+    done.record(s);
+  }
+  const int64_t before = host_sync_count();
+  done.synchronize();
+  CHECK(host_sync_count() == before + 1);
+  CHECK(done.query());
+  CHECK(start.elapsed_ms(done) > 0);
+  const Tensor want = matmul(a.to(kCPU), a.to(kCPU));
+  CHECK(allclose(b.to(kCPU), want, 1e-3, 1e-3));
+  cuda::Stream other;
+  other.wait(done);
+  other.synchronize();
+  cuda::Event untimed;
+  untimed.record(0);
+  expect_error<ValueError>("untimed", [&] { (void)untimed.elapsed_ms(done); }, {"enable_timing"});
 }
 
 EMBER_CUDA_TEST_CASE("cuda random: the same seed gives the same numbers as on the CPU") {

@@ -1,0 +1,70 @@
+// User CUDA streams and events (torch.cuda.Stream / Event / torch.cuda.stream): ember's kernels on a
+// device run on that device's current stream; StreamGuard makes a user stream current for a scope,
+// and events order work between streams and time it. Without a GPU every constructor raises DeviceError.
+#pragma once
+
+#include <cstdint>
+
+namespace ember::cuda {
+
+class Event;
+
+class Stream {
+ public:
+  // A new stream on `device` that does not synchronise with the legacy default stream.
+  explicit Stream(int device = 0);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  int device() const { return device_; }
+  void* handle() const { return stream_; }  // the cudaStream_t
+  // Waits on the host until the stream's work is done (counted by host_sync_count()).
+  void synchronize() const;
+  // Work queued on this stream after the call waits for `event` (on the device, not the host).
+  void wait(const Event& event) const;
+
+ private:
+  int device_;
+  void* stream_ = nullptr;
+};
+
+class Event {
+ public:
+  explicit Event(bool enable_timing = false);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  // Records the event on `stream`, or on the current stream of `device`.
+  void record(const Stream& stream);
+  void record(int device = 0);
+  // Whether the work before the record has finished (never waits).
+  bool query() const;
+  // Waits on the host for it (counted by host_sync_count()).
+  void synchronize() const;
+  // Milliseconds from this event to `end`, both recorded and timed; ValueError otherwise.
+  double elapsed_ms(const Event& end) const;
+  void* handle() const { return event_; }  // the cudaEvent_t
+
+ private:
+  void* event_ = nullptr;
+  bool timing_;
+  bool recorded_ = false;
+};
+
+// Makes `stream` the current stream of its device for this thread while alive; the previous one
+// returns at destruction.
+class StreamGuard {
+ public:
+  explicit StreamGuard(const Stream& stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  int device_;
+  void* previous_;
+};
+
+}  // namespace ember::cuda
