@@ -50,6 +50,8 @@ Tensor total_grad_norm(const std::vector<Tensor>& params, double norm_type) {
 
 // clip_coef = max_norm / (total + 1e-6), clamped to 1; g *= clip_coef (PyTorch's clip_grad_norm_),
 // with the coefficient 1 when total is not finite.
+Tensor is_finite(const Tensor& x) { return eq(sub(x, x), 0.0); }  // inf - inf and NaN - NaN are NaN
+
 Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite) {
   const Tensor total = total_grad_norm(params, norm_type);
   if (error_if_nonfinite && !all_finite(total))
@@ -59,8 +61,7 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   std::vector<Tensor> grads = grads_of(params);
   if (grads.empty()) return total;
   NoGradGuard no_grad;
-  const Tensor finite = eq(sub(total, total), 0.0);  // inf - inf and NaN - NaN are NaN
-  const Tensor coef = where(finite, minimum(max_norm / add(total, 1e-6), 1.0), ones_like(total));
+  const Tensor coef = where(is_finite(total), minimum(max_norm / add(total, 1e-6), 1.0), ones_like(total));
   for (auto& g : grads) mul_(g, coef);
   return total;
 }

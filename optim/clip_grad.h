@@ -14,6 +14,9 @@ namespace ember::optim {
 // norm_type <= 0.
 Tensor total_grad_norm(const std::vector<Tensor>& params, double norm_type = 2.0);
 
+// True where x is finite (a bool tensor on x's device, computed there: no host read).
+Tensor is_finite(const Tensor& x);
+
 // Scales every gradient by min(1, max_norm / (total + 1e-6)) on the device, total being
 // total_grad_norm(params, norm_type), and returns total. A non-finite total leaves the gradients
 // untouched (the caller skips the step). No host read, except with error_if_nonfinite: then the

@@ -1,7 +1,5 @@
 #include "train/precision.h"
 
-#include <limits>
-
 #include "autograd/grad_mode.h"
 #include "nn/layers/normalization.h"
 #include "optim/clip_grad.h"
@@ -14,11 +12,6 @@ namespace ember::train {
 namespace {
 
 bool is_naive(Precision p) { return p == Precision::naive_fp16 || p == Precision::naive_bf16; }
-
-// 1 where the norm is NaN or infinite (a NaN fails every comparison).
-Tensor not_finite(const Tensor& norm) {
-  return logical_not(lt(abs(norm), std::numeric_limits<double>::infinity())).to(DType::f32);
-}
 
 // Prefixes every key of `src` into `dst`.
 void put(StateDict& dst, const std::string& prefix, const StateDict& src) {
@@ -133,7 +126,7 @@ StepOutcome TrainingPrecision::backward_and_step(const Tensor& loss, double clip
   loss.backward();
   out.grad_norm = norm_of();
   NoGradGuard no_grad;
-  out.skipped = not_finite(out.grad_norm);
+  out.skipped = logical_not(optim::is_finite(out.grad_norm)).to(DType::f32);
   optimizer_->step(optim::StepInputs{out.skipped, Tensor()});
   return out;
 }
