@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <numeric>
 #include <regex>
 #include <sstream>
 
@@ -550,17 +552,28 @@ TEST_CASE("end to end: the MLP learns a 2,000-image Fashion-MNIST subset on the 
   CHECK(s.epochs[2].top1 >= 75.0);  // chance is 10%
 }
 
-TEST_CASE("end to end: the CNN in amp_bf16 and naive_fp16 learns within 1 point of fp32 (same data, seed)" *
+// One run of this test's setting (3 epochs on 6,000 images, 282 steps) ends anywhere within about
+// +-2 points of its mean: its top-1 has a standard deviation of about 1 point over seeds (measured
+// over 6 seeds on an AMD EPYC: fp32 1.1, amp_bf16 1.0, naive_fp16 0.7), and a change of CPU moves it
+// as much as a change of seed does (OpenBLAS's kernels for another core type round differently, and
+// the run diverges from there). So a mode is compared with fp32 on the mean over kSeeds seeds:
+// the difference of two such means has a standard deviation of about 1 * sqrt(2 / 4) = 0.7 points,
+// and kTolerance is 3.5 times that. A mode that does not learn as fp32 does (a lost update, a
+// wrong loss scale) falls further behind.
+TEST_CASE("end to end: the CNN in amp_bf16 and naive_fp16 learns as fp32 does, over 4 seeds" *
           doctest::skip(!has_fashion_mnist())) {
+  constexpr int kSeeds = 4;
+  constexpr double kTolerance = 2.5;  // points of top-1 between means over kSeeds seeds
   auto train_set = std::make_shared<data::FashionMNIST>(kFashionDir, true);
   auto test_set = std::make_shared<data::FashionMNIST>(kFashionDir, false);
   train_set->truncate(6000);
   const auto normalize = [](data::Batch& b, Generator&) { b.images = data::normalize(b.images, {0.2860f}, {0.3530f}); };
-  auto top1_in = [&](Precision precision, std::string& log) {
+  std::string log;
+  auto top1_in = [&](Precision precision, uint64_t seed) {
     auto train_loader = std::make_shared<data::DataLoader>(
-        train_set, data::DataLoaderOptions{.batch_size = 64, .shuffle = true, .seed = 1, .transform = normalize});
+        train_set, data::DataLoaderOptions{.batch_size = 64, .shuffle = true, .seed = seed + 1, .transform = normalize});
     auto val_loader = std::make_shared<data::DataLoader>(test_set, data::DataLoaderOptions{.batch_size = 500, .transform = normalize});
-    manual_seed(0);
+    manual_seed(seed);
     std::shared_ptr<nn::UnaryModule> model = make_model("cnn", {1, 28, 10});
     PrecisionOptions po;
     po.precision = precision;
@@ -574,21 +587,24 @@ TEST_CASE("end to end: the CNN in amp_bf16 and naive_fp16 learns within 1 point 
     std::ostringstream console;
     RunnerOptions ro;
     ro.epochs = 3;
-    ro.log_interval = 40;
+    ro.log_interval = 100;
     ro.console = &console;
     const RunSummary s = Runner(model, mode, scheduler, train_loader, val_loader, ro).run();
     log += console.str();
     return s.epochs.back().top1;
   };
-  std::string log;
-  const double fp32 = top1_in(Precision::fp32, log);
-  const double amp_bf16 = top1_in(Precision::amp_bf16, log);
-  const double naive_fp16 = top1_in(Precision::naive_fp16, log);
-  MESSAGE(log);
-  MESSAGE("top-1: fp32 ", fp32, ", amp_bf16 ", amp_bf16, ", naive_fp16 ", naive_fp16);
-  CHECK(fp32 >= 75.0);  // it learned (chance is 10%)
-  CHECK(std::abs(amp_bf16 - fp32) <= 1.0);
-  CHECK(std::abs(naive_fp16 - fp32) <= 1.0);
+  std::map<Precision, std::vector<double>> top1;
+  for (uint64_t seed = 0; seed < kSeeds; ++seed)
+    for (const Precision p : {Precision::fp32, Precision::amp_bf16, Precision::naive_fp16})
+      top1[p].push_back(top1_in(p, seed));
+  const auto mean = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
+  const double fp32 = mean(top1[Precision::fp32]), amp_bf16 = mean(top1[Precision::amp_bf16]),
+               naive_fp16 = mean(top1[Precision::naive_fp16]);
+  INFO(log);
+  MESSAGE("mean top-1 over ", kSeeds, " seeds: fp32 ", fp32, ", amp_bf16 ", amp_bf16, ", naive_fp16 ", naive_fp16);
+  for (const auto& [p, runs] : top1) CHECK(*std::min_element(runs.begin(), runs.end()) >= 75.0);  // each learned (chance: 10%)
+  CHECK(std::abs(amp_bf16 - fp32) <= kTolerance);
+  CHECK(std::abs(naive_fp16 - fp32) <= kTolerance);
   CHECK(log.find("loss_scale: ") != std::string::npos);  // naive_fp16 logs its scale
 }
 
