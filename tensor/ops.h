@@ -213,5 +213,8 @@ void set_num_threads(int n);
 int get_num_threads();
 // The deterministic mode, set_deterministic(bool) and is_deterministic(), is declared in
 // tensor/deterministic.h (included above): CPU results then do not depend on the thread count.
+// What multiplies f32/f64 matrices on the CPU now (cpu/gemm.cpp): "OpenBLAS (<its kernels' core
+// type>)", "CBLAS", "Eigen", or in deterministic mode "ember deterministic (<instruction set>)".
+std::string cpu_gemm_name();
 
 }  // namespace ember
