@@ -183,22 +183,30 @@ void deterministic_gemm(int64_t m, int64_t n, int64_t k, Matrix<const T> a, Matr
   }
   const TileShape ts = tile_shape<T>(isa);
   const BlockFn<T> kernel = block_kernel<T>(isa);
-  const int64_t row_blocks = (m + kMc - 1) / kMc, col_blocks = (n + kNc - 1) / kNc;
-  // Tasks are (column block, row block) pairs; each packs its own panels, so no two threads share
-  // a buffer or an element of C.
-  parallel_for(row_blocks * col_blocks, std::min(m, kMc) * std::min(n, kNc) * k, [&](int64_t begin, int64_t end) {
+  const auto round_up = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
+  const auto blocks = [](int64_t len, int64_t block) { return (len + block - 1) / block; };
+  // Tasks are (column block, row block) pairs; each packs its own panels, so no two threads share a
+  // buffer or an element of C. Blocks shrink until every thread has a task (an MLP's 128 x 256
+  // layer would otherwise be one): like the sizes themselves, that changes no bit of C.
+  int64_t mc = std::min(kMc, round_up(m, ts.mr)), nc = std::min(kNc, round_up(n, ts.nr));
+  const int64_t threads = max_threads();
+  while (blocks(m, mc) * blocks(n, nc) < threads && (nc > ts.nr || mc > ts.mr)) {
+    if (nc > ts.nr) nc = round_up(nc / 2, ts.nr);
+    else mc = round_up(mc / 2, ts.mr);
+  }
+  const int64_t row_blocks = blocks(m, mc), col_blocks = blocks(n, nc);
+  parallel_for(row_blocks * col_blocks, mc * nc * k, [&](int64_t begin, int64_t end) {
     thread_local std::vector<T> packed_a, packed_b;
-    const auto round_up = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
-    packed_a.resize(static_cast<size_t>(round_up(std::min(m, kMc), ts.mr) * kKc));
-    packed_b.resize(static_cast<size_t>(round_up(std::min(n, kNc), ts.nr) * kKc));
+    packed_a.resize(static_cast<size_t>(mc * kKc));
+    packed_b.resize(static_cast<size_t>(nc * kKc));
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t i0 = (t % row_blocks) * kMc, j0 = (t / row_blocks) * kNc;
-      const int64_t mc = std::min(kMc, m - i0), nc = std::min(kNc, n - j0);
+      const int64_t i0 = (t % row_blocks) * mc, j0 = (t / row_blocks) * nc;
+      const int64_t rows = std::min(mc, m - i0), cols = std::min(nc, n - j0);
       for (int64_t p0 = 0; p0 < k; p0 += kKc) {
         const int64_t kc = std::min(kKc, k - p0);
-        pack_b(b, p0, kc, j0, nc, ts.nr, packed_b.data());
-        pack_a(a, i0, mc, p0, kc, ts.mr, packed_a.data());
-        kernel(mc, nc, kc, packed_a.data(), packed_b.data(), c.p + i0 * c.ld + j0, c.ld, p0 > 0 || beta != T(0));
+        pack_b(b, p0, kc, j0, cols, ts.nr, packed_b.data());
+        pack_a(a, i0, rows, p0, kc, ts.mr, packed_a.data());
+        kernel(rows, cols, kc, packed_a.data(), packed_b.data(), c.p + i0 * c.ld + j0, c.ld, p0 > 0 || beta != T(0));
       }
     }
   });
