@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
                          [c](benchmark::State& s) { cpu_gemm(s, c, false); });
   for (int64_t n : {256, 512, 1024, 2048}) {
     const GemmCase c{1, n, n, n, false, false, "square"};
-    bench::register_case("gemm/cpu/f32_deterministic/" + c.size_name(), [c](benchmark::State& s) { cpu_gemm(s, c, true); });
+    bench::register_case("gemm/cpu/f32_deterministic/" + c.size_name(),
+                         [c](benchmark::State& s) { cpu_gemm(s, c, true); });
   }
 #if defined(EMBER_BENCH_CUDA)
   bench::register_cuda_gemm_cases(bench::gemm_cases({256, 512, 1024, 2048, 4096, 8192, 16384}));

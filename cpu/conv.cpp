@@ -205,7 +205,8 @@ std::vector<Scratch<T>> for_each_chunk(const Geometry& g, F&& chunk) {
   const int64_t most = chunk_images<T>(g);
   const int64_t runs = std::min(g.N, is_deterministic() ? kDeterministicRuns : int64_t{cpu::max_threads()});
   std::vector<Scratch<T>> parts(static_cast<size_t>(runs));
-  cpu::parallel_for(runs, g.N / std::max<int64_t>(runs, 1) * g.G * g.Og * g.L() * g.K(), [&](int64_t begin, int64_t end) {
+  const int64_t run_cost = g.N / std::max<int64_t>(runs, 1) * g.G * g.Og * g.L() * g.K();
+  cpu::parallel_for(runs, run_cost, [&](int64_t begin, int64_t end) {
     for (int64_t run = begin; run < end; ++run) {
       const int64_t first = g.N * run / runs, last = g.N * (run + 1) / runs;
       Scratch<T>& s = parts[static_cast<size_t>(run)];

@@ -271,7 +271,8 @@ int main(int argc, char** argv) {
     ro.max_iters = f.max_iters;
     ro.device = device;
     ro.info = {{"model", f.model},         {"dataset", f.dataset},     {"optimizer", f.optimizer},
-               {"scheduler", f.scheduler}, {"precision", f.precision}, {"deterministic", f.deterministic ? "true" : "false"}};
+               {"scheduler", f.scheduler}, {"precision", f.precision},
+               {"deterministic", f.deterministic ? "true" : "false"}};
     std::cout << "train: " << f.model << " (" << model->num_parameters() << " parameters) on " << f.dataset << " ("
               << train_set->size() << " train / " << val_set->size() << " val images), " << f.optimizer << " lr "
               << (f.lr > 0 ? f.lr : default_lr(f.optimizer)) << ", " << f.epochs << " epochs of "

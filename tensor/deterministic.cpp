@@ -9,7 +9,8 @@ void set_deterministic(bool on) { detail::g_deterministic.store(on, std::memory_
 
 void alert_not_deterministic(const std::string& op) {
   if (is_deterministic())
-    throw NotDeterministicError(op + " does not have a deterministic implementation, but you set set_deterministic(true)");
+    throw NotDeterministicError(op +
+                                " does not have a deterministic implementation, but you set set_deterministic(true)");
 }
 
 }  // namespace ember

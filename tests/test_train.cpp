@@ -660,7 +660,7 @@ TEST_CASE("train program: --deterministic gives the same checkpoint at 1 and 2 t
   // it (its libm variants, and the deterministic GEMM's SSE2 kernel).
   const std::string other_core = cpu_has_avx512() ? "SkylakeX" : "Sandybridge";
   const std::string common =
-      "--model cnn --epochs 1 --train-samples 1024 --val-samples 256 --batch-size 64 --num-workers 2 --log-interval 8 ";
+      "--model cnn --epochs 1 --train-samples 640 --val-samples 128 --batch-size 64 --num-workers 2 --log-interval 5 ";
   struct Trained {
     Checkpoint checkpoint;
     std::string output;
