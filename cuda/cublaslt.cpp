@@ -107,7 +107,8 @@ cublasComputeType_t compute_type(DType dtype) {
 
 std::string describe(const PlanKey& p) {
   auto matrix = [](const MatrixKey& x) {
-    return "(" + std::to_string(x.rows) + "x" + std::to_string(x.cols) + ", ld " + std::to_string(x.ld) +
+    // std::string("("): "(" + std::string&& trips GCC 12's -Wrestrict false positive (GCC bug 105329).
+    return std::string("(") + std::to_string(x.rows) + "x" + std::to_string(x.cols) + ", ld " + std::to_string(x.ld) +
            (x.transposed ? ", transposed" : "") + ", batch stride " + std::to_string(x.batch_stride) + ", " +
            std::to_string(x.alignment) + "-byte aligned)";
   };
@@ -202,8 +203,9 @@ std::unique_ptr<Plan> make_plan(const PlanKey& p, cublasLtHandle_t handle, size_
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, desc, plan->a.get(), plan->b.get(),
                                                                plan->d.get(), plan->d.get(), pref.get(), 1, &best, &found);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) {
-    if (p.deterministic) alert_not_deterministic("matmul on CUDA (" + describe(p) + ")");
-    throw NotImplementedError("matmul on CUDA: cuBLASLt has no algorithm for this problem (" + describe(p) + ")");
+    const std::string problem = describe(p);
+    if (p.deterministic) alert_not_deterministic("matmul on CUDA (" + problem + ")");
+    throw NotImplementedError("matmul on CUDA: cuBLASLt has no algorithm for this problem (" + problem + ")");
   }
   EMBER_CUBLAS_CHECK(status);
   plan->algo = best.algo;

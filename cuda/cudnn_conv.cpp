@@ -229,7 +229,8 @@ std::optional<cudnnMathType_t> run_math(const ConvProblem& p, cudnnMathType_t pr
 
 std::string describe(const ConvProblem& p) {
   auto four = [](const std::array<int, 4>& a) {
-    return "(" + std::to_string(a[0]) + ", " + std::to_string(a[1]) + ", " + std::to_string(a[2]) + ", " +
+    // std::string("("): "(" + std::string&& trips GCC 12's -Wrestrict false positive (GCC bug 105329).
+    return std::string("(") + std::to_string(a[0]) + ", " + std::to_string(a[1]) + ", " + std::to_string(a[2]) + ", " +
            std::to_string(a[3]) + ")";
   };
   const char* direction = p.direction == ConvDirection::forward         ? "forward"
@@ -319,8 +320,9 @@ std::optional<Choice> first_fitting(cudnnHandle_t h, const ConvProblem& p, const
 Choice chosen_or_throw(std::optional<Choice> choice, const std::exception_ptr& oom, const ConvProblem& p) {
   if (choice) return std::move(*choice);
   if (oom) std::rethrow_exception(oom);
-  if (p.deterministic) alert_not_deterministic("conv2d on CUDA, " + describe(p));
-  throw NotImplementedError("conv2d on CUDA: cuDNN offers no algorithm for this convolution (" + describe(p) + ")");
+  const std::string problem = describe(p);
+  if (p.deterministic) alert_not_deterministic("conv2d on CUDA, " + problem);
+  throw NotImplementedError("conv2d on CUDA: cuDNN offers no algorithm for this convolution (" + problem + ")");
 }
 
 // Default mode: cuDNN's heuristics rank the algorithms without running any.
