@@ -1,5 +1,6 @@
-// bench_gemm: ember::matmul against the raw library in the same case: BLAS on the CPU (f32),
-// cuBLASLt on a GPU (f32, tf32, f16, bf16). Shapes: square 256.. and the training GEMMs of
+// bench_gemm: ember::matmul against the raw library in the same case: BLAS on the CPU (f32, and
+// f32_deterministic: ember's deterministic GEMM, set_deterministic(true)), cuBLASLt on a GPU (f32,
+// tf32, f16, bf16). Shapes: square 256.. and the training GEMMs of
 // ResNet-50 and ViT-B/16 (bench/gemm_case.cpp lists them), plus batched attention products.
 // Counters: TFLOPS, raw_TFLOPS, ratio (ember / raw); pct_peak on a GPU with a known datasheet.
 // Run: build/bench/bench_gemm --benchmark_filter=gemm/cpu/f32/1024$
@@ -27,7 +28,11 @@ Tensor operand(const GemmCase& c, int64_t rows, int64_t cols, bool transposed, e
   return transposed ? ember::transpose(t, -2, -1) : t;
 }
 
-void cpu_gemm(benchmark::State& state, const GemmCase& c) {
+void cpu_gemm(benchmark::State& state, const GemmCase& c, bool deterministic) {
+  struct Mode {  // the deterministic mode for this case only
+    explicit Mode(bool on) { ember::set_deterministic(on); }
+    ~Mode() { ember::set_deterministic(false); }
+  } mode(deterministic);
   const Tensor a = operand(c, c.m, c.k, c.a_transposed, {}), b = operand(c, c.k, c.n, c.b_transposed, {});
   std::vector<float> out(static_cast<size_t>(c.batch * c.m * c.n));
   // The raw call reads the same storage: a view's data<float>() is its storage's first element here.
@@ -52,7 +57,12 @@ int main(int argc, char** argv) {
   // CPU: f32 only (the BLAS has no 16-bit GEMM to compare with); sizes a 2-core machine times in seconds.
   for (const GemmCase& c : bench::gemm_cases({256, 512, 1024, 2048, 4096}))
     bench::register_case(bench::gemm_case_name("cpu", bench::Precision::f32, c),
-                         [c](benchmark::State& s) { cpu_gemm(s, c); });
+                         [c](benchmark::State& s) { cpu_gemm(s, c, false); });
+  for (int64_t n : {256, 512, 1024, 2048}) {
+    const GemmCase c{1, n, n, n, false, false, "square"};
+    bench::register_case("gemm/cpu/f32_deterministic/" + c.size_name(),
+                         [c](benchmark::State& s) { cpu_gemm(s, c, true); });
+  }
 #if defined(EMBER_BENCH_CUDA)
   bench::register_cuda_gemm_cases(bench::gemm_cases({256, 512, 1024, 2048, 4096, 8192, 16384}));
 #endif

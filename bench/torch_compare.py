@@ -20,7 +20,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-DTYPES = {"f32": torch.float32, "tf32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+# f32_deterministic: ember's deterministic CPU GEMM; torch runs its usual f32 matmul beside it.
+DTYPES = {"f32": torch.float32, "tf32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+          "f32_deterministic": torch.float32}
 
 
 def list_cases(binary, pattern):

@@ -9,15 +9,14 @@
 // run of each output row without per-element bounds checks; that, more than chunking, is what brought
 // conv fwd+bwd from about 0.35 to about 0.75 of raw GEMM speed.
 #include <algorithm>
-#include <mutex>
 #include <optional>
-#include <utility>
 #include <vector>
 
 #include "cpu/gemm.h"
 #include "cpu/loops.h"
 #include "nn/primitives/conv.h"
 #include "tensor/convert.h"
+#include "tensor/deterministic.h"
 #include "tensor/ops.h"
 
 namespace ember {
@@ -192,26 +191,30 @@ struct Scratch {
   std::vector<T> col, tmp, acc;
 };
 
-// Calls chunk(n0, nc, scratch) for consecutive chunks of images. The batch is split across threads,
-// each running im2col/col2im and one-thread GEMMs on its own images with its own scratch; a batch of
-// one image runs on the calling thread, where cpu::gemm spreads each GEMM over the threads instead.
+// Images in deterministic mode are cut into this many runs (fewer for a smaller batch) whatever the
+// thread count, so that backward-weight's partial sums, one per run, are the same on any machine.
+constexpr int64_t kDeterministicRuns = 16;
+
+// Calls chunk(n0, nc, scratch) for consecutive chunks of images. The batch is cut into runs of
+// consecutive images, one per thread (kDeterministicRuns in deterministic mode), each run done on one
+// thread: im2col/col2im and one-thread GEMMs on its own images with its own scratch. A batch of one
+// image runs on the calling thread, where cpu::gemm spreads each GEMM over the threads instead.
 // Returns the scratches in batch order.
 template <class T, class F>
 std::vector<Scratch<T>> for_each_chunk(const Geometry& g, F&& chunk) {
   const int64_t most = chunk_images<T>(g);
-  std::vector<std::pair<int64_t, Scratch<T>>> parts;
-  std::mutex done;
-  cpu::parallel_for(g.N, g.G * g.Og * g.L() * g.K(), [&](int64_t begin, int64_t end) {
-    Scratch<T> s;
-    s.col.resize(static_cast<size_t>(g.K() * g.L() * std::min(most, end - begin)));
-    for (int64_t n0 = begin; n0 < end; n0 += most) chunk(n0, std::min(most, end - n0), s);
-    std::lock_guard<std::mutex> lock(done);
-    parts.emplace_back(begin, std::move(s));
+  const int64_t runs = std::min(g.N, is_deterministic() ? kDeterministicRuns : int64_t{cpu::max_threads()});
+  std::vector<Scratch<T>> parts(static_cast<size_t>(runs));
+  const int64_t run_cost = g.N / std::max<int64_t>(runs, 1) * g.G * g.Og * g.L() * g.K();
+  cpu::parallel_for(runs, run_cost, [&](int64_t begin, int64_t end) {
+    for (int64_t run = begin; run < end; ++run) {
+      const int64_t first = g.N * run / runs, last = g.N * (run + 1) / runs;
+      Scratch<T>& s = parts[static_cast<size_t>(run)];
+      s.col.resize(static_cast<size_t>(g.K() * g.L() * std::min(most, last - first)));
+      for (int64_t n0 = first; n0 < last; n0 += most) chunk(n0, std::min(most, last - n0), s);
+    }
   });
-  std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<Scratch<T>> ordered;
-  for (auto& part : parts) ordered.push_back(std::move(part.second));
-  return ordered;
+  return parts;
 }
 
 // gy's channels [c0, c0 + Og) of images [n0, n0 + nc) as a GEMM matrix: in place, or gathered into tmp.

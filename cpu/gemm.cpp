@@ -7,7 +7,9 @@
 #include <type_traits>
 
 #include "cpu/parallel.h"
+#include "tensor/deterministic.h"
 #include "tensor/error.h"
+#include "tensor/ops.h"
 
 #if defined(EMBER_HAVE_CBLAS)
 #include <cblas.h>
@@ -58,6 +60,7 @@ int blas_int(int64_t v) {
 
 #if defined(EMBER_HAVE_OPENBLAS)
 extern "C" void openblas_set_num_threads(int);
+extern "C" char* openblas_get_corename();
 #endif
 
 // C = A @ B + beta * C on the calling thread. OpenBLAS is told once to run every call there: ember's
@@ -98,6 +101,12 @@ void gemm(int64_t m, int64_t n, int64_t k, Matrix<const T> a, Matrix<const T> b,
     return;
   }
   if (m == 0 || n == 0) return;
+  if constexpr (std::is_floating_point_v<T>) {
+    if (is_deterministic()) {  // OpenBLAS's and Eigen's sums depend on the CPU: see deterministic_gemm
+      deterministic_gemm<T>(m, n, k, a, b, beta, c, best_gemm_isa());
+      return;
+    }
+  }
   if (m * n * k <= kSingleThreadedGemm || cpu::max_threads() == 1) {
     gemm_here<T>(m, n, k, a, b, beta, c);
     return;
@@ -127,3 +136,21 @@ EMBER_INSTANTIATE(uint8_t)
 #undef EMBER_INSTANTIATE
 
 }  // namespace ember::cpu
+
+namespace ember {
+
+std::string cpu_gemm_name() {
+  if (is_deterministic()) {
+    const char* isa[] = {"sse2", "avx2", "avx512"};
+    return std::string("ember deterministic (") + isa[static_cast<int>(cpu::best_gemm_isa())] + ")";
+  }
+#if defined(EMBER_HAVE_OPENBLAS)
+  return std::string("OpenBLAS (") + cpu::openblas_get_corename() + ")";
+#elif defined(EMBER_HAVE_CBLAS)
+  return "CBLAS";
+#else
+  return "Eigen";
+#endif
+}
+
+}  // namespace ember

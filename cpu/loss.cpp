@@ -8,6 +8,7 @@
 #include "nn/primitives/loss.h"
 #include "tensor/convert.h"
 #include "tensor/host_sync.h"
+#include "tensor/math.h"
 
 namespace ember {
 
@@ -41,10 +42,10 @@ void CrossEntropy::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& 
         for (int64_t c = 0; c < C; ++c) mx = std::fmax(mx, static_cast<Cp>(xr[c * S]));
         for (int64_t c = 0; c < C; ++c) {
           const Cp v = static_cast<Cp>(xr[c * S]);
-          total += static_cast<double>(std::exp(v - mx));
+          total += static_cast<double>(math::exp(v - mx));
           sum_x += static_cast<double>(v);
         }
-        const double lse = static_cast<double>(mx) + std::log(total);
+        const double lse = static_cast<double>(mx) + math::log(total);
         const double nll = lse - static_cast<double>(static_cast<compute_t<T>>(xr[t[p] * S]));
         loss[p] = e == 0 ? nll : (1 - e) * nll + e * (lse - sum_x / static_cast<double>(C));
       }
@@ -88,10 +89,10 @@ void CrossEntropyBackward::eval_cpu(const std::vector<Tensor>& in, std::vector<T
         Cp mx = -std::numeric_limits<Cp>::infinity();
         double total = 0;
         for (int64_t c = 0; c < C; ++c) mx = std::fmax(mx, static_cast<Cp>(xp[base + c * S]));
-        for (int64_t c = 0; c < C; ++c) total += static_cast<double>(std::exp(static_cast<Cp>(xp[base + c * S]) - mx));
+        for (int64_t c = 0; c < C; ++c) total += static_cast<double>(math::exp(static_cast<Cp>(xp[base + c * S]) - mx));
         const auto inv = static_cast<Cp>(scale / total), off = static_cast<Cp>(e / static_cast<double>(C) * scale);
         for (int64_t c = 0; c < C; ++c)
-          dp[base + c * S] = convert<T>(std::exp(static_cast<Cp>(xp[base + c * S]) - mx) * inv - off);
+          dp[base + c * S] = convert<T>(math::exp(static_cast<Cp>(xp[base + c * S]) - mx) * inv - off);
         dp[base + t[p] * S] = convert<T>(static_cast<Cp>(dp[base + t[p] * S]) - static_cast<Cp>((1 - e) * scale));
       }
     });

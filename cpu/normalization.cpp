@@ -6,7 +6,6 @@
 // and its outputs keep the input's memory format (channels-last in, channels-last out).
 #include <algorithm>
 #include <cmath>
-#include <mutex>
 #include <vector>
 
 #include "autograd/grad_mode.h"
@@ -301,8 +300,9 @@ void LayerNorm::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out
   });
 }
 
-// Rows in parallel: per row the statistics, then sum(gw) and sum(gw * xhat) and dx; each chunk
-// of rows sums its g * xhat and g into local vectors, merged at its end.
+// Rows in parallel: per row the statistics, then sum(gw) and sum(gw * xhat) and dx. dw and db sum
+// over rows in parts of a fixed number of rows (from the shape, never the thread count), each into
+// its own vectors, merged in part order: the same bits on any number of threads.
 void LayerNormBackward::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const Tensor& x = in[0];
   int64_t D = 1;
@@ -310,48 +310,58 @@ void LayerNormBackward::eval_cpu(const std::vector<Tensor>& in, std::vector<Tens
   const int64_t rows = D == 0 ? 0 : x.numel() / D;
   const std::vector<double> w = has_weight_ ? host(in[2]) : std::vector<double>(D, 1.0);
   std::vector<double> dw(D, 0.0), db(D, 0.0);
-  std::mutex merge;
+  const int64_t part_rows = std::max<int64_t>(cpu::kParallelGrain / std::max<int64_t>(D, 1), 1);
+  const int64_t parts = (rows + part_rows - 1) / part_rows;
+  std::vector<std::vector<double>> part_dw(static_cast<size_t>(parts)), part_db(static_cast<size_t>(parts));
   const double eps = eps_;
   visit_floating(x.dtype(), name(), [&]<class T>() {
     using Cp = compute_t<T>;
     const T* xp = x.data<T>();
     const T* gp = in[1].data<T>();
     T* dxp = out[0].data<T>();
-    cpu::parallel_for(rows, D, [&](int64_t begin, int64_t end) {
-      std::vector<double> ldw(D, 0.0), ldb(D, 0.0), xhat(D);
-      for (int64_t r = begin; r < end; ++r) {
-        const T* xr = xp + r * D;
-        const T* gr = gp + r * D;
-        double s = 0, q = 0;
-        for (int64_t j = 0; j < D; ++j) s += static_cast<double>(static_cast<Cp>(xr[j]));
-        const double m = s / static_cast<double>(D);
-        for (int64_t j = 0; j < D; ++j) {
-          const double d = static_cast<double>(static_cast<Cp>(xr[j])) - m;
-          q += d * d;
-        }
-        const double rstd = 1.0 / std::sqrt(q / static_cast<double>(D) + eps);
-        double sgw = 0, sgwx = 0;
-        for (int64_t j = 0; j < D; ++j) {
-          const double g = static_cast<double>(static_cast<Cp>(gr[j]));
-          xhat[j] = (static_cast<double>(static_cast<Cp>(xr[j])) - m) * rstd;
-          sgw += g * w[j];
-          sgwx += g * w[j] * xhat[j];
-          ldw[j] += g * xhat[j];
-          ldb[j] += g;
-        }
-        const double mg = sgw / static_cast<double>(D), mgx = sgwx / static_cast<double>(D);
-        for (int64_t j = 0; j < D; ++j) {
-          const double g = static_cast<double>(static_cast<Cp>(gr[j]));
-          dxp[r * D + j] = convert<T>(rstd * (g * w[j] - mg - xhat[j] * mgx));
-        }
-      }
-      std::lock_guard<std::mutex> lock(merge);
+    // Row r: dx, and its terms of dw and db added into ldw and ldb.
+    auto row = [&](int64_t r, std::vector<double>& ldw, std::vector<double>& ldb, std::vector<double>& xhat) {
+      const T* xr = xp + r * D;
+      const T* gr = gp + r * D;
+      double s = 0, q = 0;
+      for (int64_t j = 0; j < D; ++j) s += static_cast<double>(static_cast<Cp>(xr[j]));
+      const double m = s / static_cast<double>(D);
       for (int64_t j = 0; j < D; ++j) {
-        dw[j] += ldw[j];
-        db[j] += ldb[j];
+        const double d = static_cast<double>(static_cast<Cp>(xr[j])) - m;
+        q += d * d;
+      }
+      const double rstd = 1.0 / std::sqrt(q / static_cast<double>(D) + eps);
+      double sgw = 0, sgwx = 0;
+      for (int64_t j = 0; j < D; ++j) {
+        const double g = static_cast<double>(static_cast<Cp>(gr[j]));
+        xhat[j] = (static_cast<double>(static_cast<Cp>(xr[j])) - m) * rstd;
+        sgw += g * w[j];
+        sgwx += g * w[j] * xhat[j];
+        ldw[j] += g * xhat[j];
+        ldb[j] += g;
+      }
+      const double mg = sgw / static_cast<double>(D), mgx = sgwx / static_cast<double>(D);
+      for (int64_t j = 0; j < D; ++j) {
+        const double g = static_cast<double>(static_cast<Cp>(gr[j]));
+        dxp[r * D + j] = convert<T>(rstd * (g * w[j] - mg - xhat[j] * mgx));
+      }
+    };
+    cpu::parallel_for(parts, part_rows * D, [&](int64_t begin, int64_t end) {
+      std::vector<double> xhat(D);
+      for (int64_t part = begin; part < end; ++part) {
+        std::vector<double>& ldw = part_dw[static_cast<size_t>(part)];
+        std::vector<double>& ldb = part_db[static_cast<size_t>(part)];
+        ldw.assign(static_cast<size_t>(D), 0.0);
+        ldb.assign(static_cast<size_t>(D), 0.0);
+        for (int64_t r = part * part_rows; r < std::min(rows, (part + 1) * part_rows); ++r) row(r, ldw, ldb, xhat);
       }
     });
   });
+  for (int64_t part = 0; part < parts; ++part)
+    for (int64_t j = 0; j < D; ++j) {
+      dw[j] += part_dw[static_cast<size_t>(part)][j];
+      db[j] += part_db[static_cast<size_t>(part)][j];
+    }
   visit_floating(out[1].dtype(), name(), [&]<class T>() {
     write_vector<T>(out[1], dw);
     write_vector<T>(out[2], db);

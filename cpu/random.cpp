@@ -4,6 +4,7 @@
 
 #include "cpu/parallel.h"
 #include "tensor/convert.h"
+#include "tensor/math.h"
 #include "tensor/philox.h"
 #include "tensor/primitives/creation.h"
 
@@ -30,9 +31,9 @@ void RandomFill::eval_cpu(const std::vector<Tensor>&, std::vector<Tensor>& out) 
           const philox::Block b = philox::generate(seed_, first_block_ + i / 2);
           const double u1 = philox::to_unit_double(b.v[0], b.v[1]);
           const double u2 = philox::to_unit_double(b.v[2], b.v[3]);
-          const double r = std::sqrt(-2.0 * std::log(1.0 - u1));  // 1 - u1 is in (0, 1]
+          const double r = std::sqrt(-2.0 * math::log(1.0 - u1));  // 1 - u1 is in (0, 1]
           const double theta = 6.283185307179586 * u2;
-          p[i] = convert<T>(i % 2 == 0 ? r * std::cos(theta) : r * std::sin(theta));
+          p[i] = convert<T>(i % 2 == 0 ? r * math::cos(theta) : r * math::sin(theta));
         } else {
           const philox::Block b = philox::generate(seed_, first_block_ + i / 2);
           const int lane = 2 * static_cast<int>(i % 2);

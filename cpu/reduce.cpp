@@ -20,12 +20,16 @@ namespace ember {
 
 namespace {
 
-// How many pieces to split each unit's `steps` into, so that fewer units than threads still
-// keep every thread busy (a full reduction is a single unit).
+// Units of work a reduction is cut into, when it has fewer: enough for this many threads.
+constexpr int64_t kPieceThreads = 64;
+
+// How many pieces to split each unit's `steps` into, so that few units (a full reduction is a single
+// unit) still keep every thread busy. The count depends on the shape only, never on the thread
+// count, so that the sums, whose grouping follows the pieces, are the same bits on any number of
+// threads; the partial results cost kPieceThreads x width accumulators at most.
 int64_t pieces_per_unit(int64_t units, int64_t steps, int64_t width) {
-  const int64_t threads = get_num_threads();
-  if (units >= threads) return 1;
-  const int64_t wanted = (threads + units - 1) / units;
+  if (units >= kPieceThreads) return 1;
+  const int64_t wanted = (kPieceThreads + units - 1) / units;
   const int64_t worth_a_thread = steps * width / cpu::kParallelGrain;
   return std::clamp<int64_t>(std::min(wanted, worth_a_thread), 1, std::max<int64_t>(steps, 1));
 }

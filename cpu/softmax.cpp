@@ -8,6 +8,7 @@
 #include "cpu/parallel.h"
 #include "cpu/reduce.h"
 #include "tensor/convert.h"
+#include "tensor/math.h"
 #include "tensor/ops.h"
 #include "tensor/primitives/linalg.h"
 
@@ -35,12 +36,12 @@ void softmax_block(const T* x, const T* max, T* y, int64_t len, int64_t stride, 
   }
   for (int64_t r = 0; r < len; ++r)
     for (int64_t k = 0; k < n; ++k) {
-      const C e = std::exp(static_cast<C>(x[r * stride + k]) - shift[k]);
+      const C e = math::exp(static_cast<C>(x[r * stride + k]) - shift[k]);
       total[k] += e;
       if (keep_exp) y[r * stride + k] = convert<T>(e);
     }
   if (log) {
-    for (int64_t k = 0; k < n; ++k) scale[k] = static_cast<C>(std::log(total[k]));
+    for (int64_t k = 0; k < n; ++k) scale[k] = static_cast<C>(math::log(total[k]));
     for (int64_t r = 0; r < len; ++r)
       for (int64_t k = 0; k < n; ++k)
         y[r * stride + k] = convert<T>(static_cast<C>(x[r * stride + k]) - shift[k] - scale[k]);
@@ -49,7 +50,7 @@ void softmax_block(const T* x, const T* max, T* y, int64_t len, int64_t stride, 
     for (int64_t r = 0; r < len; ++r)
       for (int64_t k = 0; k < n; ++k) {
         T& out = y[r * stride + k];
-        const C e = keep_exp ? static_cast<C>(out) : std::exp(static_cast<C>(x[r * stride + k]) - shift[k]);
+        const C e = keep_exp ? static_cast<C>(out) : math::exp(static_cast<C>(x[r * stride + k]) - shift[k]);
         out = convert<T>(e * scale[k]);
       }
   }

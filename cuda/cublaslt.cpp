@@ -13,6 +13,7 @@
 #include "cuda/context.h"
 #include "cuda/error.h"
 #include "tensor/cuda_settings.h"
+#include "tensor/deterministic.h"
 #include "tensor/storage.h"
 
 namespace ember::cuda {
@@ -84,6 +85,7 @@ struct PlanKey {
   int batch = 1;
   MatrixKey a, b;
   uint32_t d_alignment = 0, bias_alignment = 0;
+  bool deterministic = false;  // no split-K reduction (tensor/deterministic.h)
   auto operator<=>(const PlanKey&) const = default;
 };
 
@@ -105,7 +107,8 @@ cublasComputeType_t compute_type(DType dtype) {
 
 std::string describe(const PlanKey& p) {
   auto matrix = [](const MatrixKey& x) {
-    return "(" + std::to_string(x.rows) + "x" + std::to_string(x.cols) + ", ld " + std::to_string(x.ld) +
+    // std::string("("): "(" + std::string&& trips GCC 12's -Wrestrict false positive (GCC bug 105329).
+    return std::string("(") + std::to_string(x.rows) + "x" + std::to_string(x.cols) + ", ld " + std::to_string(x.ld) +
            (x.transposed ? ", transposed" : "") + ", batch stride " + std::to_string(x.batch_stride) + ", " +
            std::to_string(x.alignment) + "-byte aligned)";
   };
@@ -188,13 +191,22 @@ std::unique_ptr<Plan> make_plan(const PlanKey& p, cublasLtHandle_t handle, size_
   set(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, p.b.alignment);
   set(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, p.d_alignment);
   set(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, p.d_alignment);
+  // Deterministic mode: no split-K algorithms, whose partial sums meet in a reduction of their own.
+  // cuBLAS promises the same bits on every run of one algorithm on one GPU model and stream (cuBLAS
+  // guide, "Results reproducibility"; each stream has its own workspace here); the heuristic's
+  // choice for one problem is fixed too.
+  if (p.deterministic)
+    set(pref.get(), CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, uint32_t{CUBLASLT_REDUCTION_SCHEME_NONE});
 
   cublasLtMatmulHeuristicResult_t best{};
   int found = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, desc, plan->a.get(), plan->b.get(),
                                                                plan->d.get(), plan->d.get(), pref.get(), 1, &best, &found);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0))
-    throw NotImplementedError("matmul on CUDA: cuBLASLt has no algorithm for this problem (" + describe(p) + ")");
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) {
+    const std::string problem = describe(p);
+    if (p.deterministic) alert_not_deterministic("matmul on CUDA (" + problem + ")");
+    throw NotImplementedError("matmul on CUDA: cuBLASLt has no algorithm for this problem (" + problem + ")");
+  }
   EMBER_CUBLAS_CHECK(status);
   plan->algo = best.algo;
   plan->workspace = best.workspaceSize;
@@ -251,6 +263,7 @@ void lt_matmul(const LtGemm& g) {
   p.b = matrix_key(g.b);
   p.d_alignment = alignment(g.d);
   p.bias_alignment = g.bias ? alignment(g.bias) : 0;
+  p.deterministic = is_deterministic();
   Plan& plan = plan_for(p, handle, ws.bytes, g.bias);
 
   // alpha and beta have the scale type: double for f64, float otherwise.

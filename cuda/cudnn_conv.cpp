@@ -20,6 +20,7 @@
 #include "cuda/cudnn.h"
 #include "cuda/error.h"
 #include "tensor/cuda_settings.h"
+#include "tensor/deterministic.h"
 #include "tensor/storage.h"
 
 namespace ember::cuda {
@@ -34,6 +35,7 @@ struct ConvProblem {
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;  // the most the problem permits
   bool nhwc = false;
   bool benchmark = false;
+  bool deterministic = false;  // only algorithms cuDNN marks CUDNN_DETERMINISTIC (tensor/deterministic.h)
   int alignment = 1;  // bytes (up to 16) that every buffer's address is a multiple of
   std::array<int, 4> x{}, w{}, y{};
   std::array<int, 2> padding{}, stride{}, dilation{};
@@ -227,7 +229,8 @@ std::optional<cudnnMathType_t> run_math(const ConvProblem& p, cudnnMathType_t pr
 
 std::string describe(const ConvProblem& p) {
   auto four = [](const std::array<int, 4>& a) {
-    return "(" + std::to_string(a[0]) + ", " + std::to_string(a[1]) + ", " + std::to_string(a[2]) + ", " +
+    // std::string("("): "(" + std::string&& trips GCC 12's -Wrestrict false positive (GCC bug 105329).
+    return std::string("(") + std::to_string(a[0]) + ", " + std::to_string(a[1]) + ", " + std::to_string(a[2]) + ", " +
            std::to_string(a[3]) + ")";
   };
   const char* direction = p.direction == ConvDirection::forward         ? "forward"
@@ -288,8 +291,9 @@ struct Choice {
   Tensor workspace;
 };
 
-// The first of cuDNN's candidates (in its order) whose math the problem permits, that needs at
-// most `most` bytes and whose workspace the pool can supply now. An out-of-memory error on the way
+// The first of cuDNN's candidates (in its order) whose math the problem permits, that is
+// deterministic when the problem asks for it, that needs at most `most` bytes and whose workspace
+// the pool can supply now. An out-of-memory error on the way
 // is kept in `oom` for when no candidate fits.
 template <class Api>
 std::optional<Choice> first_fitting(cudnnHandle_t h, const ConvProblem& p, const ConvDescriptors& d,
@@ -297,6 +301,7 @@ std::optional<Choice> first_fitting(cudnnHandle_t h, const ConvProblem& p, const
                                     std::exception_ptr& oom) {
   for (int i = 0; i < n; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > most) continue;
+    if (p.deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
     const std::optional<cudnnMathType_t> math = run_math(p, perf[i].mathType);
     if (!math) continue;
     d.set_math(*math);
@@ -315,7 +320,9 @@ std::optional<Choice> first_fitting(cudnnHandle_t h, const ConvProblem& p, const
 Choice chosen_or_throw(std::optional<Choice> choice, const std::exception_ptr& oom, const ConvProblem& p) {
   if (choice) return std::move(*choice);
   if (oom) std::rethrow_exception(oom);
-  throw NotImplementedError("conv2d on CUDA: cuDNN offers no algorithm for this convolution (" + describe(p) + ")");
+  const std::string problem = describe(p);
+  if (p.deterministic) alert_not_deterministic("conv2d on CUDA, " + problem);
+  throw NotImplementedError("conv2d on CUDA: cuDNN offers no algorithm for this convolution (" + problem + ")");
 }
 
 // Default mode: cuDNN's heuristics rank the algorithms without running any.
@@ -384,7 +391,10 @@ void cudnn_convolution(ConvDirection direction, const Tensor& x, const Tensor& w
   p.dtype = cudnn_data_type(y.dtype(), "conv2d");
   p.math = permitted_math(p.dtype);
   p.nhwc = nhwc;
-  p.benchmark = benchmark();
+  // Deterministic mode takes the heuristics' choice: a timed one can differ from run to run, and
+  // two deterministic algorithms need not give the same bits.
+  p.deterministic = is_deterministic();
+  p.benchmark = benchmark() && !p.deterministic;
   const ConvBuffers b{x.raw_data(), w.raw_data(), y.raw_data()};
   p.alignment = alignment({b.x, b.w, b.y});
   p.x = dims(x);

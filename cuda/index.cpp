@@ -68,7 +68,7 @@ void IndexAdd::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out
   cuda::convert_into(out[0], self);
   const cuda::IndexWalk w = make_walk(cuda::kIndexAdd, dim_, src.shape(), src, out[0], index, true);
   cuda::launch_index_scatter_add(out[0].dtype(), index.dtype(), src.raw_data(), out[0].raw_data(), index.raw_data(),
-                                 w, cuda::current_stream());
+                                 w, is_deterministic(), cuda::current_stream());
 }
 
 void Gather::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
@@ -85,7 +85,7 @@ void ScatterAdd::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& o
   cuda::convert_into(out[0], self);
   const cuda::IndexWalk w = make_walk(cuda::kScatterAdd, dim_, index.shape(), src, out[0], index, false);
   cuda::launch_index_scatter_add(out[0].dtype(), index.dtype(), src.raw_data(), out[0].raw_data(), index.raw_data(),
-                                 w, cuda::current_stream());
+                                 w, is_deterministic(), cuda::current_stream());
 }
 
 }  // namespace ember

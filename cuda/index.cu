@@ -1,5 +1,6 @@
 // Kernels of index_select / gather (a read through an index) and index_add / scatter_add (an atomic
-// add through an index). One walk serves each pair: see IndexWalk in cuda/kernels.h.
+// add through an index, or in deterministic mode an ordered one). One walk serves each pair: see
+// IndexWalk in cuda/kernels.h.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -71,6 +72,38 @@ struct ScatterAddStep {
   __device__ void operator()(const T& direct, T& indexed) const { atomic_add(&indexed, direct); }
 };
 
+// Deterministic scatter-add: a thread per position off `dim`, adding that fiber's elements into
+// `indexed` in the order of dim, as the CPU kernel does (cpu/index.cpp). Positions off dim never
+// share an output, so no atomics are needed and each output's sum has one order.
+template <class T, class I>
+__global__ void __launch_bounds__(kThreads) scatter_add_fibers_kernel(const T* direct, T* indexed, const I* index,
+                                                                      IndexWalk w, int64_t fibers) {
+  using C = compute_t<T>;
+  const int64_t len = w.sizes[w.dim];
+  const int64_t stride = int64_t{blockDim.x} * gridDim.x;
+  for (int64_t f = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; f < fibers; f += stride) {
+    WalkOffsets o;  // of the fiber's first element (coordinate 0 along dim)
+    int64_t rest = f;
+    for (int d = w.nd - 1; d >= 0; --d) {
+      if (d == w.dim) continue;
+      const int64_t c = rest % w.sizes[d];
+      rest /= w.sizes[d];
+      o.direct += c * w.direct_strides[d];
+      o.index += c * w.index_strides[d];
+      o.indexed += c * w.indexed_strides[d];
+    }
+    for (int64_t k = 0; k < len; ++k) {
+      const auto j = static_cast<int64_t>(index[o.index + k * w.index_strides[w.dim]]);
+      if (j < 0 || j >= w.bound) {
+        report_bad_index(w.errors, w.op, j, w.bound);
+        continue;
+      }
+      T& out = indexed[o.indexed + j * w.indexed_strides[w.dim]];
+      out = convert<T>(static_cast<C>(out) + static_cast<C>(direct[o.direct + k * w.direct_strides[w.dim]]));
+    }
+  }
+}
+
 template <class D, class X, class I, class Step>
 void launch_walk(D* direct, X* indexed, const I* index, const IndexWalk& w, Step step, cudaStream_t stream) {
   index_walk_kernel<<<grid_blocks(w.numel, kThreads), kThreads, 0, stream>>>(direct, indexed, index, w, step);
@@ -98,8 +131,20 @@ void launch_index_gather(DType dtype, DType index_dtype, void* direct, const voi
 }
 
 void launch_index_scatter_add(DType dtype, DType index_dtype, const void* direct, void* indexed, const void* index,
-                              const IndexWalk& w, cudaStream_t stream) {
+                              const IndexWalk& w, bool in_order, cudaStream_t stream) {
   visit(dtype, [&]<class T>() {
+    if constexpr (is_float_type_v<T>) {
+      if (in_order) {
+        if (w.numel == 0) return;
+        const int64_t fibers = w.numel / w.sizes[w.dim];
+        visit_index(index_dtype, [&]<class I>() {
+          scatter_add_fibers_kernel<<<grid_blocks(fibers, kThreads), kThreads, 0, stream>>>(
+              static_cast<const T*>(direct), static_cast<T*>(indexed), static_cast<const I*>(index), w, fibers);
+          EMBER_CUDA_LAUNCH_CHECK();
+        });
+        return;
+      }
+    }
     if constexpr (kHasAtomicAdd<T>) {
       if (w.numel == 0) return;
       visit_index(index_dtype, [&]<class I>() {

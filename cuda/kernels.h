@@ -74,8 +74,10 @@ struct IndexWalk {
 // direct = indexed[index]: gather and index_select.
 void launch_index_gather(DType dtype, DType index_dtype, void* direct, const void* indexed, const void* index,
                          const IndexWalk& w, cudaStream_t stream);
-// indexed[index] += direct, with atomics: scatter_add and index_add. u8 and bool raise NotImplementedError.
+// indexed[index] += direct: scatter_add and index_add. With atomics; floating types with `in_order`
+// (deterministic mode) without, each output's additions in the order of dim. u8 and bool raise
+// NotImplementedError.
 void launch_index_scatter_add(DType dtype, DType index_dtype, const void* direct, void* indexed, const void* index,
-                              const IndexWalk& w, cudaStream_t stream);
+                              const IndexWalk& w, bool in_order, cudaStream_t stream);
 
 }  // namespace ember::cuda

@@ -51,6 +51,7 @@ struct Flags {
   int64_t val_samples = 0;
   int64_t max_iters = 0;
   bool augment = false;
+  bool deterministic = false;
   std::string precision = "fp32";
   // Loss-scaler knobs (amp_fp16: GradScaler's; naive_fp16: DynamicLossScaler's), defaults as in
   // PyTorch and Colossal-AI / DeepSpeed (REFERENCE.md §2, §4-5).
@@ -185,6 +186,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-iters", f.max_iters, "stop after N iterations in all, with a checkpoint (0: run every epoch)")
       ->check(at_least(0));
   app.add_flag("--augment", f.augment, "random crop (padding 4) and horizontal flip of the training images");
+  app.add_flag("--deterministic", f.deterministic,
+               "deterministic mode: CPU results bit for bit the same on any run, thread count and x86-64 CPU; "
+               "CUDA only with deterministic algorithms");
   app.add_option("--precision", f.precision, "fp32, tf32 (GPU), amp_fp16/amp_bf16 (autocast), naive_fp16/naive_bf16 "
                                              "(half model + fp32 masters), pure_bf16")
       ->check(CLI::IsMember(train::precision_names()));
@@ -215,6 +219,7 @@ int main(int argc, char** argv) {
       throw DeviceError("--device cuda: no CUDA device is available (no GPU is visible, or ember was built without CUDA)");
     const Device device = Device::parse(f.device);
     if (f.threads > 0) set_num_threads(f.threads);
+    set_deterministic(f.deterministic);  // before the model: its initialisation draws numbers
     const DatasetSpec spec = dataset_spec(f.dataset);
     if (f.data_dir.empty()) f.data_dir = spec.default_dir;
     if (f.data_dir.empty()) throw ValueError("--data is required for " + f.dataset);
@@ -266,13 +271,14 @@ int main(int argc, char** argv) {
     ro.max_iters = f.max_iters;
     ro.device = device;
     ro.info = {{"model", f.model},         {"dataset", f.dataset},     {"optimizer", f.optimizer},
-               {"scheduler", f.scheduler}, {"precision", f.precision}};
+               {"scheduler", f.scheduler}, {"precision", f.precision},
+               {"deterministic", f.deterministic ? "true" : "false"}};
     std::cout << "train: " << f.model << " (" << model->num_parameters() << " parameters) on " << f.dataset << " ("
               << train_set->size() << " train / " << val_set->size() << " val images), " << f.optimizer << " lr "
               << (f.lr > 0 ? f.lr : default_lr(f.optimizer)) << ", " << f.epochs << " epochs of "
               << train_loader->size() << " iterations on " << device.str() << " in " << f.precision << ", "
-              << get_num_threads()
-              << " threads; work dir " << f.work_dir << std::endl;
+              << get_num_threads() << " threads" << (f.deterministic ? ", deterministic" : "") << ", CPU GEMM "
+              << cpu_gemm_name() << "; work dir " << f.work_dir << std::endl;
 
     train::Runner runner(model, precision, scheduler, train_loader, val, ro);
     g_runner = &runner;

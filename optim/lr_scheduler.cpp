@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "tensor/error.h"
+#include "tensor/math.h"
 
 namespace ember::optim {
 
@@ -96,7 +97,7 @@ StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
 
 std::vector<double> StepLR::get_lr() const {
   std::vector<double> lrs;
-  for (double b : base_lrs_) lrs.push_back(b * std::pow(gamma_, static_cast<double>(last_epoch_ / step_size_)));
+  for (double b : base_lrs_) lrs.push_back(b * math::pow(gamma_, static_cast<double>(last_epoch_ / step_size_)));
   return lrs;
 }
 
@@ -109,7 +110,7 @@ MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, 
 std::vector<double> MultiStepLR::get_lr() const {
   const auto passed = std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) - milestones_.begin();
   std::vector<double> lrs;
-  for (double b : base_lrs_) lrs.push_back(b * std::pow(gamma_, static_cast<double>(passed)));
+  for (double b : base_lrs_) lrs.push_back(b * math::pow(gamma_, static_cast<double>(passed)));
   return lrs;
 }
 
@@ -120,7 +121,7 @@ CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double
 }
 
 std::vector<double> CosineAnnealingLR::get_lr() const {
-  const double c = std::cos(std::numbers::pi * static_cast<double>(last_epoch_) / static_cast<double>(T_max_));
+  const double c = math::cos(std::numbers::pi * static_cast<double>(last_epoch_) / static_cast<double>(T_max_));
   std::vector<double> lrs;
   for (double b : base_lrs_) lrs.push_back(eta_min_ + (b - eta_min_) * (1 + c) / 2);
   return lrs;
@@ -179,7 +180,7 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps,
 }
 
 double OneCycleLR::anneal(double start, double end, double pct) const {
-  if (o_.cos_anneal) return end + (start - end) / 2.0 * (std::cos(std::numbers::pi * pct) + 1);
+  if (o_.cos_anneal) return end + (start - end) / 2.0 * (math::cos(std::numbers::pi * pct) + 1);
   return (end - start) * pct + start;
 }
 

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "tensor/convert.h"
+#include "tensor/math.h"
 
 namespace ember::optim {
 
@@ -38,8 +39,8 @@ struct BiasCorrection {
   double c1, c2, c2_sqrt;
 };
 EMBER_HD inline BiasCorrection bias_correction(double beta1, double beta2, double step) {
-  const double c2 = 1.0 - std::pow(beta2, step);
-  return {1.0 - std::pow(beta1, step), c2, std::sqrt(c2)};
+  const double c2 = 1.0 - math::pow(beta2, step);
+  return {1.0 - math::pow(beta1, step), c2, std::sqrt(c2)};
 }
 
 // PyTorch torch/optim/sgd.py (_single_tensor_sgd):
@@ -148,7 +149,7 @@ EMBER_HD inline A norm_term(NormKind kind, double norm_type, A x) {
   const A a = x < A(0) ? A(-x) : x;
   switch (kind) {
     case NormKind::two: return a * a;
-    case NormKind::p: return std::pow(a, A(norm_type));
+    case NormKind::p: return math::pow(a, A(norm_type));
     default: return a;
   }
 }
@@ -162,7 +163,7 @@ EMBER_HD inline A norm_combine(NormKind kind, A a, A b) {
 EMBER_HD inline double norm_finish(NormKind kind, double norm_type, double total) {
   switch (kind) {
     case NormKind::two: return std::sqrt(total);
-    case NormKind::p: return std::pow(total, 1.0 / norm_type);
+    case NormKind::p: return math::pow(total, 1.0 / norm_type);
     default: return total;
   }
 }

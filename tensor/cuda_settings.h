@@ -14,7 +14,7 @@ void set_matmul_allow_tf32(bool on);
 bool matmul_allow_tf32();
 
 // The number of cuBLASLt plans cached (one per shape, strides, dtype, transposes, alignment,
-// epilogue, compute type and device; always 0 without CUDA).
+// epilogue, compute type, device and deterministic mode; always 0 without CUDA).
 size_t matmul_plan_cache_size();
 
 // Benchmark mode (torch.backends.cudnn.benchmark): the first convolution of each problem times
@@ -28,7 +28,8 @@ void set_conv_allow_tf32(bool on);
 bool conv_allow_tf32();
 
 // The number of conv algorithm choices cached (one per shape, layout, dtype, parameters, direction,
-// device, math mode and benchmark mode; always 0 without cuDNN), and emptying that cache.
+// device, math mode, benchmark mode and deterministic mode; always 0 without cuDNN), and emptying
+// that cache. In deterministic mode (tensor/deterministic.h) benchmark mode is ignored.
 size_t conv_algorithm_cache_size();
 void clear_conv_algorithm_cache();
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "tensor/half.h"  // EMBER_HD
+#include "tensor/math.h"  // transcendentals: the same bits on every CPU in deterministic mode
 
 namespace ember::ew {
 
@@ -70,35 +71,35 @@ struct Clamp {
     return x;
   }
 };
-struct Exp { template <class T> EMBER_HD T operator()(T x) const { return std::exp(x); } };
-struct Log { template <class T> EMBER_HD T operator()(T x) const { return std::log(x); } };
-struct Log1p { template <class T> EMBER_HD T operator()(T x) const { return std::log1p(x); } };
+struct Exp { template <class T> EMBER_HD T operator()(T x) const { return math::exp(x); } };
+struct Log { template <class T> EMBER_HD T operator()(T x) const { return math::log(x); } };
+struct Log1p { template <class T> EMBER_HD T operator()(T x) const { return math::log1p(x); } };
 struct Sqrt { template <class T> EMBER_HD T operator()(T x) const { return std::sqrt(x); } };
 struct Rsqrt { template <class T> EMBER_HD T operator()(T x) const { return T(1) / std::sqrt(x); } };
-struct Sin { template <class T> EMBER_HD T operator()(T x) const { return std::sin(x); } };
-struct Cos { template <class T> EMBER_HD T operator()(T x) const { return std::cos(x); } };
-struct Tanh { template <class T> EMBER_HD T operator()(T x) const { return std::tanh(x); } };
-struct Sigmoid { template <class T> EMBER_HD T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); } };
+struct Sin { template <class T> EMBER_HD T operator()(T x) const { return math::sin(x); } };
+struct Cos { template <class T> EMBER_HD T operator()(T x) const { return math::cos(x); } };
+struct Tanh { template <class T> EMBER_HD T operator()(T x) const { return math::tanh(x); } };
+struct Sigmoid { template <class T> EMBER_HD T operator()(T x) const { return T(1) / (T(1) + math::exp(-x)); } };
 // gelu(x) = x * Phi(x) (Hendrycks & Gimpel 2016); the tanh form is their approximation.
 struct GeluErf {
   template <class T> EMBER_HD T operator()(T x) const {
-    return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+    return T(0.5) * x * (T(1) + math::erf(x * T(0.70710678118654752440)));
   }
 };
 struct GeluTanh {
   template <class T> EMBER_HD T operator()(T x) const {
     const T inner = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);  // sqrt(2/pi)
-    return T(0.5) * x * (T(1) + std::tanh(inner));
+    return T(0.5) * x * (T(1) + math::tanh(inner));
   }
 };
-struct Silu { template <class T> EMBER_HD T operator()(T x) const { return x / (T(1) + std::exp(-x)); } };
-struct Erf { template <class T> EMBER_HD T operator()(T x) const { return std::erf(x); } };
+struct Silu { template <class T> EMBER_HD T operator()(T x) const { return x / (T(1) + math::exp(-x)); } };
+struct Erf { template <class T> EMBER_HD T operator()(T x) const { return math::erf(x); } };
 struct Reciprocal { template <class T> EMBER_HD T operator()(T x) const { return T(1) / x; } };
 struct PowScalar {
   double exponent;
   template <class T> EMBER_HD T operator()(T x) const {
     if (exponent == 2.0) return x * x;
-    return std::pow(x, T(exponent));
+    return math::pow(x, T(exponent));
   }
 };
 
@@ -121,7 +122,7 @@ struct Div { template <class T> EMBER_HD T operator()(T a, T b) const { return a
 struct Pow {
   template <class T> EMBER_HD T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) return int_pow(a, b);
-    else return std::pow(a, b);
+    else return math::pow(a, b);
   }
 };
 // maximum/minimum propagate NaN, as PyTorch's do.

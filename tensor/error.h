@@ -23,6 +23,8 @@ class ValueError : public Error { using Error::Error; };           // a bad argu
 class AutogradError : public Error { using Error::Error; };        // misuse of the autograd graph
 class NotImplementedError : public Error { using Error::Error; };  // a valid request not (yet) served
 class StateError : public Error { using Error::Error; };           // a call out of order (unscale_ twice)
+// An op with no deterministic implementation, asked for while set_deterministic(true) is on.
+class NotDeterministicError : public NotImplementedError { using NotImplementedError::NotImplementedError; };
 
 // A failed CUDA, cuBLAS, cuDNN or NCCL call: the message names the call, its file:line and the
 // library's own message. Declared here so CPU-only builds can catch it too.

@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "tensor/deterministic.h"  // set_deterministic, is_deterministic
 #include "tensor/random.h"
 #include "tensor/scalar.h"
 #include "tensor/tensor.h"
@@ -210,5 +211,10 @@ Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {}
 // ---- threads (cpu/threads.cpp): the one place that sets the CPU thread count (OpenMP, BLAS)
 void set_num_threads(int n);
 int get_num_threads();
+// The deterministic mode, set_deterministic(bool) and is_deterministic(), is declared in
+// tensor/deterministic.h (included above): CPU results then do not depend on the thread count.
+// What multiplies f32/f64 matrices on the CPU now (cpu/gemm.cpp): "OpenBLAS (<its kernels' core
+// type>)", "CBLAS", "Eigen", or in deterministic mode "ember deterministic (<instruction set>)".
+std::string cpu_gemm_name();
 
 }  // namespace ember

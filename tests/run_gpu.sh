@@ -22,10 +22,10 @@ fi
 if [[ -n "${EMBER_DEPS_ROOT:-}" ]]; then
   root="$(cd "$EMBER_DEPS_ROOT" && pwd)"
   export EMBER_NO_DEPS=1
-  export CPATH="$root/usr/include:$root/usr/include/eigen3${CPATH:+:$CPATH}"
+  export CPATH="$root/usr/include:$root/usr/include/x86_64-linux-gnu:$root/usr/include/eigen3${CPATH:+:$CPATH}"
   export PKG_CONFIG_PATH="$root/usr/lib/x86_64-linux-gnu/pkgconfig:$root/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
   export LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}"
-  export LD_LIBRARY_PATH="$root/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$root/lib/x86_64-linux-gnu:$root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # pkg-config files name /usr as their prefix: point them at the unpacked tree.
   export PKG_CONFIG_SYSROOT_DIR="$root"
   # Without pkg-config, Meson asks CMake, which reads the packages' own config files.

@@ -137,14 +137,23 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
-CommandResult run_train(const std::string& args) {
-  FILE* pipe = ::popen((train_program() + " " + args + " 2>&1").c_str(), "r");
+// Runs the training program with `args`, its environment extended by `env` ("NAME=value ...").
+CommandResult run_train(const std::string& args, const std::string& env = "") {
+  FILE* pipe = ::popen((env + " " + train_program() + " " + args + " 2>&1").c_str(), "r");
   REQUIRE(pipe != nullptr);
   std::string out;
   char buf[4096];
   for (size_t n; (n = std::fread(buf, 1, sizeof(buf), pipe)) > 0;) out.append(buf, n);
   const int status = ::pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+// Whether this CPU has AVX-512 (then OpenBLAS can run its SkylakeX kernels).
+bool cpu_has_avx512() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with("flags")) return line.find(" avx512f") != std::string::npos;
+  return false;
 }
 
 std::string read_text(const std::string& path) {
@@ -616,7 +625,8 @@ TEST_CASE("train program: --help lists every flag; bad input gives one line and 
                            "--weight-decay", "--scheduler", "--warmup-iters", "--device", "--threads", "--num-workers",
                            "--seed", "--work-dir", "--resume", "--log-interval", "--save-interval", "--train-samples",
                            "--val-samples", "--precision", "--init-scale", "--growth-factor", "--backoff-factor",
-                           "--growth-interval", "--loss-scale-window", "--hysteresis", "--min-loss-scale"})
+                           "--growth-interval", "--loss-scale-window", "--hysteresis", "--min-loss-scale",
+                           "--deterministic"})
     CHECK_MESSAGE(help.output.find(std::string(flag) + " ") != std::string::npos, flag);
   CHECK(help.output.find("--epochs INT:>=1=3") != std::string::npos);  // the default beside the flag
 
@@ -657,6 +667,58 @@ TEST_CASE("train program: a short run, stopped at --max-iters and resumed, ends 
                                       split.path.string());
   CHECK(bad.exit_code == 1);
   CHECK(bad.output.find("absent.safetensors") != std::string::npos);
+}
+
+TEST_CASE("train program: --deterministic gives the same checkpoint at 1 and 2 threads and under other CPU kernels" *
+          doctest::skip(train_program().empty() || !has_fashion_mnist())) {
+  // Other CPUs, emulated: OpenBLAS's kernels of another core type (OPENBLAS_CORETYPE, read when the
+  // library loads; Haswell's are also Zen's), and a CPU without AVX-512, AVX2 and FMA as glibc sees
+  // it (its libm variants, and the deterministic GEMM's SSE2 kernel).
+  const std::string other_core = cpu_has_avx512() ? "SkylakeX" : "Sandybridge";
+  const std::string common =
+      "--model cnn --epochs 1 --train-samples 640 --val-samples 128 --batch-size 64 --num-workers 2 --log-interval 5 ";
+  struct Trained {
+    Checkpoint checkpoint;
+    std::string output;
+  };
+  auto train = [&](const std::string& env, const std::string& flags) {
+    INFO(env, " ", flags);
+    TempDir dir;
+    const CommandResult r = run_train(common + flags + " --work-dir " + dir.path.string(), env);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    return Trained{load_checkpoint(dir / "epoch_1.safetensors"), r.output};
+  };
+  auto same = [](const Trained& a, const Trained& b, const std::string& what) {
+    check_bit_equal(a.checkpoint.model, b.checkpoint.model, what + ", weights");
+    check_bit_equal(a.checkpoint.optimizer, b.checkpoint.optimizer, what + ", optimizer state");
+  };
+  const Trained reference = train("OPENBLAS_CORETYPE=Haswell", "--deterministic --threads 2");
+  CHECK(reference.output.find("2 threads, deterministic, CPU GEMM ember deterministic (") != std::string::npos);
+  CHECK(reference.checkpoint.info.at("deterministic") == "true");
+  same(reference, train("OPENBLAS_CORETYPE=Haswell", "--deterministic --threads 1"), "1 thread");
+  same(reference, train("OPENBLAS_CORETYPE=" + other_core, "--deterministic --threads 2"), other_core + " kernels");
+  const Trained old_cpu = train("OPENBLAS_CORETYPE=Sandybridge GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F,-AVX2,-FMA",
+                                "--deterministic --threads 2");
+  CHECK(old_cpu.output.find("CPU GEMM ember deterministic (sse2)") != std::string::npos);
+  same(reference, old_cpu, "no AVX-512, AVX2 or FMA");
+
+  // The same two core types without the mode: OpenBLAS really ran each (its name is logged), and
+  // the weights differ, which is what the mode takes away.
+  const Trained haswell = train("OPENBLAS_CORETYPE=Haswell", "--threads 2");
+  if (haswell.output.find("CPU GEMM OpenBLAS (") == std::string::npos) {
+    MESSAGE("not built with OpenBLAS: its core types are not compared without --deterministic");
+    return;
+  }
+  const Trained other = train("OPENBLAS_CORETYPE=" + other_core, "--threads 2");
+  CHECK(haswell.output.find("CPU GEMM OpenBLAS (Haswell)") != std::string::npos);
+  CHECK_MESSAGE(other.output.find("CPU GEMM OpenBLAS (" + other_core + ")") != std::string::npos, other.output);
+  CHECK(haswell.checkpoint.info.at("deterministic") == "false");
+  bool all_equal = true;
+  for (const auto& [name, t] : haswell.checkpoint.model) {
+    const Tensor u = other.checkpoint.model.at(name).contiguous(), v = t.contiguous();
+    all_equal = all_equal && std::memcmp(u.raw_data(), v.raw_data(), size_t(v.numel()) * dtype_size(v.dtype())) == 0;
+  }
+  CHECK_FALSE(all_equal);
 }
 
 }  // TEST_SUITE

@@ -7,9 +7,10 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 dest="${1:-.deps}"
-# Headers and the few shared libraries the build links (zlib), plus the data set the training
+# Headers and the few shared libraries the build links (zlib, SLEEF), plus the data set the training
 # program reads. OpenBLAS is left out: without it the CPU GEMM falls back to Eigen.
-packages=(libeigen3-dev nlohmann-json3-dev doctest-dev libcli11-dev zlib1g-dev zlib1g dataset-fashion-mnist)
+packages=(libeigen3-dev nlohmann-json3-dev doctest-dev libcli11-dev zlib1g-dev zlib1g libsleef-dev libsleef3
+          dataset-fashion-mnist)
 
 downloads="$(mktemp -d)"
 trap 'rm -rf "$downloads"' EXIT
