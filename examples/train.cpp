@@ -51,6 +51,7 @@ struct Flags {
   int64_t val_samples = 0;
   int64_t max_iters = 0;
   bool augment = false;
+  bool no_locate_nonfinite = false;
   std::string precision = "fp32";
   // Loss-scaler knobs (amp_fp16: GradScaler's; naive_fp16: DynamicLossScaler's), defaults as in
   // PyTorch and Colossal-AI / DeepSpeed (REFERENCE.md §2, §4-5).
@@ -185,6 +186,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-iters", f.max_iters, "stop after N iterations in all, with a checkpoint (0: run every epoch)")
       ->check(at_least(0));
   app.add_flag("--augment", f.augment, "random crop (padding 4) and horizontal flip of the training images");
+  app.add_flag("--no-locate-nonfinite", f.no_locate_nonfinite,
+               "log only the step, not the module and op, that first made a NaN or inf (saves a few percent)");
   app.add_option("--precision", f.precision, "fp32, tf32 (GPU), amp_fp16/amp_bf16 (autocast), naive_fp16/naive_bf16 "
                                              "(half model + fp32 masters), pure_bf16")
       ->check(CLI::IsMember(train::precision_names()));
@@ -261,6 +264,7 @@ int main(int argc, char** argv) {
     ro.save_interval = f.save_interval;
     ro.keep_checkpoints = f.keep_checkpoints;
     ro.clip_grad_norm = f.clip_grad;
+    ro.locate_nonfinite = !f.no_locate_nonfinite;
     ro.work_dir = f.work_dir;
     if (app.count("--resume")) ro.resume = f.resume;
     ro.max_iters = f.max_iters;
