@@ -604,6 +604,9 @@ TEST_CASE("Runner: bad options and checkpoints that do not fit raise, changing n
   Checkpoint far = runner.checkpoint();
   far.loader = {0, 5};
   expect_error<ValueError>("position", [&] { runner.restore(far); }, {"batch 5", "5 batches"});
+  Checkpoint untold = runner.checkpoint();
+  untold.runner["log_window.nonfinite_step"] = optim::scalar_f64(3);
+  expect_error<ValueError>("report", [&] { runner.restore(untold); }, {"nonfinite_step but no text"});
   check_bit_equal(run.model->state_dict(), copy, "untouched weights");
 }
 

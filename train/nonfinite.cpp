@@ -13,7 +13,8 @@ namespace ember::train {
 namespace {
 constexpr int32_t kNone = std::numeric_limits<int32_t>::max();
 constexpr double kStepStride = 2147483648.0;  // 2^31: above every check number
-constexpr size_t kRecent = 4;  // a residual block's input is checked again after 4 checks at most
+// Tensors checked this lately are not read again (a block's input feeds its downsample path too).
+constexpr size_t kRecent = 4;
 }  // namespace
 
 NonFiniteLocator::NonFiniteLocator(nn::Module& model) {
@@ -51,7 +52,7 @@ void NonFiniteLocator::enter(int32_t module, bool leaf, const Tensor& input) {
 }
 
 void NonFiniteLocator::leave(int32_t module, bool checks_output, const Tensor& output) {
-  if (!active_) return;
+  if (!active_ || open_.empty()) return;  // (a call that began before the step)
   calls_[open_.back()].end = autograd::next_sequence_nr();
   open_.pop_back();
   if (checks_output) check(output, module);

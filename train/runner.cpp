@@ -128,7 +128,7 @@ void Runner::train_iteration(const data::Batch& batch, Window& window, Window& e
     const autograd::BackwardObserverGuard observing(locator_ ? locator_->backward_observer() : nullptr);
     outcome = precision_->backward_and_step(loss, opts_.clip_grad_norm);
   }
-  log_nonfinite_->add(locator_ ? locator_->end_step() : NonFiniteStep{}, loss.detach(), outcome.skipped, iteration_ + 1);
+  log_nonfinite_->add(locator_ ? locator_->end_step() : NonFiniteStep{}, loss, outcome.skipped, iteration_ + 1);
   if (scheduler_) scheduler_->step();  // taken back at the next read-out if the step was skipped
   Tensor values;
   {
@@ -146,6 +146,7 @@ void Runner::log_train(Window& window, const Window& epoch_window, int64_t batch
   std::vector<double> v;
   {
     NoGradGuard no_grad;
+    // v: the window's sums (0-2), the epoch's (3-5), the non-finite codes (6-7), the loss scale (8).
     std::vector<Tensor> parts = {window.sums, epoch_window.sums, log_nonfinite_->codes()};
     if (scales) parts.push_back(precision_->loss_scale().to(DType::f64).reshape({1}));
     v = cat(parts).to_vector<double>();  // the one synchronisation of the interval

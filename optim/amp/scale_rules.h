@@ -25,23 +25,16 @@ EMBER_HD inline bool is_finite(C v) {
 
 // The exponent field of a floating format: all ones exactly in NaN and the infinities (IEEE 754).
 // Testing it needs no conversion to float, so a CPU loop over f16 or bf16 vectorizes.
+template <class B, B kOnes>
+struct ExponentBits {
+  using Bits = B;  // an unsigned integer as wide as the format
+  static constexpr Bits kAllOnes = kOnes;
+};
 template <class T> struct ExponentField;
-template <> struct ExponentField<float> {
-  using Bits = uint32_t;
-  static constexpr Bits kAllOnes = 0x7f800000u;
-};
-template <> struct ExponentField<double> {
-  using Bits = uint64_t;
-  static constexpr Bits kAllOnes = 0x7ff0000000000000ull;
-};
-template <> struct ExponentField<f16> {
-  using Bits = uint16_t;
-  static constexpr Bits kAllOnes = 0x7c00u;
-};
-template <> struct ExponentField<bf16> {
-  using Bits = uint16_t;
-  static constexpr Bits kAllOnes = 0x7f80u;
-};
+template <> struct ExponentField<float> : ExponentBits<uint32_t, 0x7f800000u> {};
+template <> struct ExponentField<double> : ExponentBits<uint64_t, 0x7ff0000000000000ull> {};
+template <> struct ExponentField<f16> : ExponentBits<uint16_t, 0x7c00u> {};
+template <> struct ExponentField<bf16> : ExponentBits<uint16_t, 0x7f80u> {};
 
 // x's exponent field; ExponentField<T>::kAllOnes when x is NaN or infinite.
 template <class T>
