@@ -13,6 +13,8 @@ namespace ember::autograd {
 
 namespace {
 
+thread_local const BackwardObserver* current_observer = nullptr;
+
 struct EdgeKey {
   Node* fn;
   uint32_t nr;
@@ -131,6 +133,7 @@ void execute(Run& run) {
         results = node->apply(std::move(grads));
       }
       if (anomaly) check_backward_outputs(*node, results);
+      if (current_observer) (*current_observer)(*node, results);
       if (!run.keep_graph) node->release_saved();
     }
 
@@ -169,6 +172,13 @@ void prepare_roots(Run& run, const std::vector<Tensor>& roots, const std::vector
 }
 
 }  // namespace
+
+BackwardObserverGuard::BackwardObserverGuard(BackwardObserver observer)
+    : observer_(std::move(observer)), prev_(current_observer) {
+  current_observer = observer_ ? &observer_ : nullptr;
+}
+
+BackwardObserverGuard::~BackwardObserverGuard() { current_observer = prev_; }
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
               bool create_graph) {

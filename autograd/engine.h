@@ -3,11 +3,33 @@
 // the gradients of chosen inputs (grad).
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "tensor/tensor.h"
 
 namespace ember::autograd {
+
+class Node;
+
+// Sees each node's results (the gradients it passes to its inputs, undefined where none) as soon as
+// the node has run, in the order backward runs them. Device-side checks hang here (anomaly mode is
+// the host-side one).
+using BackwardObserver = std::function<void(const Node& node, const std::vector<Tensor>& grads)>;
+
+// While alive, the backward passes run on this thread report to `observer` (the previous observer,
+// if any, is set aside and restored on destruction).
+class BackwardObserverGuard {
+ public:
+  explicit BackwardObserverGuard(BackwardObserver observer);
+  ~BackwardObserverGuard();
+  BackwardObserverGuard(const BackwardObserverGuard&) = delete;
+  BackwardObserverGuard& operator=(const BackwardObserverGuard&) = delete;
+
+ private:
+  BackwardObserver observer_;
+  const BackwardObserver* prev_;
+};
 
 // Accumulates d(sum of roots * grads)/d(leaf) into every leaf's .grad. An empty grads entry means
 // ones for a one-element root. retain_graph keeps saved tensors for another backward; create_graph

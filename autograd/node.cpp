@@ -7,10 +7,12 @@
 namespace ember::autograd {
 
 namespace {
-std::atomic<uint64_t> next_sequence_nr{0};
+std::atomic<uint64_t> sequence_counter{0};
 }
 
-Node::Node() : sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+Node::Node() : sequence_nr_(sequence_counter.fetch_add(1, std::memory_order_relaxed)) {}
+
+uint64_t next_sequence_nr() { return sequence_counter.load(std::memory_order_relaxed); }
 
 Edge gradient_edge(const Tensor& t) {
   if (!t.defined()) return {};

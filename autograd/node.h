@@ -79,4 +79,8 @@ struct AutogradMeta {
 // The edge a gradient for `t` should flow into: its grad_fn, its leaf accumulator, or none.
 Edge gradient_edge(const Tensor& t);
 
+// The sequence number the next node will get: nodes made after a reading have numbers at or above
+// it, so two readings bracket the nodes a stretch of code recorded (other threads' nodes too).
+uint64_t next_sequence_nr();
+
 }  // namespace ember::autograd

@@ -28,6 +28,28 @@ void AmpUnscale::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& ou
   if (non_finite.load()) *found_inf = 1.0f;
 }
 
+void FirstNonFinite::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  int32_t* first = out[0].data<int32_t>();
+  if (*first <= slot_) return;  // an earlier check saw one already
+  for (const Tensor& x : in) {
+    std::atomic<bool> non_finite{false};
+    visit_floating(x.dtype(), name(), [&]<class T>() {
+      using Field = amp::ExponentField<T>;
+      const T* p = x.data<T>();
+      cpu::parallel_for(x.numel(), 1, [&](int64_t begin, int64_t end) {
+        typename Field::Bits hits = 0;  // an OR of compares: vectorizes (SSE2 too), unlike an early exit
+        for (int64_t j = begin; j < end; ++j)
+          hits |= static_cast<typename Field::Bits>(amp::exponent_field(p[j]) == Field::kAllOnes);
+        if (hits) non_finite.store(true, std::memory_order_relaxed);
+      });
+    });
+    if (non_finite.load()) {
+      *first = slot_;
+      return;
+    }
+  }
+}
+
 void GradScaleUpdate::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   amp::update_grad_scale(*out[0].data<float>(), *out[1].data<int32_t>(), *in[0].data<float>() != 0.0f, rule_);
 }

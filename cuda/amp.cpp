@@ -23,6 +23,22 @@ void AmpUnscale::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& o
   });
 }
 
+void FirstNonFinite::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  cuda::DeviceGuard guard(out[0].device());
+  std::map<DType, std::vector<cuda::ListEntry>> entries;
+  for (const Tensor& x : in) {
+    cuda::ListEntry e;
+    e.data[0] = x.raw_data();
+    e.numel = x.numel();
+    entries[x.dtype()].push_back(e);
+  }
+  auto* first = static_cast<int32_t*>(out[0].raw_data());
+  const cudaStream_t stream = cuda::current_stream();
+  cuda::for_each_list(entries, [&](DType dtype, const cuda::TensorList& list) {
+    cuda::launch_first_nonfinite(dtype, list, slot_, first, stream);
+  });
+}
+
 void MasterCopyBack::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   cuda::DeviceGuard guard(in[0].device());
   std::map<DType, std::vector<cuda::ListEntry>> entries;

@@ -1,5 +1,5 @@
-// The loss-scaling kernels: the multi-tensor unscale + non-finite check, and the two scale updates
-// (one thread: the rule of optim/amp/scale_rules.h on device memory).
+// The loss-scaling kernels: the multi-tensor unscale + non-finite check, the non-finite check alone,
+// and the two scale updates (one thread: the rule of optim/amp/scale_rules.h on device memory).
 #include "cuda/amp.h"
 #include "cuda/error.h"
 #include "cuda/multi_tensor.cuh"
@@ -18,6 +18,17 @@ __global__ void __launch_bounds__(kUnscaleThreads) unscale_kernel(TensorList l, 
   bool bad = false;
   for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x) bad |= amp::unscale_element(g, inv, i);
   if (bad) *found_inf = 1.0f;  // every writer stores the same value
+}
+
+template <class T>
+__global__ void __launch_bounds__(kUnscaleThreads) first_nonfinite_kernel(TensorList l, int32_t slot, int32_t* first) {
+  if (*first <= slot) return;  // an earlier check saw one already
+  const Chunk c = block_chunk(l);
+  const T* x = static_cast<const T*>(l.data[c.t][0]);
+  bool bad = false;
+  for (int64_t i = c.begin + threadIdx.x; i < c.end; i += blockDim.x)
+    bad |= amp::exponent_field(x[i]) == amp::ExponentField<T>::kAllOnes;
+  if (bad) atomicMin(first, slot);
 }
 
 template <class T>
@@ -48,6 +59,14 @@ void launch_amp_unscale(DType dtype, const TensorList& l, const float* inv_scale
   if (l.chunks() == 0) return;
   visit_floating(dtype, "amp_unscale", [&]<class T>() {
     unscale_kernel<T><<<l.chunks(), kUnscaleThreads, 0, stream>>>(l, inv_scale, found_inf);
+    EMBER_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void launch_first_nonfinite(DType dtype, const TensorList& l, int32_t slot, int32_t* first, cudaStream_t stream) {
+  if (l.chunks() == 0) return;
+  visit_floating(dtype, "first_nonfinite", [&]<class T>() {
+    first_nonfinite_kernel<T><<<l.chunks(), kUnscaleThreads, 0, stream>>>(l, slot, first);
     EMBER_CUDA_LAUNCH_CHECK();
   });
 }

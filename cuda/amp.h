@@ -15,6 +15,9 @@ namespace ember::cuda {
 // element read was not finite.
 void launch_amp_unscale(DType dtype, const TensorList& l, const float* inv_scale, float* found_inf,
                         cudaStream_t stream);
+// *first = min(*first, slot) when an element of operand 0 of a tensor of `l` (dtype `dtype`) is not
+// finite; nothing is read when *first <= slot already.
+void launch_first_nonfinite(DType dtype, const TensorList& l, int32_t slot, int32_t* first, cudaStream_t stream);
 // Operand 0 (f32 masters) of every tensor of `l` copied into operand 1 (`dtype`) by
 // amp::copy_back_element, unless *found_inf is nonzero.
 void launch_master_copy_back(DType dtype, const TensorList& l, const float* found_inf, const amp::CopyBackRule& rule,

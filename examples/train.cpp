@@ -52,6 +52,7 @@ struct Flags {
   int64_t max_iters = 0;
   bool augment = false;
   bool deterministic = false;
+  bool no_locate_nonfinite = false;
   std::string precision = "fp32";
   // Loss-scaler knobs (amp_fp16: GradScaler's; naive_fp16: DynamicLossScaler's), defaults as in
   // PyTorch and Colossal-AI / DeepSpeed (REFERENCE.md §2, §4-5).
@@ -189,6 +190,8 @@ int main(int argc, char** argv) {
   app.add_flag("--deterministic", f.deterministic,
                "deterministic mode: CPU results bit for bit the same on any run, thread count and x86-64 CPU; "
                "CUDA only with deterministic algorithms");
+  app.add_flag("--no-locate-nonfinite", f.no_locate_nonfinite,
+               "log only the step, not the module and op, that first made a NaN or inf (saves a few percent)");
   app.add_option("--precision", f.precision, "fp32, tf32 (GPU), amp_fp16/amp_bf16 (autocast), naive_fp16/naive_bf16 "
                                              "(half model + fp32 masters), pure_bf16")
       ->check(CLI::IsMember(train::precision_names()));
@@ -266,6 +269,7 @@ int main(int argc, char** argv) {
     ro.save_interval = f.save_interval;
     ro.keep_checkpoints = f.keep_checkpoints;
     ro.clip_grad_norm = f.clip_grad;
+    ro.locate_nonfinite = !f.no_locate_nonfinite;
     ro.work_dir = f.work_dir;
     if (app.count("--resume")) ro.resume = f.resume;
     ro.max_iters = f.max_iters;

@@ -206,6 +206,39 @@ void Module::zero_grad(bool set_to_none) {
   }
 }
 
+HookHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+  if (!hook) throw ValueError("register_forward_pre_hook: the hook is empty");
+  if (!hooks_) hooks_ = std::make_shared<detail::ForwardHooks>();
+  hooks_->pre.emplace_back(hooks_->next_id, std::move(hook));
+  return HookHandle(hooks_, hooks_->next_id++);
+}
+
+HookHandle Module::register_forward_hook(ForwardHook hook) {
+  if (!hook) throw ValueError("register_forward_hook: the hook is empty");
+  if (!hooks_) hooks_ = std::make_shared<detail::ForwardHooks>();
+  hooks_->post.emplace_back(hooks_->next_id, std::move(hook));
+  return HookHandle(hooks_, hooks_->next_id++);
+}
+
+// Over copies, so that a hook may remove hooks (itself included) while they run.
+void Module::run_forward_pre_hooks(const Tensor& input) {
+  const auto hooks = hooks_->pre;
+  for (const auto& [id, hook] : hooks) hook(*this, input);
+}
+
+void Module::run_forward_hooks(const Tensor& input, const Tensor& output) {
+  const auto hooks = hooks_->post;
+  for (const auto& [id, hook] : hooks) hook(*this, input, output);
+}
+
+void HookHandle::remove() {
+  const auto hooks = hooks_.lock();
+  if (!hooks) return;
+  std::erase_if(hooks->pre, [&](const auto& entry) { return entry.first == id_; });
+  std::erase_if(hooks->post, [&](const auto& entry) { return entry.first == id_; });
+  hooks_.reset();
+}
+
 StateDict Module::state_dict() const {
   StateDict out;
   for (auto& [n, t] : named_parameters()) out.emplace(n, t.detach());
@@ -294,7 +327,7 @@ const std::shared_ptr<UnaryModule>& Sequential::operator[](size_t i) const {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (auto& l : layers_) y = l->forward(y);
+  for (auto& l : layers_) y = (*l)(y);
   return y;
 }
 

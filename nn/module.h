@@ -1,6 +1,7 @@
 // Module: the base of layers and models, in the shape of libtorch's C++ frontend (without its
 // Impl/ModuleHolder split): parameters, buffers and children registered by name, train/eval, to(),
-// state_dict. Sequential and ModuleList hold children in order.
+// state_dict, and PyTorch's forward hooks (which libtorch lacks). Sequential and ModuleList hold
+// children in order.
 #pragma once
 
 #include <functional>
@@ -13,6 +14,36 @@
 #include "tensor/state_dict.h"
 
 namespace ember::nn {
+
+class Module;
+
+// Forward hooks in PyTorch's shape (register_forward_pre_hook / register_forward_hook), observing
+// only: the pre-hook sees the input of a call m(x), the hook its input and output once forward has
+// returned. forward() called directly runs no hook, as in PyTorch.
+using ForwardPreHook = std::function<void(Module& module, const Tensor& input)>;
+using ForwardHook = std::function<void(Module& module, const Tensor& input, const Tensor& output)>;
+
+namespace detail {
+struct ForwardHooks {
+  std::vector<std::pair<uint64_t, ForwardPreHook>> pre;
+  std::vector<std::pair<uint64_t, ForwardHook>> post;
+  uint64_t next_id = 0;
+};
+}  // namespace detail
+
+// What registering a hook returns (PyTorch's RemovableHandle): remove() takes the hook off; it does
+// nothing the second time or once the module is gone.
+class HookHandle {
+ public:
+  HookHandle() = default;
+  void remove();
+
+ private:
+  friend class Module;
+  HookHandle(std::weak_ptr<detail::ForwardHooks> hooks, uint64_t id) : hooks_(std::move(hooks)), id_(id) {}
+  std::weak_ptr<detail::ForwardHooks> hooks_;
+  uint64_t id_ = 0;
+};
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
@@ -70,6 +101,10 @@ class Module : public std::enable_shared_from_this<Module> {
   // Sets the gradients of all parameters to none (default) or to zero in place.
   void zero_grad(bool set_to_none = true);
 
+  // Hooks run, in registration order, around each call m(x) of a UnaryModule.
+  HookHandle register_forward_pre_hook(ForwardPreHook hook);
+  HookHandle register_forward_hook(ForwardHook hook);
+
   // Parameters and buffers by dotted name; the tensors share storage with the module's (detached).
   StateDict state_dict() const;
   // Copies values into the existing tensors (converting dtype/device). With strict, missing and
@@ -79,6 +114,9 @@ class Module : public std::enable_shared_from_this<Module> {
 
  protected:
   void register_child(const std::string& name, std::shared_ptr<Module> m);
+  bool has_forward_hooks() const { return hooks_ && (!hooks_->pre.empty() || !hooks_->post.empty()); }
+  void run_forward_pre_hooks(const Tensor& input);
+  void run_forward_hooks(const Tensor& input, const Tensor& output);
 
  private:
   void check_name(const std::string& name, const char* what) const;
@@ -94,13 +132,21 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  std::shared_ptr<detail::ForwardHooks> hooks_;  // made by the first registration
 };
 
-// A module with one tensor in and one out: what Sequential chains.
+// A module with one tensor in and one out: what Sequential chains. Call it as m(x) (models call
+// their children so), which runs the forward hooks around forward(x).
 class UnaryModule : public Module {
  public:
   virtual Tensor forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  Tensor operator()(const Tensor& x) {
+    if (!has_forward_hooks()) return forward(x);
+    run_forward_pre_hooks(x);
+    Tensor y = forward(x);
+    run_forward_hooks(x, y);
+    return y;
+  }
 };
 
 // Runs its children in order; children are named "0", "1", ...

@@ -1,8 +1,10 @@
 #include "optim/clip_grad.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "optim/amp/primitives.h"
 #include "optim/primitives/total_norm.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
@@ -51,6 +53,43 @@ Tensor total_grad_norm(const std::vector<Tensor>& params, double norm_type) {
 // clip_coef = max_norm / (total + 1e-6), clamped to 1; g *= clip_coef (PyTorch's clip_grad_norm_),
 // with the coefficient 1 when total is not finite.
 Tensor is_finite(const Tensor& x) { return eq(sub(x, x), 0.0); }  // inf - inf and NaN - NaN are NaN
+
+namespace {
+// x's distinct elements as one contiguous 1-D tensor: an alias of x's storage when, broadcast
+// (stride 0) dims dropped, its elements fill a block of memory in some order; a copy otherwise.
+Tensor flat_elements(const Tensor& x) {
+  Shape shape;
+  Strides strides;
+  std::vector<std::pair<int64_t, int64_t>> by_stride;
+  for (int d = 0; d < x.dim(); ++d)
+    if (x.strides()[d] != 0 && x.shape()[d] != 1) {
+      shape.push_back(x.shape()[d]);
+      strides.push_back(x.strides()[d]);
+      by_stride.emplace_back(x.strides()[d], x.shape()[d]);
+    }
+  const Tensor distinct(make_intrusive<TensorImpl>(x.storage(), x.offset(), shape, strides, x.dtype()));
+  std::sort(by_stride.begin(), by_stride.end());
+  int64_t expected = 1;
+  for (const auto& [stride, size] : by_stride) {
+    if (stride != expected) return reshape(distinct.contiguous(), {-1});
+    expected *= size;
+  }
+  return Tensor(make_intrusive<TensorImpl>(x.storage(), x.offset(), Shape{expected}, Strides{1}, x.dtype()));
+}
+}  // namespace
+
+void mark_first_nonfinite(const Tensor& first, int32_t slot, const std::vector<Tensor>& tensors) {
+  if (!first.defined() || first.dtype() != DType::i32 || first.dim() != 0)
+    throw DTypeError("mark_first_nonfinite: `first` must be a 0-dim int32 tensor");
+  NoGradGuard no_grad;
+  std::vector<Tensor> flat;
+  for (const Tensor& t : tensors)
+    if (t.defined() && t.is_floating_point() && t.numel() > 0) flat.push_back(flat_elements(t));
+  if (flat.empty()) return;
+  FirstNonFinite check(slot);
+  std::vector<Tensor> out = {first};
+  run_update(check, flat, out);
+}
 
 Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite) {
   const Tensor total = total_grad_norm(params, norm_type);

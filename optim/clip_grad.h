@@ -17,6 +17,13 @@ Tensor total_grad_norm(const std::vector<Tensor>& params, double norm_type = 2.0
 // True where x is finite (a bool tensor on x's device, computed there: no host read).
 Tensor is_finite(const Tensor& x);
 
+// Sets `first` (a 0-dim int32 tensor) to min(first, slot) when an element of `tensors` (on first's
+// device) is a NaN or an infinity, on the device: numbering checks in the order they run, first
+// ends as the first check that saw one, and nothing waits. Each tensor is read once, in place when
+// its elements fill a block of memory in any order (broadcast dims read once), else after a copy;
+// tensors that are not floating are passed over.
+void mark_first_nonfinite(const Tensor& first, int32_t slot, const std::vector<Tensor>& tensors);
+
 // Scales every gradient by min(1, max_norm / (total + 1e-6)) on the device, total being
 // total_grad_norm(params, norm_type), and returns total. A non-finite total leaves the gradients
 // untouched (the caller skips the step). No host read, except with error_if_nonfinite: then the

@@ -11,6 +11,7 @@
 #include "optim/amp/loss_scaler.h"
 #include "optim/amp/master_weights.h"
 #include "optim/amp/primitives.h"
+#include "optim/clip_grad.h"
 #include "optim/sgd.h"
 #include "tensor/error.h"
 #include "tests/helpers.h"
@@ -369,7 +370,63 @@ TEST_CASE("MasterWeightOptimizer: stochastic rounding to bf16 is unbiased, seede
   CHECK(same_bytes(resumed.detach(), rounded.detach()));
 }
 
+TEST_CASE("mark_first_nonfinite: the lowest slot that saw a NaN or an infinity, any float dtype and layout") {
+  const auto first_of = [](const std::vector<std::pair<int32_t, Tensor>>& checks) {
+    Tensor first = full({}, INT32_MAX, DType::i32);
+    for (const auto& [slot, t] : checks) optim::mark_first_nonfinite(first, slot, {t});
+    return first.item<int64_t>();
+  };
+  for (const DType d : kFloats) {
+    CAPTURE(name(d));
+    for (const double bad : {std::nan(""), kInf, -kInf}) {
+      CAPTURE(bad);
+      // 70000 elements: the bad one in the second chunk.
+      std::vector<double> v(70000, 0.5);
+      v[66000] = bad;
+      const Tensor x = from_vector(v, {70000}).to(d), fine = ones({70000}, d);
+      CHECK(first_of({{5, fine}}) == INT32_MAX);
+      CHECK(first_of({{5, fine}, {7, x}, {9, x}}) == 7);  // the first to see one
+      CHECK(first_of({{9, x}, {3, x}}) == 3);             // the lowest slot, whatever the order
+      CHECK(first_of({{4, ones({2}, DType::i64)}, {6, zeros({0}, d)}}) == INT32_MAX);  // nothing to read
+      // Layouts: transposed (read in place), a slice without the bad element, strided steps that
+      // miss or hit it (copied), and a broadcast that repeats it.
+      const Tensor grid = reshape(x, {700, 100});
+      CHECK(first_of({{1, grid.t()}}) == 1);
+      CHECK(first_of({{1, slice(x, 0, 0, 66000)}}) == INT32_MAX);
+      CHECK(first_of({{1, slice(x, 0, 1, 70000, 2)}}) == INT32_MAX);
+      CHECK(first_of({{1, slice(x, 0, 0, 70000, 2)}}) == 1);
+      CHECK(first_of({{1, expand(slice(x, 0, 66000, 66001), {3, 1000})}}) == 1);
+      CHECK(first_of({{1, expand(slice(x, 0, 0, 1), {3, 1000})}}) == INT32_MAX);
+    }
+  }
+  Tensor several = full({}, INT32_MAX, DType::i32);
+  optim::mark_first_nonfinite(several, 2, {ones({3}), full({2}, kInf, DType::f16)});
+  CHECK(several.item<int64_t>() == 2);
+  expect_error<DTypeError>("first", [] { optim::mark_first_nonfinite(zeros({}), 0, {ones({2})}); }, {"0-dim int32"});
+}
+
 }  // TEST_SUITE("cpu")
+
+EMBER_CUDA_TEST_CASE("cuda mark_first_nonfinite: many tensors of every float dtype in multi-tensor launches, and views") {
+  const Device gpu(DeviceType::cuda, 0);
+  Generator gen(3);
+  std::vector<Tensor> on_gpu;
+  for (int i = 0; i < 45; ++i)  // 12 of each float dtype or so, one longer than a chunk
+    on_gpu.push_back(randn({i == 7 ? 70000 : 3 + i}, kFloats[size_t(i) % kFloats.size()], &gen).to(gpu));
+  for (const int bad : {-1, 7, 44}) {
+    CAPTURE(bad);
+    Tensor first = full({}, INT32_MAX, TensorOptions(DType::i32).with_device(gpu));
+    std::vector<Tensor> checked = on_gpu;
+    if (bad >= 0) checked[size_t(bad)] = full_like(checked[size_t(bad)], std::nan(""));
+    optim::mark_first_nonfinite(first, 30, checked);
+    optim::mark_first_nonfinite(first, 31, {checked[0]});
+    CHECK(first.item<int64_t>() == (bad >= 0 ? 30 : INT32_MAX));
+  }
+  Tensor first = full({}, INT32_MAX, TensorOptions(DType::i32).with_device(gpu));
+  optim::mark_first_nonfinite(first, 4, {full({700, 100}, kInf, TensorOptions(DType::bf16).with_device(gpu)).t()});
+  optim::mark_first_nonfinite(first, 2, {expand(full({1}, -kInf, TensorOptions(DType::f16).with_device(gpu)), {3, 5})});
+  CHECK(first.item<int64_t>() == 2);
+}
 
 EMBER_CUDA_TEST_CASE("cuda GradScaler and DynamicLossScaler: the same scripted runs with their state on the GPU") {
   scripted_grad_scaler(Device(DeviceType::cuda, 0));

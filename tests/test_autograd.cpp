@@ -421,4 +421,36 @@ TEST_CASE("autograd: anomaly mode names the op that produced a non-finite value"
   }
 }
 
+TEST_CASE("autograd: a backward observer sees each node's results in the order backward runs them") {
+  Tensor x = leaf({1.0, 4.0});
+  const uint64_t before = autograd::next_sequence_nr();
+  Tensor r = sqrt(x);
+  Tensor y = mul(r, 3.0).sum();
+  const uint64_t after = autograd::next_sequence_nr();
+  // The two readings bracket the nodes recorded between them.
+  CHECK(r.grad_fn()->sequence_nr() >= before);
+  CHECK(y.grad_fn()->sequence_nr() < after);
+
+  std::vector<std::string> seen;
+  std::vector<double> sqrt_grad;
+  const autograd::BackwardObserver observer = [&](const autograd::Node& node, const std::vector<Tensor>& grads) {
+    seen.emplace_back(node.name());
+    if (seen.back() == "sqrt") sqrt_grad = values(grads.at(0));
+  };
+  {
+    autograd::BackwardObserverGuard outer(observer);
+    {
+      autograd::BackwardObserverGuard off(nullptr);  // sets the outer one aside
+      mul(x, 2.0).sum().backward();
+    }
+    CHECK(seen.empty());
+    y.backward();
+  }
+  CHECK(seen == std::vector<std::string>{"sum", "mul", "sqrt", "accumulate_grad"});
+  CHECK(sqrt_grad == std::vector<double>{1.5, 0.75});  // 3 / (2 sqrt(x)), what sqrt passes to x
+  seen.clear();
+  mul(x, 2.0).sum().backward();
+  CHECK(seen.empty());  // the guard is gone
+}
+
 }  // TEST_SUITE("cpu")

@@ -2,6 +2,7 @@
 // and forward + backward through ResNet-18 and ViT-tiny.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "helpers.h"
@@ -187,6 +188,63 @@ TEST_CASE("module: load_state_dict reports every missing, unexpected and mismatc
   sd["seq.0.weight"] = zeros({5, 3});
   net->load_state_dict(sd, false);
   CHECK(equal(net->seq->operator[](0)->parameter("weight"), zeros({5, 3})));
+}
+
+TEST_CASE("module: forward hooks run around m(x) in registration order; forward() and removed hooks run none") {
+  auto seq = std::make_shared<nn::Sequential>();
+  seq->push_back(std::make_shared<nn::Linear>(2, 3));
+  seq->push_back(std::make_shared<nn::ReLU>());
+  std::vector<std::string> calls;
+  Tensor seen_output;
+  auto note = [&](const std::string& what) {
+    return [&calls, what](nn::Module& m, const Tensor& input) {
+      calls.push_back(what + " " + m.name() + " " + to_string(input.shape()));
+    };
+  };
+  nn::HookHandle outer_pre = seq->register_forward_pre_hook(note("pre"));
+  nn::HookHandle linear_pre = (*seq)[0]->register_forward_pre_hook(note("pre"));
+  nn::HookHandle linear_pre2 = (*seq)[0]->register_forward_pre_hook(note("pre2"));
+  nn::HookHandle relu_post = (*seq)[1]->register_forward_hook([&](nn::Module& m, const Tensor& input, const Tensor& output) {
+    calls.push_back("post " + m.name() + " " + to_string(input.shape()));
+    seen_output = output;
+  });
+  const Tensor x = randn({4, 2});
+  const Tensor y = (*seq)(x);
+  CHECK(calls == std::vector<std::string>{"pre Sequential (4, 2)", "pre Linear (4, 2)", "pre2 Linear (4, 2)",
+                                          "post ReLU (4, 3)"});
+  CHECK(seen_output.is_same(y));
+
+  calls.clear();
+  (void)seq->forward(x);  // the children are called as m(x): their hooks run, the Sequential's not
+  CHECK(calls.size() == 3);
+  calls.clear();
+  linear_pre.remove();
+  linear_pre.remove();  // again: nothing
+  outer_pre.remove();
+  (void)(*seq)(x);
+  CHECK(calls == std::vector<std::string>{"pre2 Linear (4, 2)", "post ReLU (4, 3)"});
+
+  // A hook may remove itself while the hooks run.
+  calls.clear();
+  nn::HookHandle once;
+  once = (*seq)[0]->register_forward_pre_hook([&](nn::Module&, const Tensor&) {
+    calls.push_back("once");
+    once.remove();
+  });
+  (void)(*seq)(x);
+  (void)(*seq)(x);
+  CHECK(std::count(calls.begin(), calls.end(), "once") == 1);
+  CHECK_THROWS_AS(seq->register_forward_hook(nullptr), ValueError);
+
+  // A handle outlives its module harmlessly.
+  nn::HookHandle orphan;
+  {
+    nn::ReLU relu;
+    orphan = relu.register_forward_hook([](nn::Module&, const Tensor&, const Tensor&) {});
+  }
+  orphan.remove();
+  linear_pre2.remove();
+  relu_post.remove();
 }
 
 TEST_CASE("init: gains and fans") {

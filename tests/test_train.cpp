@@ -58,6 +58,14 @@ std::shared_ptr<data::TensorDataset> pattern_dataset(int64_t n, uint64_t seed, i
   return std::make_shared<data::TensorDataset>(from_vector(pixels, {n, 1, 8, 8}), from_vector(labels, {n}));
 }
 
+// x * sqrt(gate) with gate = 0: a finite forward, and an infinite gradient for the gate (d sqrt(g)/dg
+// at 0), made by the backward of its sqrt.
+struct SqrtGate : nn::UnaryModule {
+  Tensor gate = register_parameter("gate", zeros({}));
+  std::string name() const override { return "SqrtGate"; }
+  Tensor forward(const Tensor& x) override { return x * sqrt(gate); }
+};
+
 // A model, an optimizer with state (momentum), a scheduler and loaders: one training run's parts.
 struct Run {
   std::shared_ptr<nn::Sequential> model;
@@ -65,12 +73,15 @@ struct Run {
   std::shared_ptr<optim::LRScheduler> scheduler;
   std::shared_ptr<data::DataLoader> train_loader, val_loader;
 
-  Run(uint64_t init_seed, int num_workers, int64_t epochs, std::shared_ptr<data::TensorDataset> train_set = {}) {
+  // `after_relu`, when given, goes between the ReLU and the Dropout (as module "3").
+  Run(uint64_t init_seed, int num_workers, int64_t epochs, std::shared_ptr<data::TensorDataset> train_set = {},
+      std::shared_ptr<nn::UnaryModule> after_relu = {}) {
     manual_seed(init_seed);
     model = std::make_shared<nn::Sequential>();
     model->push_back(std::make_shared<nn::Flatten>());
     model->push_back(std::make_shared<nn::Linear>(64, 32));
     model->push_back(std::make_shared<nn::ReLU>());
+    if (after_relu) model->push_back(after_relu);
     model->push_back(std::make_shared<nn::Dropout>(0.2));  // draws from the default generator
     model->push_back(std::make_shared<nn::Linear>(32, 4));
     optim::SGDOptions o;
@@ -189,10 +200,13 @@ TEST_CASE("log: MetricLog prints the line and appends the same fields as JSON") 
   std::ostringstream console;
   {
     MetricLog log(console, dir / "scalars.json");
-    log.write({"train", 2, 5, 10}, 15, {{"lr", 0.5, FieldFormat::scientific}, {"loss", 1.25}});
+    log.write({"train", 2, 5, 10}, 15,
+              {{"lr", 0.5, FieldFormat::scientific}, {"loss", 1.25}, {"nonfinite", "forward fc1 (linear)"}});
   }
   MetricLog(console, dir / "scalars.json").write({"val", 2, 3, 3}, 2, {{"accuracy/top1", 50.0}});
-  CHECK(console.str() == "Epoch(train)  [2][ 5/10]  lr: 5.0000e-01  loss: 1.2500\nEpoch(val) [2][3/3]  accuracy/top1: 50.0000\n");
+  CHECK(console.str() ==
+        "Epoch(train)  [2][ 5/10]  lr: 5.0000e-01  loss: 1.2500  nonfinite: forward fc1 (linear)\n"
+        "Epoch(val) [2][3/3]  accuracy/top1: 50.0000\n");
   std::ifstream in(dir / "scalars.json");
   std::string first, second;
   REQUIRE(std::getline(in, first));
@@ -204,6 +218,7 @@ TEST_CASE("log: MetricLog prints the line and appends the same fields as JSON") 
   CHECK(a["step"] == 15);
   CHECK(a["lr"] == 0.5);
   CHECK(a["loss"] == 1.25);
+  CHECK(a["nonfinite"] == "forward fc1 (linear)");  // a string
   CHECK(b["accuracy/top1"] == 50.0);
   expect_error<IOError>("unwritable", [&] { MetricLog(console, dir / "no/such/dir/scalars.json"); }, {"no/such/dir"});
 }
@@ -215,6 +230,7 @@ TEST_CASE("checkpoint: round trip of every part, and errors that name the file")
   c.optimizer["state.0.step"] = optim::scalar_f64(7);
   c.scheduler["last_epoch"] = optim::scalar_f64(6);
   c.runner["best_top1"] = optim::scalar_f64(81.5);
+  c.runner_text = {{"log_window.nonfinite", "backward layer1.0.conv2 (conv2d)"}};
   c.rng = {~uint64_t(0), uint64_t(1) << 63};  // u64 values past int64's range survive
   c.epoch = 3;
   c.iteration = 1407;
@@ -227,6 +243,7 @@ TEST_CASE("checkpoint: round trip of every part, and errors that name the file")
   check_bit_equal(r.optimizer, c.optimizer, "optimizer");
   check_bit_equal(r.scheduler, c.scheduler, "scheduler");
   check_bit_equal(r.runner, c.runner, "runner");
+  CHECK(r.runner_text == c.runner_text);
   CHECK(r.rng.seed == c.rng.seed);
   CHECK(r.rng.offset == c.rng.offset);
   CHECK(r.epoch == 3);
@@ -339,38 +356,51 @@ TEST_CASE("Runner: save_interval, and stopping on request or at max_iters leaves
 }
 
 TEST_CASE("Runner: N iterations straight equal N/2, a resume in a fresh process state, and N/2, bit for bit") {
-  // Stopping mid-epoch between two log lines (8 = batch 3 of epoch 2) and at an epoch's end (5).
-  for (int64_t stop_at : {int64_t(8), int64_t(5)}) {
-    CAPTURE(stop_at);
+  // Stopping mid-epoch between two log lines (8 = batch 3 of epoch 2), at an epoch's end (5), and,
+  // with a NaN image (a skipped step each epoch), right after a skipped step that a log line after
+  // the resume reports (stop_at 0: found in the straight run).
+  struct Case {
+    int64_t stop_at, nan_at;
+  };
+  for (Case c : {Case{8, -1}, Case{5, -1}, Case{0, 5}}) {
+    CAPTURE(c.nan_at);
+    const auto train_set = [&] { return pattern_dataset(36, 7, c.nan_at); };
     TempDir straight_dir, split_dir;
     std::ostringstream console;
-    Run straight(1, 0, 4);
+    Run straight(1, 0, 4, train_set());
     const RunSummary full = straight.runner(options(straight_dir.path.string(), 4, console)).run();
+    int64_t stop_at = c.stop_at;
+    for (const auto& record : logged_values(straight_dir.path.string()))
+      if (stop_at == 0 && record.contains("nonfinite_step") && record["nonfinite_step"] < record["step"])
+        stop_at = record["nonfinite_step"];
+    REQUIRE(stop_at > 0);
+    CAPTURE(stop_at);
 
     RunnerOptions first_half = options(split_dir.path.string(), 4, console);
     first_half.max_iters = stop_at;
-    Run before(1, 2, 4);  // two loader workers: the batches must not depend on them
+    Run before(1, 2, 4, train_set());  // two loader workers: the batches must not depend on them
     CHECK(before.runner(first_half).run().stopped_early);
 
     // Another initialisation and generator state: everything must come from the checkpoint.
-    Run after(99, 1, 4);
+    Run after(99, 1, 4, train_set());
     manual_seed(12345);
     RunnerOptions second_half = options(split_dir.path.string(), 4, console);
     second_half.resume = "";
     const RunSummary rest = after.runner(second_half).run();
     CHECK(rest.iterations == full.iterations);
     CHECK(rest.best_top1 == full.best_top1);
+    CHECK(rest.skipped_steps == full.skipped_steps);
 
     check_bit_equal(after.model->state_dict(), straight.model->state_dict(), "weights");
     check_bit_equal(after.optimizer->state_dict(), straight.optimizer->state_dict(), "optimizer");
     check_bit_equal(after.scheduler->state_dict(), straight.scheduler->state_dict(), "scheduler");
     CHECK(default_generator().state().offset == [&] {
-      Run again(1, 0, 4);
+      Run again(1, 0, 4, train_set());
       TempDir d;
       again.runner(options(d.path.string(), 4, console)).run();
       return default_generator().state().offset;
     }());
-    // The same log values (loss, grad_norm, lr, accuracy), line for line.
+    // The same log values (loss, grad_norm, lr, accuracy, the non-finite reports), line for line.
     const auto a = logged_values(straight_dir.path.string()), b = logged_values(split_dir.path.string());
     REQUIRE(a.size() == b.size());
     for (size_t i = 0; i < a.size(); ++i) CHECK_MESSAGE(a[i] == b[i], a[i].dump(), " vs ", b[i].dump());
@@ -427,21 +457,123 @@ TEST_CASE("Runner: amp_fp16 and naive_fp16 resume bit for bit, loss scale, skips
 
 TEST_CASE("Runner: an iteration queues its work without waiting; the host reads once per log line") {
   // Host syncs of one epoch with its single log line (and the validation read), for 5 and for 10
-  // iterations: equal counts mean the iterations themselves read nothing on the host.
-  auto syncs_of_epoch = [](int64_t images) {
+  // iterations: equal counts mean the iterations themselves read nothing on the host, whether the
+  // non-finite check runs or not, and whether a step was bad (a NaN image) or not.
+  auto syncs_of_epoch = [](int64_t images, bool locate, int64_t nan_at) {
     std::ostringstream console;
-    Run run(1, 0, 1, pattern_dataset(images, 7));
+    Run run(1, 0, 1, pattern_dataset(images, 7, nan_at));
     RunnerOptions o = options("", 1, console);
     o.log_interval = 1000;
+    o.locate_nonfinite = locate;
     Runner runner = run.runner(o);
     const int64_t before = host_sync_count();
     const RunSummary s = runner.run();
     CHECK(s.iterations == (images + 7) / 8);
+    CHECK(s.skipped_steps == (nan_at >= 0 ? 1 : 0));
+    CHECK((console.str().find("nonfinite: ") != std::string::npos) == (nan_at >= 0));
     return host_sync_count() - before;
   };
-  const int64_t five = syncs_of_epoch(40), ten = syncs_of_epoch(80);
-  CHECK(five == ten);
-  CHECK(five <= 3);  // the log line's read, the validation accuracy, and nothing per step
+  for (const bool locate : {true, false})
+    for (const int64_t nan_at : {int64_t(-1), int64_t(3)}) {
+      CAPTURE(locate);
+      CAPTURE(nan_at);
+      const int64_t five = syncs_of_epoch(40, locate, nan_at), ten = syncs_of_epoch(80, locate, nan_at);
+      CHECK(five == ten);
+      CHECK(five <= 3);  // the log line's read, the validation accuracy, and nothing per step
+    }
+}
+
+// The first log record that reports a non-finite step, and the first console line that does.
+std::pair<nlohmann::json, std::string> first_nonfinite_report(const std::string& work_dir, const std::string& console) {
+  std::pair<nlohmann::json, std::string> report;
+  for (const auto& record : logged_values(work_dir))
+    if (record.contains("nonfinite")) {
+      report.first = record;
+      break;
+    }
+  std::istringstream lines(console);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("nonfinite: ") != std::string::npos) {
+      report.second = line;
+      break;
+    }
+  REQUIRE_MESSAGE(!report.first.is_null(), "no log record reports a non-finite step");
+  return report;
+}
+
+TEST_CASE("Runner: a NaN made in one layer's forward is named on the log line and in scalars.json, module and op") {
+  TempDir dir;
+  std::ostringstream console;
+  Run run(1, 0, 1);
+  // From its 3rd training call on, layer 1 (a Linear) has a NaN weight: its output and everything
+  // after it are NaN; the first is named.
+  int calls = 0;
+  const auto fc1 = std::static_pointer_cast<nn::Linear>((*run.model)[1]);
+  fc1->register_forward_pre_hook([&](nn::Module& m, const Tensor&) {
+    if (!m.is_training() || ++calls != 3) return;
+    NoGradGuard no_grad;
+    Tensor w = fc1->weight;
+    fill_(w, std::nanf(""));
+  });
+  const RunSummary s = run.runner(options(dir.path.string(), 1, console)).run();
+  CHECK(s.skipped_steps == 3);
+  const auto [record, line] = first_nonfinite_report(dir.path.string(), console.str());
+  CHECK(record["step"] == 4);  // the line after iteration 3
+  CHECK(record["nonfinite_step"] == 3);
+  CHECK(record["nonfinite"] == "forward 1 (linear)");
+  CHECK(record["skipped_steps"] == 2);  // iterations 3 and 4
+  CHECK(line.ends_with("skipped_steps: 2  nonfinite_step: 3  nonfinite: forward 1 (linear)"));
+  CHECK_FALSE(logged_values(dir.path.string()).front().contains("nonfinite"));  // iterations 1-2 were fine
+}
+
+TEST_CASE("Runner: a non-finite gradient made in one layer's backward is named, module and op") {
+  TempDir dir;
+  std::ostringstream console;
+  Run run(1, 0, 1, {}, std::make_shared<SqrtGate>());  // module 3
+  RunnerOptions o = options(dir.path.string(), 1, console);
+  CHECK(run.runner(o).run().skipped_steps == 5);
+  const auto [record, line] = first_nonfinite_report(dir.path.string(), console.str());
+  CHECK(record["nonfinite_step"] == 1);
+  CHECK(record["nonfinite"] == "backward 3 (sqrt)");
+  CHECK(line.ends_with("nonfinite_step: 1  nonfinite: backward 3 (sqrt)"));
+
+  // Without the check the line still gives the step.
+  TempDir unchecked_dir;
+  Run unchecked(1, 0, 1, {}, std::make_shared<SqrtGate>());
+  o = options(unchecked_dir.path.string(), 1, console);
+  o.locate_nonfinite = false;
+  unchecked.runner(o).run();
+  const auto records = logged_values(unchecked_dir.path.string());
+  CHECK(records.front()["nonfinite_step"] == 1);
+  CHECK(records.front()["nonfinite"] == "not checked");
+}
+
+TEST_CASE("Runner: every precision mode logs the unscaled gradient norm and the skipped steps") {
+  // The first step's norm in each mode against fp32's: the scaling modes (scale 2^10 here) must
+  // divide it out; the 16-bit forwards round it by a percent or so.
+  double fp32_norm = 0;
+  for (const std::string& name : precision_names()) {
+    CAPTURE(name);
+    TempDir dir;
+    std::ostringstream console;
+    Run base(1, 0, 1);
+    PrecisionOptions po;
+    po.precision = parse_precision(name);
+    po.grad_scaler.init_scale = 1024;
+    po.loss_scaler.initial_scale_power = 10;
+    const auto mode = std::make_shared<TrainingPrecision>(po, *base.model, [](std::vector<Tensor> params) {
+      return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{.lr = 0.05});
+    });
+    RunnerOptions o = options(dir.path.string(), 1, console);
+    o.log_interval = 1;
+    Runner(base.model, mode, nullptr, base.train_loader, nullptr, o).run();
+    const auto first = logged_values(dir.path.string()).front();
+    CHECK(first["skipped_steps"] == 0);
+    CHECK(first.contains("loss_scale") == mode->scales_loss());
+    const double norm = first["grad_norm"];
+    if (name == "fp32") fp32_norm = norm;
+    CHECK(norm == doctest::Approx(fp32_norm).epsilon(0.03));
+  }
 }
 
 TEST_CASE("Runner: a non-finite gradient skips the step and the schedule; weights stay finite") {
@@ -483,6 +615,9 @@ TEST_CASE("Runner: bad options and checkpoints that do not fit raise, changing n
   Checkpoint far = runner.checkpoint();
   far.loader = {0, 5};
   expect_error<ValueError>("position", [&] { runner.restore(far); }, {"batch 5", "5 batches"});
+  Checkpoint untold = runner.checkpoint();
+  untold.runner["log_window.nonfinite_step"] = optim::scalar_f64(3);
+  expect_error<ValueError>("report", [&] { runner.restore(untold); }, {"nonfinite_step but no text"});
   check_bit_equal(run.model->state_dict(), copy, "untouched weights");
 }
 
@@ -626,7 +761,7 @@ TEST_CASE("train program: --help lists every flag; bad input gives one line and 
                            "--seed", "--work-dir", "--resume", "--log-interval", "--save-interval", "--train-samples",
                            "--val-samples", "--precision", "--init-scale", "--growth-factor", "--backoff-factor",
                            "--growth-interval", "--loss-scale-window", "--hysteresis", "--min-loss-scale",
-                           "--deterministic"})
+                           "--deterministic", "--no-locate-nonfinite"})
     CHECK_MESSAGE(help.output.find(std::string(flag) + " ") != std::string::npos, flag);
   CHECK(help.output.find("--epochs INT:>=1=3") != std::string::npos);  // the default beside the flag
 
@@ -642,6 +777,23 @@ TEST_CASE("train program: --help lists every flag; bad input gives one line and 
   TempDir dir;
   one_line_error(run_train("--data " + (dir / "absent")), 1, "absent does not exist");
   if (!has_cuda()) one_line_error(run_train("--device cuda"), 1, "--device cuda: no CUDA device is available");
+}
+
+TEST_CASE("train program: a diverging run names where its first NaN or inf came from" *
+          doctest::skip(train_program().empty() || !has_fashion_mnist())) {
+  // With lr 1e30 the first step blows the weights up; the second step's forward overflows.
+  TempDir dir;
+  const std::string common = "--model mlp --lr 1e30 --train-samples 256 --val-samples 100 --epochs 1 --batch-size 64 "
+                             "--num-workers 0 --log-interval 2 --save-interval 0 --work-dir " + dir.path.string();
+  const CommandResult located = run_train(common);
+  REQUIRE_MESSAGE(located.exit_code == 0, located.output);
+  CHECK_MESSAGE(std::regex_search(located.output, std::regex("Epoch\\(train\\)  \\[1\\]\\[2/4\\]  .*  skipped_steps: 1  "
+                                                             "nonfinite_step: 2  nonfinite: forward [0-9.]+ \\(linear\\)\n")),
+                located.output);
+  const CommandResult unchecked = run_train(common + " --no-locate-nonfinite");
+  REQUIRE_MESSAGE(unchecked.exit_code == 0, unchecked.output);
+  CHECK_MESSAGE(unchecked.output.find("skipped_steps: 1  nonfinite_step: 2  nonfinite: not checked\n") != std::string::npos,
+                unchecked.output);
 }
 
 TEST_CASE("train program: a short run, stopped at --max-iters and resumed, ends with the uninterrupted weights" *

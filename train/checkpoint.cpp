@@ -49,6 +49,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
       {"loader.epoch", std::to_string(c.loader.epoch)},
       {"loader.batch", std::to_string(c.loader.batch)},
   };
+  for (const auto& [key, value] : c.runner_text) meta["runner." + key] = value;
   for (const auto& [key, value] : c.info) meta["info." + key] = value;
   save_safetensors(path, tensors, meta);
 }
@@ -64,8 +65,10 @@ Checkpoint load_checkpoint(const std::string& path) {
   c.epoch = parse_counter(path, file.metadata, "epoch");
   c.iteration = parse_counter(path, file.metadata, "iteration");
   c.loader = {parse_counter(path, file.metadata, "loader.epoch"), parse_counter(path, file.metadata, "loader.batch")};
-  for (const auto& [key, value] : file.metadata)
+  for (const auto& [key, value] : file.metadata) {
+    if (key.starts_with("runner.")) c.runner_text[key.substr(7)] = value;
     if (key.starts_with("info.")) c.info[key.substr(5)] = value;
+  }
 
   const auto rng = file.tensors.find("rng.default");
   if (rng == file.tensors.end() || rng->second.dtype() != DType::i64 || rng->second.shape() != Shape{2})

@@ -3,7 +3,8 @@
 //   tensors   "model.<name>", "optimizer.<key>", "scheduler.<key>", "precision.<key>", "runner.<key>",
 //             "rng.default" (the default generator's seed and offset, as two i64)
 //   metadata  "format": "ember-checkpoint/1", "epoch", "iteration", "loader.epoch", "loader.batch",
-//             and the run's own free-form entries under "info.<key>"
+//             the Runner's text state under "runner.<key>", and the run's own free-form entries
+//             under "info.<key>"
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,7 @@ struct Checkpoint {
   StateDict scheduler;  // empty when the run has none
   StateDict precision;  // loss scaler and master weights (train/precision.h); empty in fp32
   StateDict runner;     // the Runner's own state (best accuracy, log windows)
+  std::map<std::string, std::string> runner_text;  // and its text (the log window's non-finite report)
   GeneratorState rng;
   int64_t epoch = 0;      // epochs finished
   int64_t iteration = 0;  // training iterations finished, over all epochs

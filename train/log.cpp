@@ -26,6 +26,7 @@ std::string format_field(const LogField& field) {
     case FieldFormat::fixed4: std::snprintf(buf, sizeof(buf), "%.4f", field.value); break;
     case FieldFormat::integer: std::snprintf(buf, sizeof(buf), "%.0f", field.value); break;
     case FieldFormat::duration: return field.name + ": " + format_duration(field.value);
+    case FieldFormat::text: return field.name + ": " + field.text;
   }
   return field.name + ": " + buf;
 }
@@ -57,7 +58,10 @@ void MetricLog::write(const LogHeader& header, int64_t step, const std::vector<L
   if (!jsonl_.is_open()) return;
   nlohmann::ordered_json record = {{"mode", header.mode}, {"epoch", header.epoch}, {"iter", header.iter},
                                    {"step", step}};
-  for (const LogField& f : fields) record[f.name] = f.value;
+  for (const LogField& f : fields) {
+    if (f.format == FieldFormat::text) record[f.name] = f.text;
+    else record[f.name] = f.value;
+  }
   jsonl_ << record.dump() << '\n';
   jsonl_.flush();
   if (!jsonl_) throw IOError("cannot write to the metrics file " + jsonl_path_);

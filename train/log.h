@@ -8,18 +8,25 @@
 #include <fstream>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ember::train {
 
 // How a field's value is printed: lr as 1.0000e-03, most values with four decimals, memory as an
-// integer, eta as H:MM:SS (Python's str(timedelta), which MMEngine prints).
-enum class FieldFormat { scientific, fixed4, integer, duration };
+// integer, eta as H:MM:SS (Python's str(timedelta), which MMEngine prints); a text field prints its
+// text (a string in the JSON line).
+enum class FieldFormat { scientific, fixed4, integer, duration, text };
 
 struct LogField {
+  LogField(std::string name, double value, FieldFormat format = FieldFormat::fixed4)
+      : name(std::move(name)), value(value), format(format) {}
+  LogField(std::string name, std::string text) : name(std::move(name)), format(FieldFormat::text), text(std::move(text)) {}
+
   std::string name;
-  double value;
-  FieldFormat format = FieldFormat::fixed4;
+  double value = 0;
+  FieldFormat format;
+  std::string text;  // a text field's value
 };
 
 // "Epoch(train)  [epoch][ iter/iters]" or "Epoch(val) [epoch][iter/iters]": the iteration is padded

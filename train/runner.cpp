@@ -89,7 +89,8 @@ Runner::Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<TrainingP
       opts_(std::move(options)),
       console_(opts_.console ? *opts_.console : std::cout),
       best_top1_(kNaN),
-      log_window_(std::make_unique<Window>(opts_.device)) {
+      log_window_(std::make_unique<Window>(opts_.device)),
+      log_nonfinite_(std::make_unique<NonFiniteWindow>(opts_.device)) {
   if (!model_ || !precision_ || !train_loader_) throw ValueError("Runner: the model, optimizer and train loader must be set");
   if (opts_.epochs < 1) throw ValueError("Runner: epochs must be >= 1, got " + std::to_string(opts_.epochs));
   if (opts_.log_interval < 1) throw ValueError("Runner: log_interval must be >= 1, got " + std::to_string(opts_.log_interval));
@@ -101,6 +102,7 @@ Runner::Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<TrainingP
     if (!(p.device() == opts_.device))
       throw DeviceError("Runner: a model parameter is on " + p.device().str() + ", the run on " + opts_.device.str() +
                         " (move the model before building its TrainingPrecision)");
+  if (opts_.locate_nonfinite) locator_ = std::make_unique<NonFiniteLocator>(*model_);
   if (!opts_.work_dir.empty()) fs::create_directories(opts_.work_dir);
 }
 
@@ -113,13 +115,20 @@ void Runner::train_iteration(const data::Batch& batch, Window& window, Window& e
   const Tensor images = batch.images.to(opts_.device, batch.images.is_pinned()).to(precision_->input_dtype());
   const Tensor labels = batch.labels.to(opts_.device, batch.labels.is_pinned());
   precision_->zero_grad();
+  if (locator_) locator_->begin_step(opts_.device);
   Tensor loss;
   {
     const auto autocast = precision_->autocast(opts_.device);
     // Float32 logits for the loss, as Apex O2 casts model outputs: a half loss would overflow once scaled.
-    loss = cross_entropy(model_->forward(images).to(DType::f32), labels);
+    loss = cross_entropy((*model_)(images).to(DType::f32), labels);
   }
-  const StepOutcome outcome = precision_->backward_and_step(loss, opts_.clip_grad_norm);
+  StepOutcome outcome;
+  {
+    if (locator_) locator_->check_forward(loss);
+    const autograd::BackwardObserverGuard observing(locator_ ? locator_->backward_observer() : nullptr);
+    outcome = precision_->backward_and_step(loss, opts_.clip_grad_norm);
+  }
+  log_nonfinite_->add(locator_ ? locator_->end_step() : NonFiniteStep{}, loss, outcome.skipped, iteration_ + 1);
   if (scheduler_) scheduler_->step();  // taken back at the next read-out if the step was skipped
   Tensor values;
   {
@@ -137,7 +146,8 @@ void Runner::log_train(Window& window, const Window& epoch_window, int64_t batch
   std::vector<double> v;
   {
     NoGradGuard no_grad;
-    std::vector<Tensor> parts = {window.sums, epoch_window.sums};
+    // v: the window's sums (0-2), the epoch's (3-5), the non-finite codes (6-7), the loss scale (8).
+    std::vector<Tensor> parts = {window.sums, epoch_window.sums, log_nonfinite_->codes()};
     if (scales) parts.push_back(precision_->loss_scale().to(DType::f64).reshape({1}));
     v = cat(parts).to_vector<double>();  // the one synchronisation of the interval
   }
@@ -157,12 +167,15 @@ void Runner::log_train(Window& window, const Window& epoch_window, int64_t batch
       {"loss", v[0] / n},
       {"grad_norm", v[1] / n},
   };
-  if (scales) {
-    fields.push_back({"loss_scale", v[6]});
-    fields.push_back({"skipped_steps", static_cast<double>(skipped_steps_), FieldFormat::integer});
+  if (scales) fields.push_back({"loss_scale", v[8]});
+  fields.push_back({"skipped_steps", static_cast<double>(skipped_steps_), FieldFormat::integer});
+  if (const auto bad = log_nonfinite_->report(&v[6])) {
+    fields.push_back({"nonfinite_step", static_cast<double>(bad->iteration), FieldFormat::integer});
+    fields.push_back({"nonfinite", bad->where});
   }
   log_->write({"train", epoch_ + 1, batch_index + 1, train_loader_->size()}, iteration_, fields);
   window = Window(opts_.device);
+  *log_nonfinite_ = NonFiniteWindow(opts_.device);
 }
 
 RunSummary Runner::run() {
@@ -262,7 +275,7 @@ double Runner::evaluate() {
     Tensor logits;
     {
       const auto autocast = precision_->autocast(opts_.device);
-      logits = model_->forward(images);
+      logits = (*model_)(images);
     }
     add_(correct, sum(eq(argmax(logits, 1), labels)));
     seen += labels.numel();
@@ -287,8 +300,13 @@ Checkpoint Runner::checkpoint() const {
   if (scheduler_) c.scheduler = scheduler_->state_dict();
   c.runner["best_top1"] = optim::scalar_f64(best_top1_);
   c.runner["skipped_steps"] = optim::scalar_f64(static_cast<double>(skipped_steps_));
-  const std::vector<double> sums = log_window_->sums.to_vector<double>();
-  for (size_t i = 0; i < sums.size(); ++i) c.runner[std::string("log_window.") + kWindowSums[i]] = optim::scalar_f64(sums[i]);
+  const std::vector<double> sums = cat({log_window_->sums, log_nonfinite_->codes()}).to_vector<double>();
+  for (size_t i = 0; i < std::size(kWindowSums); ++i)
+    c.runner[std::string("log_window.") + kWindowSums[i]] = optim::scalar_f64(sums[i]);
+  if (const auto bad = log_nonfinite_->report(&sums[std::size(kWindowSums)])) {
+    c.runner["log_window.nonfinite_step"] = optim::scalar_f64(static_cast<double>(bad->iteration));
+    c.runner_text["log_window.nonfinite"] = bad->where;
+  }
   for (const auto& [name, field] : kWindowFields)
     c.runner[std::string("log_window.") + name] = optim::scalar_f64((*log_window_).*field);
   c.rng = default_generator().state();
@@ -317,6 +335,12 @@ void Runner::restore(const Checkpoint& c) {
   for (const char* name : kWindowSums) sums.push_back(runner_value(std::string("log_window.") + name));
   window.sums = from_vector(sums, {3}).to(opts_.device);
   for (const auto& [name, field] : kWindowFields) window.*field = runner_value(std::string("log_window.") + name);
+  NonFiniteWindow nonfinite(opts_.device);
+  if (c.runner.count("log_window.nonfinite_step")) {
+    const auto where = c.runner_text.find("log_window.nonfinite");
+    if (where == c.runner_text.end()) throw ValueError("Runner: the checkpoint has runner.log_window.nonfinite_step but no text for it");
+    nonfinite.restore({static_cast<int64_t>(runner_value("log_window.nonfinite_step")), where->second});
+  }
   const double best = runner_value("best_top1");
   const auto skipped = static_cast<int64_t>(runner_value("skipped_steps"));
   // Everything that can fail is checked before anything changes; the loads below validate first too.
@@ -326,6 +350,7 @@ void Runner::restore(const Checkpoint& c) {
   if (scheduler_) scheduler_->load_state_dict(c.scheduler);
   default_generator().set_state(c.rng);
   *log_window_ = window;
+  *log_nonfinite_ = nonfinite;
   best_top1_ = best;
   skipped_steps_ = skipped;
   epoch_ = c.epoch;

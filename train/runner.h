@@ -5,7 +5,10 @@
 // lines follow MMEngine's format (train/log.h).
 //
 // An iteration queues its work without waiting for the device: the loss, norm and skip flag are
-// summed on the device and read once per log line (host_sync_count() stays flat between lines).
+// summed on the device and read once per log line (host_sync_count() stays flat between lines), as
+// is the record of the first step whose loss or gradient was not finite and, when
+// locate_nonfinite is on, of the module and op that first made a NaN or an infinity in it
+// (train/nonfinite.h).
 // The optimizer skips on the device, so the host learns of a skipped step at that read-out: the
 // schedule is then taken back by the skipped steps (LRScheduler::rewind). Between a skip and the
 // next log line the lr runs one position ahead; the lr logged and every later one follow the steps
@@ -30,6 +33,7 @@
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "train/checkpoint.h"
+#include "train/nonfinite.h"
 #include "train/precision.h"
 
 namespace ember::train {
@@ -42,6 +46,10 @@ struct RunnerOptions {
   int64_t save_interval = 1;     // epochs between epoch_N checkpoints; 0: none
   int64_t keep_checkpoints = 3;  // epoch_N files kept, newest first; 0: all
   double clip_grad_norm = 0;     // max 2-norm of all gradients together; 0: no clipping
+  // Name the module and op that first made a non-finite value in a bad step (forward hooks and a
+  // check of every backward node: a few percent of a step, measured in README.md); off, the log
+  // line still gives the step.
+  bool locate_nonfinite = true;
   std::string work_dir;          // "": no files (no checkpoints, no JSON lines)
   // Resume before training: "" from the path in <work_dir>/last_checkpoint, else from this file.
   std::optional<std::string> resume;
@@ -125,7 +133,9 @@ class Runner {
   int64_t skipped_steps_ = 0;  // as of the last read-out
   double epoch_mean_loss_ = 0;  // of the epoch's iterations, as of the last read-out
   double best_top1_;
+  std::unique_ptr<NonFiniteLocator> locator_;  // null when locate_nonfinite is off
   std::unique_ptr<Window> log_window_;  // kept across a mid-epoch checkpoint
+  std::unique_ptr<NonFiniteWindow> log_nonfinite_;  // the same interval's first bad step
   std::unique_ptr<MetricLog> log_;      // opened by run() or evaluate()
   std::atomic<bool> stop_requested_{false};
 };

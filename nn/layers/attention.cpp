@@ -64,7 +64,7 @@ Tensor MultiheadAttention::forward(const Tensor& q_in, const Tensor& k_in, const
   }
   Tensor attn = softmax(scores, -1);                                     // (B, h, L, S)
   Tensor out = matmul(attn, v).transpose(1, 2);                          // (B, L, h, d)
-  return out_proj->forward(reshape(out, {B, L, E}));
+  return (*out_proj)(reshape(out, {B, L, E}));
 }
 
 }  // namespace ember::nn

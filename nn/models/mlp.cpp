@@ -29,9 +29,9 @@ SmallCNN::SmallCNN(int64_t num_classes, int64_t in_channels, int64_t image_size)
 }
 
 Tensor SmallCNN::forward(const Tensor& x) {
-  Tensor y = pool->forward(relu(bn1->forward(conv1->forward(x))));
-  y = pool->forward(relu(bn2->forward(conv2->forward(y))));
-  return fc2->forward(relu(fc1->forward(flatten(y, 1))));
+  Tensor y = (*pool)(relu((*bn1)((*conv1)(x))));
+  y = (*pool)(relu((*bn2)((*conv2)(y))));
+  return (*fc2)(relu((*fc1)(flatten(y, 1))));
 }
 
 }  // namespace ember::nn

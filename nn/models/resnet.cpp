@@ -25,9 +25,9 @@ BasicBlock::BasicBlock(int64_t inplanes, int64_t planes, int64_t stride, std::sh
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor out = relu(bn1->forward(conv1->forward(x)));
-  out = bn2->forward(conv2->forward(out));
-  return relu(out + (downsample ? downsample->forward(x) : x));
+  Tensor out = relu((*bn1)((*conv1)(x)));
+  out = (*bn2)((*conv2)(out));
+  return relu(out + (downsample ? (*downsample)(x) : x));
 }
 
 Bottleneck::Bottleneck(int64_t inplanes, int64_t planes, int64_t stride, std::shared_ptr<Sequential> ds) {
@@ -41,10 +41,10 @@ Bottleneck::Bottleneck(int64_t inplanes, int64_t planes, int64_t stride, std::sh
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor out = relu(bn1->forward(conv1->forward(x)));
-  out = relu(bn2->forward(conv2->forward(out)));
-  out = bn3->forward(conv3->forward(out));
-  return relu(out + (downsample ? downsample->forward(x) : x));
+  Tensor out = relu((*bn1)((*conv1)(x)));
+  out = relu((*bn2)((*conv2)(out)));
+  out = (*bn3)((*conv3)(out));
+  return relu(out + (downsample ? (*downsample)(x) : x));
 }
 
 ResNet::ResNet(ResNetBlock block, std::array<int64_t, 4> layers, const ResNetOptions& opts) {
@@ -95,10 +95,10 @@ std::shared_ptr<Sequential> ResNet::make_layer(ResNetBlock block, int64_t planes
 }
 
 Tensor ResNet::forward(const Tensor& x) {
-  Tensor y = relu(bn1->forward(conv1->forward(x)));
-  if (maxpool) y = maxpool->forward(y);
-  y = layer4->forward(layer3->forward(layer2->forward(layer1->forward(y))));
-  return fc->forward(flatten(avgpool->forward(y), 1));
+  Tensor y = relu((*bn1)((*conv1)(x)));
+  if (maxpool) y = (*maxpool)(y);
+  y = (*layer4)((*layer3)((*layer2)((*layer1)(y))));
+  return (*fc)(flatten((*avgpool)(y), 1));
 }
 
 std::shared_ptr<ResNet> resnet18(const ResNetOptions& o) {

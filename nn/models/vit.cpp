@@ -15,7 +15,7 @@ PatchEmbed::PatchEmbed(int64_t image_size, int64_t patch, int64_t in_channels, i
 }
 
 Tensor PatchEmbed::forward(const Tensor& x) {
-  return flatten(proj->forward(x), 2).transpose(1, 2);  // (B, E, h, w) -> (B, h*w, E)
+  return flatten((*proj)(x), 2).transpose(1, 2);  // (B, E, h, w) -> (B, h*w, E)
 }
 
 ViTMlp::ViTMlp(int64_t dim, int64_t hidden) {
@@ -32,8 +32,8 @@ ViTBlock::ViTBlock(int64_t dim, int64_t heads, double mlp_ratio, double eps) {
 }
 
 Tensor ViTBlock::forward(const Tensor& x) {
-  Tensor y = x + attn->forward(norm1->forward(x));
-  return y + mlp->forward(norm2->forward(y));
+  Tensor y = x + (*attn)((*norm1)(x));
+  return y + (*mlp)((*norm2)(y));
 }
 
 VisionTransformer::VisionTransformer(const ViTOptions& o) : options(o) {
@@ -51,15 +51,15 @@ VisionTransformer::VisionTransformer(const ViTOptions& o) : options(o) {
 }
 
 Tensor VisionTransformer::forward(const Tensor& x) {
-  Tensor t = patch_embed->forward(x);  // (B, N, E)
+  Tensor t = (*patch_embed)(x);  // (B, N, E)
   const int64_t B = t.size(0);
   if (t.size(1) + 1 != pos_embed.size(1))
     throw ShapeError("VisionTransformer: input " + to_string(x.shape()) + " gives " + std::to_string(t.size(1)) +
                      " patches, the model was built for " + std::to_string(pos_embed.size(1) - 1));
   t = cat({expand(cls_token, {B, 1, options.embed_dim}), t}, 1) + pos_embed;  // (B, N + 1, E)
-  for (const auto& b : *blocks) t = std::static_pointer_cast<ViTBlock>(b)->forward(t);
-  t = norm->forward(t);
-  return head->forward(select(t, 1, 0));  // the class token
+  for (const auto& b : *blocks) t = (*std::static_pointer_cast<ViTBlock>(b))(t);
+  t = (*norm)(t);
+  return (*head)(select(t, 1, 0));  // the class token
 }
 
 namespace {

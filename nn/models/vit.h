@@ -35,7 +35,7 @@ class ViTMlp : public UnaryModule {
  public:
   ViTMlp(int64_t dim, int64_t hidden);
   std::string name() const override { return "Mlp"; }
-  Tensor forward(const Tensor& x) override { return fc2->forward(act->forward(fc1->forward(x))); }
+  Tensor forward(const Tensor& x) override { return (*fc2)((*act)((*fc1)(x))); }
   std::shared_ptr<Linear> fc1, fc2;
   std::shared_ptr<GELU> act;
 };

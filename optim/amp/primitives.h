@@ -1,6 +1,7 @@
 // The kernels of loss scaling as primitives that update tensors in place (run_update: `in` is read,
 // `out` written) and never read a value on the host: the unscale + non-finite check over all
-// gradients, and the two scale updates. CPU kernels in cpu/amp.cpp, CUDA kernels in cuda/amp.{cpp,cu}.
+// gradients, the non-finite check alone, and the two scale updates. CPU kernels in cpu/amp.cpp, CUDA
+// kernels in cuda/amp.{cpp,cu}.
 #pragma once
 
 #include "optim/amp/scale_rules.h"
@@ -17,6 +18,21 @@ class AmpUnscale final : public Primitive {
   static constexpr bool kDifferentiable = false;
   const char* name() const override { return "amp_unscale"; }
   EMBER_PRIMITIVE_KERNELS;
+};
+
+// in {x...}, out {first (0-dim i32)}: every x a contiguous floating tensor on first's device. Sets
+// first = min(first, slot) when any element read is not finite, so that over checks numbered in the
+// order they run, first ends as the number of the first check that saw a NaN or an infinity.
+class FirstNonFinite final : public Primitive {
+ public:
+  static constexpr bool kDifferentiable = false;
+  explicit FirstNonFinite(int32_t slot) : slot_(slot) {}
+  const char* name() const override { return "first_nonfinite"; }
+  int32_t slot() const { return slot_; }
+  EMBER_PRIMITIVE_KERNELS;
+
+ private:
+  int32_t slot_;
 };
 
 // in {found_inf (0-dim f32)}, out {scale (0-dim f32), growth_tracker (0-dim i32)}: GradScaler's update.

@@ -1,10 +1,11 @@
-// The unscale of one gradient element, the copy-back of one master weight and the loss-scale update
-// rules, as plain functions that the CPU kernels and the CUDA kernels share, so that both backends
-// follow one definition.
+// The unscale of one gradient element, the finiteness test, the copy-back of one master weight and
+// the loss-scale update rules, as plain functions that the CPU kernels and the CUDA kernels share, so
+// that both backends follow one definition.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "optim/step_math.h"
@@ -20,6 +21,27 @@ EMBER_HD inline bool is_finite(C v) {
 #else
   return std::isfinite(v);
 #endif
+}
+
+// The exponent field of a floating format: all ones exactly in NaN and the infinities (IEEE 754).
+// Testing it needs no conversion to float, so a CPU loop over f16 or bf16 vectorizes.
+template <class B, B kOnes>
+struct ExponentBits {
+  using Bits = B;  // an unsigned integer as wide as the format
+  static constexpr Bits kAllOnes = kOnes;
+};
+template <class T> struct ExponentField;
+template <> struct ExponentField<float> : ExponentBits<uint32_t, 0x7f800000u> {};
+template <> struct ExponentField<double> : ExponentBits<uint64_t, 0x7ff0000000000000ull> {};
+template <> struct ExponentField<f16> : ExponentBits<uint16_t, 0x7c00u> {};
+template <> struct ExponentField<bf16> : ExponentBits<uint16_t, 0x7f80u> {};
+
+// x's exponent field; ExponentField<T>::kAllOnes when x is NaN or infinite.
+template <class T>
+EMBER_HD inline typename ExponentField<T>::Bits exponent_field(const T& x) {
+  typename ExponentField<T>::Bits bits;
+  memcpy(&bits, &x, sizeof(bits));
+  return bits & ExponentField<T>::kAllOnes;
 }
 
 // g[i] *= inv_scale, in float (double for f64); true when the value read was not finite.
