@@ -29,8 +29,9 @@ struct Strided {
 // ---- elementwise (cuda/unary.cu, cuda/binary.cu, cuda/copy.cu)
 template <class Op>
 void launch_unary(const Op& op, DType dtype, const Strided<2>& a, cudaStream_t stream);
+// Operands {out, a, b} of dtypes a and b: one dtype, or f16/bf16 with a 0-dim f32 scalar (stride 0).
 template <class Op>
-void launch_binary(DType dtype, const Strided<3>& a, cudaStream_t stream);
+void launch_binary(DType a, DType b, const Strided<3>& s, cudaStream_t stream);
 // out = condition ? a : b; operands {out, condition (bool), a, b}, a and b of `dtype`.
 void launch_where(DType dtype, const Strided<4>& a, cudaStream_t stream);
 // out = convert(in) for any dtype pair; operands {out, in}.

@@ -1,6 +1,7 @@
 // Front ends and vjps of the elementwise primitives.
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "tensor/autocast.h"
 #include "tensor/ops.h"
@@ -48,26 +49,60 @@ DType binary_dtype(const Tensor& a, const Tensor& b) {
   return dt;
 }
 
+// Whether the 16-bit dtype dt holds v exactly.
+bool holds_exactly(DType dt, double v) {
+  const float r = dt == DType::f16 ? static_cast<float>(f16(v)) : static_cast<float>(bf16(v));
+  return static_cast<double>(r) == v;
+}
+
+// The operands Op's kernel gets for result dtype dt. 16-bit results compute in f32 (PyTorch's
+// opmath), and a scalar operand of a 16-bit op (a C++ number, or any 0-dim tensor of another
+// dtype) keeps its value as an f32 operand rather than being rounded to 16 bits first, where 65520
+// would be inf, 1e-8 zero and 0.1 off by 2.4e-4. A scalar dt holds exactly (2, 0.5, -1: most in
+// practice) is converted to dt instead: the same result, and the one-dtype kernel (16-byte vectors
+// of 16-bit values on CUDA). `value` is the scalar's value where the front end knows it (reading
+// a 0-dim tensor's would wait for its device).
+std::pair<Tensor, Tensor> operands(const Tensor& a, const Tensor& b, DType dt, std::optional<double> value) {
+  if (is_reduced_float(dt) && !(value && holds_exactly(dt, *value))) {
+    if (b.dim() == 0 && b.dtype() != dt) return {a.to(dt), b.to(DType::f32)};
+    if (a.dim() == 0 && a.dtype() != dt) return {a.to(DType::f32), b.to(dt)};
+  }
+  return {a.to(dt), b.to(dt)};
+}
+
 template <class Op>
-Tensor binary(const Tensor& a_in, const Tensor& b_in) {
+Tensor binary(const Tensor& a_in, const Tensor& b_in, std::optional<double> value = {}) {
   const auto [a, b] = amp::autocast_args(BinaryTraits<Op>::name, a_in, b_in);
-  const DType dt = binary_dtype<Op>(a, b);
-  return run1(Binary<Op>{}, {a.to(dt), b.to(dt)});
+  const auto [x, y] = operands(a, b, binary_dtype<Op>(a, b), value);
+  return run1(Binary<Op>{}, {x, y});
 }
 
 template <class Op>
 Tensor binary(const Tensor& a, Scalar b) {
-  return binary<Op>(a, wrapped_scalar(b, a.device()));
+  return binary<Op>(a, wrapped_scalar(b, a.device()), b.to_double());
 }
 
 template <class Op>
-Tensor& binary_(Tensor& self, const Tensor& other) {
+Tensor binary(Scalar a, const Tensor& b) {
+  return binary<Op>(wrapped_scalar(a, b.device()), b, a.to_double());
+}
+
+// An operand wider than self (f32 into f16) makes the op compute in that dtype and round once into
+// self, as PyTorch does; otherwise the kernel writes self directly.
+template <class Op>
+Tensor& binary_(Tensor& self, const Tensor& other, std::optional<double> value = {}) {
   const DType dt = binary_dtype<Op>(self, other);
   if (promote_types(dt, self.dtype()) != self.dtype() && !(is_floating(self.dtype()) && is_floating(dt)))
     throw DTypeError(std::string(BinaryTraits<Op>::name) + "_: result type " + dtype_name(dt) +
                      " can't be cast to the in-place output type " + dtype_name(self.dtype()));
-  run_inplace(Binary<Op>{}, {self, other.to(self.dtype())});
+  if (dt != self.dtype()) return copy_(self, binary<Op>(self.to(dt), other));
+  run_inplace(Binary<Op>{}, {self, operands(self, other, dt, value).second});
   return self;
+}
+
+template <class Op>
+Tensor& binary_(Tensor& self, Scalar other) {
+  return binary_<Op>(self, wrapped_scalar(other, self.device()), other.to_double());
 }
 
 }  // namespace
@@ -153,10 +188,10 @@ Tensor& add_(Tensor& self, const Tensor& other) { return binary_<ew::Add>(self, 
 Tensor& sub_(Tensor& self, const Tensor& other) { return binary_<ew::Sub>(self, other); }
 Tensor& mul_(Tensor& self, const Tensor& other) { return binary_<ew::Mul>(self, other); }
 Tensor& div_(Tensor& self, const Tensor& other) { return binary_<ew::Div>(self, other); }
-Tensor& add_(Tensor& self, Scalar other) { return add_(self, wrapped_scalar(other, self.device())); }
-Tensor& sub_(Tensor& self, Scalar other) { return sub_(self, wrapped_scalar(other, self.device())); }
-Tensor& mul_(Tensor& self, Scalar other) { return mul_(self, wrapped_scalar(other, self.device())); }
-Tensor& div_(Tensor& self, Scalar other) { return div_(self, wrapped_scalar(other, self.device())); }
+Tensor& add_(Tensor& self, Scalar other) { return binary_<ew::Add>(self, other); }
+Tensor& sub_(Tensor& self, Scalar other) { return binary_<ew::Sub>(self, other); }
+Tensor& mul_(Tensor& self, Scalar other) { return binary_<ew::Mul>(self, other); }
+Tensor& div_(Tensor& self, Scalar other) { return binary_<ew::Div>(self, other); }
 
 Tensor operator-(const Tensor& x) { return neg(x); }
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
@@ -167,10 +202,10 @@ Tensor operator+(const Tensor& a, Scalar b) { return add(a, b); }
 Tensor operator-(const Tensor& a, Scalar b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, Scalar b) { return div(a, b); }
-Tensor operator+(Scalar a, const Tensor& b) { return add(wrapped_scalar(a, b.device()), b); }
-Tensor operator-(Scalar a, const Tensor& b) { return sub(wrapped_scalar(a, b.device()), b); }
-Tensor operator*(Scalar a, const Tensor& b) { return mul(wrapped_scalar(a, b.device()), b); }
-Tensor operator/(Scalar a, const Tensor& b) { return div(wrapped_scalar(a, b.device()), b); }
+Tensor operator+(Scalar a, const Tensor& b) { return binary<ew::Add>(a, b); }
+Tensor operator-(Scalar a, const Tensor& b) { return binary<ew::Sub>(a, b); }
+Tensor operator*(Scalar a, const Tensor& b) { return binary<ew::Mul>(a, b); }
+Tensor operator/(Scalar a, const Tensor& b) { return binary<ew::Div>(a, b); }
 
 // ---- where, masks, fills
 
@@ -320,15 +355,30 @@ std::vector<Tensor> Unary<Op>::vjp(const std::vector<Tensor>& g, const std::vect
 template <class Op>
 std::vector<OutputSpec> Binary<Op>::infer(const std::vector<Tensor>& in) const {
   const Shape s = broadcast_shapes(in[0].shape(), in[1].shape(), name());
-  return {{s, BinaryTraits<Op>::kind == BinaryKind::Compare ? DType::boolean : in[0].dtype()}};
+  const DType a = in[0].dtype(), b = in[1].dtype();
+  DType dt = a;
+  if (a != b) {
+    const bool scalar_a = a == DType::f32 && in[0].dim() == 0 && is_reduced_float(b);
+    const bool scalar_b = b == DType::f32 && in[1].dim() == 0 && is_reduced_float(a);
+    if (!scalar_a && !scalar_b)
+      throw DTypeError(std::string(name()) + ": operands of dtypes " + dtype_name(a) + " and " + dtype_name(b) +
+                       "; expected one dtype, or a float16/bfloat16 operand with a 0-dim float32 scalar");
+    dt = scalar_a ? b : a;
+  }
+  return {{s, BinaryTraits<Op>::kind == BinaryKind::Compare ? DType::boolean : dt}};
 }
 
+// An f32 scalar operand of a 16-bit op (one that requires grad) sums its 16-bit gradient terms in
+// f32: their total may pass 65504.
 template <class Op>
 std::vector<Tensor> Binary<Op>::vjp(const std::vector<Tensor>& g, const std::vector<Tensor>& in,
                                     const std::vector<Tensor>& out) {
   Grads r = d(Op{}, g[0], in[0], in[1], out[0]);
-  return {input_needs_grad(0) ? sum_to(r.a, input_meta(0).shape) : Tensor(),
-          input_needs_grad(1) ? sum_to(r.b, input_meta(1).shape) : Tensor()};
+  auto reduce = [&](const Tensor& grad, size_t i) {
+    const autograd::TensorMeta& m = input_meta(i);
+    return sum_to(grad.to(m.dtype), m.shape);
+  };
+  return {input_needs_grad(0) ? reduce(r.a, 0) : Tensor(), input_needs_grad(1) ? reduce(r.b, 1) : Tensor()};
 }
 
 std::vector<Tensor> Where::vjp(const std::vector<Tensor>& g, const std::vector<Tensor>& in,
