@@ -48,10 +48,11 @@ void launch_random(DType dtype, int kind, uint64_t seed, uint64_t first_block, i
 // ---- reductions (cuda/reduce.cu) over the (outer, len, inner) layout of tensor/reduction_layout.h: output
 // (o, i), stored at o * inner + i, folds x[(o * len + r) * inner + i] for r < len.
 enum class ReduceKind { sum, prod, max, min, argmax, argmin };
-// sum/prod write the input dtype (floats) or i64 (integers, bool); max/min the input dtype;
-// argmax/argmin i64 (first occurrence, NaN counts as the extreme).
-void launch_reduce(ReduceKind kind, DType dtype, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
-                   cudaStream_t stream);
+// x of `dtype`, y of `out`: sum/prod write the input dtype or a wider float (floats) or i64
+// (integers, bool); max/min the input dtype; argmax/argmin i64 (first occurrence, NaN counts as the
+// extreme).
+void launch_reduce(ReduceKind kind, DType dtype, DType out, const void* x, void* y, int64_t outer, int64_t len,
+                   int64_t inner, cudaStream_t stream);
 // softmax / log_softmax along len, computed max-shifted in float (double for f64); y has x's layout.
 void launch_softmax(DType dtype, bool log, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
                     cudaStream_t stream);
