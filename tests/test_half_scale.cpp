@@ -549,6 +549,11 @@ void check_scalar_operands(Device device) {
        [](const Tensor& x) { Tensor c = x.clone(); return div_(c, 0.1); }},
       {"x * 65536 (an f32 scalar tensor)", -0.9, 0.9, [](double x) { return x * 65536; },
        [](const Tensor& x) { return x * scalar_tensor(65536.0, TensorOptions(DType::f32).with_device(x.device())); }},
+      {"add_(x, an f32 tensor of 65520s)", -65000, -100, [](double x) { return x + 65520; },
+       [](const Tensor& x) {
+         Tensor c = x.clone();
+         return add_(c, full(x.shape(), 65520.0, TensorOptions(DType::f32).with_device(x.device())));
+       }},
   };
   for (DType dt : kHalves)
     for (const ScalarCase& c : cases) {
