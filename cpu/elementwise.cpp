@@ -53,7 +53,7 @@ void binary_with_scalar(const Tensor& x, float s, bool scalar_first, Tensor& out
 
 template <class Op>
 void Binary<Op>::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  if (in[0].dtype() != in[1].dtype()) {
+  if (in[0].dtype() != in[1].dtype()) [[unlikely]] {
     const bool scalar_first = in[0].dtype() == DType::f32;
     binary_with_scalar<Op>(in[scalar_first ? 1 : 0], *in[scalar_first ? 0 : 1].data<float>(), scalar_first, out[0]);
     return;
