@@ -1,5 +1,5 @@
 // bench_ops: memory-bound ops and the host cost of dispatch.
-//   ops/<device>/<dtype>/<op>/<numel>: elementwise (add, mul, relu, exp, gelu), reduction (sum),
+//   ops/<device>/<dtype>/<op>/<numel>: elementwise (add, mul, mul_scalar, relu, exp, gelu), reduction (sum),
 //     softmax, layer_norm and cross_entropy over rows of 1024 (1000 classes for cross_entropy).
 //     GBps counts the bytes the op must read and write once; copy_GBps is the device copy of the
 //     same traffic in the same case (memcpy on the CPU, cudaMemcpyAsync on a GPU), ratio = GBps / copy_GBps.
@@ -43,6 +43,8 @@ const std::vector<MemoryOp>& memory_ops() {
   static const std::vector<MemoryOp> ops = {
       {"add", 0, 2, 1, [](const auto& t) { return ember::add(t[0], t[1]); }},
       {"mul", 0, 2, 1, [](const auto& t) { return ember::mul(t[0], t[1]); }},
+      // 0.1 is no 16-bit value: f16/bf16 take the kernel with an f32 scalar operand (opmath)
+      {"mul_scalar", 0, 1, 1, [](const auto& t) { return ember::mul(t[0], 0.1); }},
       {"relu", 0, 1, 1, [](const auto& t) { return ember::relu(t[0]); }},
       {"exp", 0, 1, 1, [](const auto& t) { return ember::exp(t[0]); }},
       {"gelu", 0, 1, 1, [](const auto& t) { return ember::gelu(t[0]); }},

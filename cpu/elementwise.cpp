@@ -32,8 +32,32 @@ void Unary<Op>::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out
   });
 }
 
+namespace {
+// out = Op(x, s), or Op(s, x) when the scalar is the first operand, for a 16-bit x and an f32
+// scalar s (the opmath operand of Binary::infer).
+template <class Op>
+void binary_with_scalar(const Tensor& x, float s, bool scalar_first, Tensor& out) {
+  visit(x.dtype(), [&]<class T>() {
+    if constexpr (is_reduced_float_v<T>) {
+      using O = std::conditional_t<BinaryTraits<Op>::kind == BinaryKind::Compare, bool, T>;
+      if (scalar_first)
+        cpu::map_elements<O, T, 1>(out, {&x}, [s](T v) { return convert<O>(Op{}(s, static_cast<float>(v))); });
+      else
+        cpu::map_elements<O, T, 1>(out, {&x}, [s](T v) { return convert<O>(Op{}(static_cast<float>(v), s)); });
+    } else {
+      unsupported(BinaryTraits<Op>::name, x.dtype());
+    }
+  });
+}
+}  // namespace
+
 template <class Op>
 void Binary<Op>::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  if (in[0].dtype() != in[1].dtype()) [[unlikely]] {
+    const bool scalar_first = in[0].dtype() == DType::f32;
+    binary_with_scalar<Op>(in[scalar_first ? 1 : 0], *in[scalar_first ? 0 : 1].data<float>(), scalar_first, out[0]);
+    return;
+  }
   visit(in[0].dtype(), [&]<class T>() {
     using C = compute_t<T>;
     if constexpr (BinaryTraits<Op>::kind == BinaryKind::Compare) {

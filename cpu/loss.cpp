@@ -91,9 +91,12 @@ void CrossEntropyBackward::eval_cpu(const std::vector<Tensor>& in, std::vector<T
         for (int64_t c = 0; c < C; ++c) mx = std::fmax(mx, static_cast<Cp>(xp[base + c * S]));
         for (int64_t c = 0; c < C; ++c) total += static_cast<double>(math::exp(static_cast<Cp>(xp[base + c * S]) - mx));
         const auto inv = static_cast<Cp>(scale / total), off = static_cast<Cp>(e / static_cast<double>(C) * scale);
+        const auto hit = static_cast<Cp>((1 - e) * scale);
+        // The target's term joins before the one rounding to T (rounding p * s first would lose it
+        // to cancellation where p is near 1, or below 16 bits' normal range).
         for (int64_t c = 0; c < C; ++c)
-          dp[base + c * S] = convert<T>(math::exp(static_cast<Cp>(xp[base + c * S]) - mx) * inv - off);
-        dp[base + t[p] * S] = convert<T>(static_cast<Cp>(dp[base + t[p] * S]) - static_cast<Cp>((1 - e) * scale));
+          dp[base + c * S] =
+              convert<T>(math::exp(static_cast<Cp>(xp[base + c * S]) - mx) * inv - off - (c == t[p] ? hit : Cp(0)));
       }
     });
   });

@@ -132,18 +132,24 @@ A multiply(A a, A b) {
   else return a * b;
 }
 
-// Sum and Prod: fold in the accumulate type; floats keep their dtype, the rest give int64.
+// Sum and Prod: fold in the accumulate type; floats keep their dtype (or write the wider float
+// `out` has), the rest give int64.
 template <class Combine>
 void accumulate(const Tensor& in, const Shape& dims, Tensor& out, int identity, Combine combine) {
   const ReductionLayout l = reduction_layout(in, dims);
   visit(in.dtype(), [&]<class T>() {
     using A = accumulate_t<T>;
-    using O = std::conditional_t<is_float_type_v<T>, T, int64_t>;
-    O* y = out.data<O>();
-    fold<T>(
-        l, static_cast<A>(identity),
-        [&](A& acc, T v, int64_t) { acc = combine(acc, static_cast<A>(static_cast<compute_t<T>>(v))); },
-        [&](A& acc, A other) { acc = combine(acc, other); }, [&](int64_t i, A acc) { y[i] = convert<O>(acc); });
+    auto run = [&]<class O>() {
+      O* y = out.data<O>();
+      fold<T>(
+          l, static_cast<A>(identity),
+          [&](A& acc, T v, int64_t) { acc = combine(acc, static_cast<A>(static_cast<compute_t<T>>(v))); },
+          [&](A& acc, A other) { acc = combine(acc, other); }, [&](int64_t i, A acc) { y[i] = convert<O>(acc); });
+    };
+    if constexpr (!is_float_type_v<T>) run.template operator()<int64_t>();
+    else if (out.dtype() == DType::f64) run.template operator()<double>();
+    else if (out.dtype() == DType::f32) run.template operator()<float>();
+    else run.template operator()<T>();
   });
 }
 

@@ -63,7 +63,7 @@ void Binary<Op>::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& o
   const DType dt = in[0].dtype();
   if (BinaryTraits<Op>::kind == BinaryKind::Arith && dt == DType::boolean) unsupported(name(), dt);
   cuda::DeviceGuard guard(out[0].device());
-  cuda::launch_binary<Op>(dt, cuda::make_strided<3>(out[0], {&in[0], &in[1]}), cuda::current_stream());
+  cuda::launch_binary<Op>(dt, in[1].dtype(), cuda::make_strided<3>(out[0], {&in[0], &in[1]}), cuda::current_stream());
 }
 
 void Where::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out) {

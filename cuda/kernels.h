@@ -29,8 +29,9 @@ struct Strided {
 // ---- elementwise (cuda/unary.cu, cuda/binary.cu, cuda/copy.cu)
 template <class Op>
 void launch_unary(const Op& op, DType dtype, const Strided<2>& a, cudaStream_t stream);
+// Operands {out, a, b} of dtypes a and b: one dtype, or f16/bf16 with a 0-dim f32 scalar (stride 0).
 template <class Op>
-void launch_binary(DType dtype, const Strided<3>& a, cudaStream_t stream);
+void launch_binary(DType a, DType b, const Strided<3>& s, cudaStream_t stream);
 // out = condition ? a : b; operands {out, condition (bool), a, b}, a and b of `dtype`.
 void launch_where(DType dtype, const Strided<4>& a, cudaStream_t stream);
 // out = convert(in) for any dtype pair; operands {out, in}.
@@ -47,10 +48,11 @@ void launch_random(DType dtype, int kind, uint64_t seed, uint64_t first_block, i
 // ---- reductions (cuda/reduce.cu) over the (outer, len, inner) layout of tensor/reduction_layout.h: output
 // (o, i), stored at o * inner + i, folds x[(o * len + r) * inner + i] for r < len.
 enum class ReduceKind { sum, prod, max, min, argmax, argmin };
-// sum/prod write the input dtype (floats) or i64 (integers, bool); max/min the input dtype;
-// argmax/argmin i64 (first occurrence, NaN counts as the extreme).
-void launch_reduce(ReduceKind kind, DType dtype, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
-                   cudaStream_t stream);
+// x of `dtype`, y of `out`: sum/prod write the input dtype or a wider float (floats) or i64
+// (integers, bool); max/min the input dtype; argmax/argmin i64 (first occurrence, NaN counts as the
+// extreme).
+void launch_reduce(ReduceKind kind, DType dtype, DType out, const void* x, void* y, int64_t outer, int64_t len,
+                   int64_t inner, cudaStream_t stream);
 // softmax / log_softmax along len, computed max-shifted in float (double for f64); y has x's layout.
 void launch_softmax(DType dtype, bool log, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
                     cudaStream_t stream);

@@ -1,5 +1,5 @@
 // eval_cuda of batch norm and layer norm: operand layouts, parameters as contiguous vectors of the
-// kernels' compute dtype (stat_dtype) and the workspace are set up here; kernels in
+// kernels' compute dtype (opmath_dtype) and the workspace are set up here; kernels in
 // cuda/normalization.cu. Batch norm reads contiguous and channels-last x and g in place and writes
 // its output in x's memory format, as the CPU kernels do.
 #include "cuda/context.h"
@@ -10,9 +10,6 @@
 namespace ember {
 
 namespace {
-
-// The dtype the kernels compute in: f64 for f64, f32 otherwise (the primitives' stat_dtype).
-DType compute_dtype(DType x) { return x == DType::f64 ? DType::f64 : DType::f32; }
 
 // A parameter vector (weight, bias, statistics) in the compute dtype, contiguous: p itself when it
 // already is, else a converted copy.
@@ -55,7 +52,7 @@ void BatchNorm::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& ou
   const NCS ly = ncs_output_like(in[0], out[0]);
   int64_t N, C, S;
   batch_dims(x, &N, &C, &S);
-  const DType cd = compute_dtype(x.dtype());
+  const DType cd = opmath_dtype(x.dtype());
   size_t next = 1;
   const Tensor w = has_weight_ ? as_vector(in[next++], cd) : Tensor();
   const Tensor b = has_bias_ ? as_vector(in[next++], cd) : Tensor();
@@ -94,7 +91,7 @@ void BatchNormBackward::eval_cuda(const std::vector<Tensor>& in, std::vector<Ten
   const NCS ld = ncs_output_like(in[0], out[0]);
   int64_t N, C, S;
   batch_dims(x, &N, &C, &S);
-  const DType cd = compute_dtype(x.dtype());
+  const DType cd = opmath_dtype(x.dtype());
   const size_t next = has_weight_ ? 3 : 2;
   const Tensor w = has_weight_ ? as_vector(in[2], cd) : Tensor();
   // g_mean, g_var when training; running_mean, running_var when not
@@ -130,7 +127,7 @@ void LayerNorm::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& ou
   cuda::DeviceGuard guard(out[0].device());
   NoGradGuard no_grad;  // the conversions below are not part of the graph
   const Tensor& x = in[0];
-  const DType cd = compute_dtype(x.dtype());
+  const DType cd = opmath_dtype(x.dtype());
   const Tensor w = has_weight_ ? as_vector(in[1], cd) : Tensor();
   const Tensor b = has_bias_ ? as_vector(in[has_weight_ ? 2 : 1], cd) : Tensor();
   cuda::LayerNormArgs a;
@@ -148,7 +145,7 @@ void LayerNormBackward::eval_cuda(const std::vector<Tensor>& in, std::vector<Ten
   NoGradGuard no_grad;  // the conversions below are not part of the graph
   const Tensor& x = in[0];
   const Tensor g = in[1].to(x.dtype()).contiguous();  // a root gradient may come in another dtype
-  const DType cd = compute_dtype(x.dtype());
+  const DType cd = opmath_dtype(x.dtype());
   const Tensor w = has_weight_ ? as_vector(in[2], cd) : Tensor();
   cuda::LayerNormArgs a;
   layer_dims(x, normalized_dims_, &a.rows, &a.D);

@@ -12,7 +12,7 @@ namespace {
 void reduce(cuda::ReduceKind kind, const Tensor& x, const Shape& dims, const Tensor& out) {
   cuda::DeviceGuard guard(out.device());
   const ReductionLayout l = reduction_layout(x, dims);
-  cuda::launch_reduce(kind, x.dtype(), l.data.raw_data(), out.raw_data(), l.outer, l.len, l.inner,
+  cuda::launch_reduce(kind, x.dtype(), out.dtype(), l.data.raw_data(), out.raw_data(), l.outer, l.len, l.inner,
                       cuda::current_stream());
 }
 
@@ -24,12 +24,12 @@ void expect_dtype(const char* op, const Tensor& out, DType expected) {
 }  // namespace
 
 void Sum::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  expect_dtype(name(), out[0], is_floating(in[0].dtype()) ? in[0].dtype() : DType::i64);
+  expect_dtype(name(), out[0], dtype_.value_or(is_floating(in[0].dtype()) ? in[0].dtype() : DType::i64));
   reduce(cuda::ReduceKind::sum, in[0], dims_, out[0]);
 }
 
 void Prod::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  expect_dtype(name(), out[0], is_floating(in[0].dtype()) ? in[0].dtype() : DType::i64);
+  expect_dtype(name(), out[0], dtype_.value_or(is_floating(in[0].dtype()) ? in[0].dtype() : DType::i64));
   reduce(cuda::ReduceKind::prod, in[0], dims_, out[0]);
 }
 

@@ -40,11 +40,12 @@ __device__ __forceinline__ A warp_reduce(A acc, const R& r) {
   return acc;  // complete in lane 0
 }
 
-template <class T, bool kProd>
+// O: T's own dtype (int64 for integers) or a wider float, whose accumulator it takes.
+template <class T, class O, bool kProd>
 struct SumProd {
   using In = T;
-  using Acc = acc_t<T>;
-  using Out = std::conditional_t<is_float_type_v<T>, T, int64_t>;
+  using Acc = acc_t<O>;
+  using Out = O;
   __device__ Acc identity() const { return kProd ? Acc(1) : Acc(0); }
   __device__ Acc load(T x, int64_t) const { return static_cast<Acc>(static_cast<compute_t<T>>(x)); }
   __device__ Acc combine(Acc a, Acc b) const { return kProd ? a * b : a + b; }
@@ -237,12 +238,18 @@ __global__ void __launch_bounds__(kThreads) softmax_columns_kernel(const T* x, T
 
 }  // namespace
 
-void launch_reduce(ReduceKind kind, DType dtype, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
-                   cudaStream_t stream) {
+void launch_reduce(ReduceKind kind, DType dtype, DType out, const void* x, void* y, int64_t outer, int64_t len,
+                   int64_t inner, cudaStream_t stream) {
   visit(dtype, [&]<class T>() {
+    auto sum_prod = [&]<bool kProd>() {
+      if constexpr (!is_float_type_v<T>) launch_reducer(SumProd<T, int64_t, kProd>{}, x, y, outer, len, inner, stream);
+      else if (out == DType::f64) launch_reducer(SumProd<T, double, kProd>{}, x, y, outer, len, inner, stream);
+      else if (out == DType::f32) launch_reducer(SumProd<T, float, kProd>{}, x, y, outer, len, inner, stream);
+      else launch_reducer(SumProd<T, T, kProd>{}, x, y, outer, len, inner, stream);
+    };
     switch (kind) {
-      case ReduceKind::sum: return launch_reducer(SumProd<T, false>{}, x, y, outer, len, inner, stream);
-      case ReduceKind::prod: return launch_reducer(SumProd<T, true>{}, x, y, outer, len, inner, stream);
+      case ReduceKind::sum: return sum_prod.template operator()<false>();
+      case ReduceKind::prod: return sum_prod.template operator()<true>();
       case ReduceKind::max: return launch_reducer(Extreme<T, true>{}, x, y, outer, len, inner, stream);
       case ReduceKind::min: return launch_reducer(Extreme<T, false>{}, x, y, outer, len, inner, stream);
       case ReduceKind::argmax: return launch_reducer(ArgExtreme<T, true>{}, x, y, outer, len, inner, stream);

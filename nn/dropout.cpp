@@ -16,8 +16,9 @@ Tensor dropout(const Tensor& input_in, double p, bool training, Generator* gen) 
   if (!training || p == 0) return input;
   if (p == 1) return input * 0.0;  // zeros, with a (zero) gradient path as in PyTorch
   const Tensor u = rand(input.shape(), TensorOptions(DType::f32).with_device(input.device()), gen);
-  const Tensor mask = ge(u, p).to(input.dtype()) * (1.0 / (1.0 - p));  // 0 or 1 / (1 - p)
-  return input * mask;
+  // The 0/1 mask first, then 1 / (1 - p) as a scalar: 16-bit inputs are scaled in f32 and rounded
+  // once, not by a 16-bit copy of the scale.
+  return input * ge(u, p).to(input.dtype()) * (1.0 / (1.0 - p));
 }
 
 }  // namespace ember

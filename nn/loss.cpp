@@ -68,22 +68,24 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, const std
 // With p = softmax(logits) over dim 1, onehot the target's class and keep = (target != ignore):
 //   dlogits = (p - (1 - e) * onehot - e / C) * keep * s,
 // s = g per position (none), g (sum) or g / count(keep) (mean). Computed by the
-// CrossEntropyBackward kernel, or with public ops when the backward is recorded.
+// CrossEntropyBackward kernel, or with public ops when the backward is recorded: in f32 for 16-bit
+// logits, rounded once, and the count an integer (70000 kept positions are inf in f16).
 std::vector<Tensor> CrossEntropy::vjp(const std::vector<Tensor>& g, const std::vector<Tensor>& in,
                                       const std::vector<Tensor>&) {
-  const Tensor& x = in[0];  // (N, C, d...)
   if (!autograd::GradMode::is_enabled())  // first order: the fused backward kernel
-    return {run1(CrossEntropyBackward(reduction_, ignore_index_, label_smoothing_), {x, in[1], g[0].contiguous()}),
+    return {run1(CrossEntropyBackward(reduction_, ignore_index_, label_smoothing_), {in[0], in[1], g[0].contiguous()}),
             Tensor()};
+  const DType ct = opmath_dtype(in[0].dtype());
+  const Tensor x = in[0].to(ct);        // (N, C, d...)
   const Tensor t = in[1].unsqueeze(1);  // (N, 1, d...)
   const int64_t C = x.size(1);
   Shape cs = Dims::filled(x.dim(), 1);
   cs[1] = C;
-  const Tensor onehot = eq(arange(C, DType::i64, x.device()).reshape(cs), t).to(x.dtype());  // (N, C, d...)
-  const Tensor keep = ne(t, Scalar(ignore_index_)).to(x.dtype());                           // (N, 1, d...)
+  const Tensor onehot = eq(arange(C, DType::i64, x.device()).reshape(cs), t).to(ct);  // (N, C, d...)
+  const Tensor keep = ne(t, Scalar(ignore_index_));                                  // (N, 1, d...)
   const double e = label_smoothing_;
-  Tensor d = (softmax(x, 1) - onehot * (1 - e) - e / static_cast<double>(C)) * keep;
-  Tensor s = g[0];
+  Tensor d = (softmax(x, 1) - onehot * (1 - e) - e / static_cast<double>(C)) * keep.to(ct);
+  Tensor s = g[0].to(ct);
   if (reduction_ == Reduction::none) s = s.unsqueeze(1);
   else if (reduction_ == Reduction::mean) s = s / sum(keep);
   return {d * s, Tensor()};
@@ -106,7 +108,8 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target_in, const std::
   const Tensor safe = where(keep, t, zeros_like(t)).unsqueeze(1);            // (N, 1, d...)
   const Tensor picked = gather(x, 1, safe).squeeze(1);                       // (N, d...)
   Tensor loss = where(keep, -picked, zeros_like(picked));
-  if (r == Reduction::mean) return sum(loss) / sum(keep);
+  // The mean sums 16-bit losses in f32 and divides there by the integer count, rounding once.
+  if (r == Reduction::mean) return (sum(loss, {}, false, opmath_dtype(loss.dtype())) / sum(keep)).to(loss.dtype());
   if (r == Reduction::sum) return sum(loss);
   return unbatched ? loss.squeeze(0) : loss;
 }
@@ -117,7 +120,7 @@ Tensor mse_loss(const Tensor& a_in, const Tensor& b_in, const std::string& reduc
   const DType dt = result_type(a, b);
   // 16-bit inputs: the difference is squared in f32, as PyTorch's kernel does, then the result
   // returns to the inputs' dtype (rounding the difference first would cost a few ulp).
-  if (dt == DType::f16 || dt == DType::bf16) return reduce(square(a.to(DType::f32) - b.to(DType::f32)), r).to(dt);
+  if (is_reduced_float(dt)) return reduce(square(a.to(DType::f32) - b.to(DType::f32)), r).to(dt);
   return reduce(square(a - b), r);
 }
 

@@ -10,19 +10,15 @@ namespace ember {
 
 namespace {
 
-bool is_16bit(DType d) { return d == DType::f16 || d == DType::bf16; }
-// The dtype statistics and the backward math use: f32 for the 16-bit types.
-DType stat_dtype(DType x) { return is_16bit(x) ? DType::f32 : x; }
-
-// A parameter of `want` shape whose dtype is x's or (for 16-bit x) f32.
+// A parameter of `want` shape whose dtype is x's or (for 16-bit x) f32, the statistics' opmath dtype.
 void check_param(const char* op, const char* what, const Tensor& p, const Shape& want, DType x) {
   if (!p.defined()) return;
   if (!(p.shape() == want))
     throw ShapeError(std::string(op) + ": " + what + " has shape " + to_string(p.shape()) + ", expected " +
                      to_string(want));
-  if (p.dtype() != x && p.dtype() != stat_dtype(x))
+  if (p.dtype() != x && p.dtype() != opmath_dtype(x))
     throw DTypeError(std::string(op) + ": " + what + " is " + dtype_name(p.dtype()) + " but input is " +
-                     dtype_name(x) + " (expected " + dtype_name(x) + " or " + dtype_name(stat_dtype(x)) + ")");
+                     dtype_name(x) + " (expected " + dtype_name(x) + " or " + dtype_name(opmath_dtype(x)) + ")");
 }
 
 // The shape (1, C, 1, ...) a per-channel vector broadcasts from, and the dims batch norm reduces.
@@ -44,7 +40,7 @@ std::vector<OutputSpec> BatchNorm::infer(const std::vector<Tensor>& in) const {
   const Tensor& x = in[0];
   if (!training_) return {{x.shape(), x.dtype()}};
   const Shape c{x.size(1)};
-  return {{x.shape(), x.dtype()}, {c, stat_dtype(x.dtype())}, {c, stat_dtype(x.dtype())}};
+  return {{x.shape(), x.dtype()}, {c, opmath_dtype(x.dtype())}, {c, opmath_dtype(x.dtype())}};
 }
 
 Tensor batch_norm(const Tensor& input_in, const Tensor& running_mean_in, const Tensor& running_var_in,
@@ -82,12 +78,13 @@ Tensor batch_norm(const Tensor& input_in, const Tensor& running_mean_in, const T
   }
   std::vector<Tensor> out = run(BatchNorm(training, weight.defined(), bias.defined(), eps), in);
   if (training && running_mean.defined()) {
+    // In the statistics' f32 and rounded once into 16-bit running statistics.
     NoGradGuard no_grad;
     const double m = static_cast<double>(per_channel);
     const Tensor unbiased = out[2].detach() * (m / (m - 1));
     Tensor rm = running_mean, rv = running_var;
-    copy_(rm, rm * (1 - momentum) + out[1].detach().to(rm.dtype()) * momentum);
-    copy_(rv, rv * (1 - momentum) + unbiased.to(rv.dtype()) * momentum);
+    copy_(rm, rm.to(out[1].dtype()) * (1 - momentum) + out[1].detach() * momentum);
+    copy_(rv, rv.to(unbiased.dtype()) * (1 - momentum) + unbiased * momentum);
   }
   return out[0];
 }
@@ -104,7 +101,7 @@ std::vector<Tensor> BatchNorm::vjp(const std::vector<Tensor>& g, const std::vect
   size_t next = 1;
   const int wi = has_weight_ ? static_cast<int>(next++) : -1;
   const int bi = has_bias_ ? static_cast<int>(next++) : -1;
-  const DType sd = stat_dtype(x.dtype());
+  const DType sd = opmath_dtype(x.dtype());
   if (!autograd::GradMode::is_enabled()) {  // first order: the fused backward kernel
     std::vector<Tensor> bin{x, g[0]};  // any layout: the kernel copies only odd ones
     if (wi >= 0) bin.push_back(in[wi]);
@@ -156,7 +153,7 @@ std::vector<Tensor> BatchNorm::vjp(const std::vector<Tensor>& g, const std::vect
 
 std::vector<OutputSpec> BatchNormBackward::infer(const std::vector<Tensor>& in) const {
   const Shape c{in[0].size(1)};
-  return {{in[0].shape(), in[0].dtype()}, {c, stat_dtype(in[0].dtype())}, {c, stat_dtype(in[0].dtype())}};
+  return {{in[0].shape(), in[0].dtype()}, {c, opmath_dtype(in[0].dtype())}, {c, opmath_dtype(in[0].dtype())}};
 }
 
 Tensor layer_norm(const Tensor& input_in, const Shape& normalized_shape, const Tensor& weight_in,
@@ -183,7 +180,7 @@ Tensor layer_norm(const Tensor& input_in, const Shape& normalized_shape, const T
 std::vector<OutputSpec> LayerNormBackward::infer(const std::vector<Tensor>& in) const {
   Shape ns;
   for (int d = in[0].dim() - normalized_dims_; d < in[0].dim(); ++d) ns.push_back(in[0].size(d));
-  const DType sd = stat_dtype(in[0].dtype());
+  const DType sd = opmath_dtype(in[0].dtype());
   return {{in[0].shape(), in[0].dtype()}, {ns, sd}, {ns, sd}};
 }
 
@@ -195,7 +192,7 @@ std::vector<Tensor> LayerNorm::vjp(const std::vector<Tensor>& g, const std::vect
   const Tensor& x = in[0];
   const int wi = has_weight_ ? 1 : -1;
   const int bi = has_bias_ ? (has_weight_ ? 2 : 1) : -1;
-  const DType sd = stat_dtype(x.dtype());
+  const DType sd = opmath_dtype(x.dtype());
   if (!autograd::GradMode::is_enabled()) {  // first order: the fused backward kernel
     std::vector<Tensor> bin{x, g[0].contiguous()};
     if (wi >= 0) bin.push_back(in[wi]);

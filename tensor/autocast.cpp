@@ -134,12 +134,10 @@ bool eligible(const Tensor& x, DeviceType device_type) {
          !x.impl()->is_wrapped_number;
 }
 
-bool is_16bit(DType d) { return d == DType::f16 || d == DType::bf16; }
-
 // PyTorch's can_try_cache, plus grad mode: a cast made under no_grad has no autograd node and
 // must not be handed to a later use that needs the weight's gradient.
 bool cacheable(const Tensor& x, DType dtype) {
-  return state.nesting > 0 && state.cache_enabled && is_16bit(dtype) && x.dtype() == DType::f32 &&
+  return state.nesting > 0 && state.cache_enabled && is_reduced_float(dtype) && x.dtype() == DType::f32 &&
          x.requires_grad() && x.is_leaf() && !x.impl()->is_view && autograd::GradMode::is_enabled();
 }
 
@@ -176,7 +174,7 @@ Autocast::Autocast(DeviceType device_type, std::optional<DType> dtype, bool enab
       prev_dtype_(state.dtype[slot(device_type)]),
       prev_cache_enabled_(state.cache_enabled) {
   const DType d = dtype.value_or(prev_dtype_);
-  if (!is_16bit(d))
+  if (!is_reduced_float(d))
     throw ValueError(std::string("Autocast: dtype must be float16 or bfloat16, got ") + dtype_name(d));
   ++state.nesting;
   state.enabled[slot(device_type)] = enabled;

@@ -28,6 +28,10 @@ bool is_integral(DType d, bool include_bool) {
   return d == DType::i32 || d == DType::i64 || d == DType::u8 || (include_bool && d == DType::boolean);
 }
 
+bool is_reduced_float(DType d) { return d == DType::f16 || d == DType::bf16; }
+
+DType opmath_dtype(DType d) { return is_reduced_float(d) ? DType::f32 : d; }
+
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
   // Table from PyTorch's c10/core/ScalarType.cpp (promoteTypes), restricted to ember's dtypes.

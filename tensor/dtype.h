@@ -18,6 +18,12 @@ const char* dtype_name(DType d);  // "float32", "float16", ... as PyTorch spells
 int64_t dtype_size(DType d);
 bool is_floating(DType d);
 bool is_integral(DType d, bool include_bool);
+// f16 and bf16: stored in 16 bits, computed in f32.
+bool is_reduced_float(DType d);
+// The dtype arithmetic on d computes in (PyTorch's "opmath" type): f32 for f16 and bf16, d itself
+// otherwise. Intermediate values, scalar operands, sums and divisors of 16-bit work live there and
+// round to 16 bits once, at the end.
+DType opmath_dtype(DType d);
 
 // The smallest dtype that can represent both (PyTorch's promote_types table).
 DType promote_types(DType a, DType b);
@@ -45,8 +51,8 @@ template <> inline constexpr int significand_digits<double> = 53;
 template <> inline constexpr int significand_digits<f16> = 11;
 template <> inline constexpr int significand_digits<bf16> = 8;
 
-template <class T> inline constexpr bool is_float_type_v =
-    std::is_floating_point_v<T> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
+template <class T> inline constexpr bool is_reduced_float_v = std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
+template <class T> inline constexpr bool is_float_type_v = std::is_floating_point_v<T> || is_reduced_float_v<T>;
 
 // Calls f.template operator()<T>() with T the storage type of d:
 //   visit(dt, [&]<class T>() { ... });

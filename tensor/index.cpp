@@ -8,6 +8,13 @@ namespace ember {
 
 namespace {
 
+// Zeros of x's shape that index_select's and gather's vjps add their gradients into, in the
+// gradient's opmath dtype: f32 for 16-bit ones, whose repeated indices would otherwise stop adding
+// up once the 16-bit sum's spacing passes each term (2048 + 1 is 2048 in f16, 256 + 1 is 256 in bf16).
+Tensor accumulator(const autograd::TensorMeta& x, DType dtype) {
+  return zeros(x.shape, TensorOptions(dtype).with_device(x.device));
+}
+
 void check_index_dtype(const char* op, const Tensor& index) {
   if (index.dtype() != DType::i64 && index.dtype() != DType::i32)
     throw DTypeError(std::string(op) + ": index must be int64 or int32, got " + dtype_name(index.dtype()));
@@ -123,9 +130,8 @@ std::vector<OutputSpec> IndexSelect::infer(const std::vector<Tensor>& in) const 
 std::vector<Tensor> IndexSelect::vjp(const std::vector<Tensor>& g, const std::vector<Tensor>& in,
                                      const std::vector<Tensor>&) {
   // Each selected slice sends its gradient back to the slice it came from; repeats add up.
-  const auto& x = input_meta(0);
-  const Tensor zero = zeros(x.shape, TensorOptions(g[0].dtype()).with_device(x.device));
-  return {index_add(zero, dim_, in[1], g[0]), Tensor()};
+  const DType ct = opmath_dtype(g[0].dtype());
+  return {index_add(accumulator(input_meta(0), ct), dim_, in[1], g[0].to(ct)), Tensor()};
 }
 
 Tensor index_select(const Tensor& x_in, int64_t dim, const Tensor& index_in) {
@@ -177,9 +183,8 @@ std::vector<OutputSpec> Gather::infer(const std::vector<Tensor>& in) const {
 
 std::vector<Tensor> Gather::vjp(const std::vector<Tensor>& g, const std::vector<Tensor>& in,
                                 const std::vector<Tensor>&) {
-  const auto& x = input_meta(0);
-  const Tensor zero = zeros(x.shape, TensorOptions(g[0].dtype()).with_device(x.device));
-  return {scatter_add(zero, dim_, in[1], g[0]), Tensor()};
+  const DType ct = opmath_dtype(g[0].dtype());
+  return {scatter_add(accumulator(input_meta(0), ct), dim_, in[1], g[0].to(ct)), Tensor()};
 }
 
 Tensor gather(const Tensor& x_in, int64_t dim, const Tensor& index_in) {

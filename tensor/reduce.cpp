@@ -50,10 +50,15 @@ void require_floating(const char* op, const Tensor& x) {
 
 DType sum_dtype(DType d) { return is_floating(d) ? d : DType::i64; }
 
-// 16-bit floats widened to f32, so squares and powers neither overflow nor lose digits.
-Tensor widen_half(const Tensor& x) {
-  return x.dtype() == DType::f16 || x.dtype() == DType::bf16 ? x.to(DType::f32) : x;
+// The wider float a sum or product with `dtype` given folds x's values into directly (f16 into
+// f32); none when x must be converted first.
+std::optional<DType> widened(DType x, std::optional<DType> dtype) {
+  if (dtype && *dtype != x && is_floating(x) && is_floating(*dtype) && promote_types(x, *dtype) == *dtype) return dtype;
+  return std::nullopt;
 }
+
+// 16-bit floats widened to f32, so squares and powers neither overflow nor lose digits.
+Tensor widen_half(const Tensor& x) { return x.to(opmath_dtype(x.dtype())); }
 
 // s^(1/p) whose gradient at s == 0 (infinite there) is taken as 0, as PyTorch's norm and std do.
 Tensor root_with_zero_grad(const Tensor& s, double p) {
@@ -80,25 +85,30 @@ Shape reduced_shape(const Shape& shape, const Shape& dims, bool keepdim) {
 // ---- primitives: shapes and vjps
 
 std::vector<OutputSpec> Sum::infer(const std::vector<Tensor>& in) const {
-  return {{reduced_shape(in[0].shape(), dims_, keepdim_), sum_dtype(in[0].dtype())}};
+  return {{reduced_shape(in[0].shape(), dims_, keepdim_), dtype_.value_or(sum_dtype(in[0].dtype()))}};
 }
 
+// The cotangent takes the input's dtype before it is expanded: one small conversion.
 std::vector<Tensor> Sum::vjp(const std::vector<Tensor>& g, const std::vector<Tensor>&, const std::vector<Tensor>&) {
-  const Shape& shape = input_meta(0).shape;
-  return {expand(expand_reduced(g[0], shape, dims_, keepdim_), shape)};
+  const autograd::TensorMeta& x = input_meta(0);
+  return {expand(expand_reduced(g[0].to(x.dtype), x.shape, dims_, keepdim_), x.shape)};
 }
 
 std::vector<OutputSpec> Prod::infer(const std::vector<Tensor>& in) const {
-  return {{reduced_shape(in[0].shape(), dims_, keepdim_), sum_dtype(in[0].dtype())}};
+  return {{reduced_shape(in[0].shape(), dims_, keepdim_), dtype_.value_or(sum_dtype(in[0].dtype()))}};
 }
 
 // d prod / d x_i is the product of the other elements of its slice: y / x_i away from zeros; at a
 // zero it is the product of the nonzero others if that zero is the slice's only one, else 0.
+// 16-bit inputs work in f32 with the product taken again there: the saved output was rounded to
+// 16 bits, and may have overflowed where y / x_i does not.
 std::vector<Tensor> Prod::vjp(const std::vector<Tensor>& g, const std::vector<Tensor>& in,
                               const std::vector<Tensor>& out) {
-  const Tensor& x = in[0];
-  const Tensor grad = expand_reduced(g[0], x.shape(), dims_, keepdim_);
-  const Tensor y = expand_reduced(out[0], x.shape(), dims_, keepdim_);
+  const DType ct = opmath_dtype(in[0].dtype());
+  const Tensor x = in[0].to(ct);
+  const Tensor grad = expand_reduced(g[0].to(ct), x.shape(), dims_, keepdim_);
+  const Tensor y = out[0].dtype() == ct ? expand_reduced(out[0], x.shape(), dims_, keepdim_)
+                                        : prod(in[0], dims_, /*keepdim=*/true, ct);
   const Tensor is_zero = eq(x, 0);
   const Tensor nonzero_or_one = masked_fill(x, is_zero, 1);
   const Tensor zeros_in_slice = sum(is_zero, dims_, /*keepdim=*/true);
@@ -111,11 +121,12 @@ std::vector<OutputSpec> Extremum::infer(const std::vector<Tensor>& in) const {
   return {{reduced_shape(in[0].shape(), dims_, keepdim_), in[0].dtype()}};
 }
 
-// Ties share the gradient evenly (a NaN extreme matches nothing and gives NaN, as in PyTorch).
+// Ties share the gradient evenly (a NaN extreme matches nothing and gives NaN, as in PyTorch). The
+// share is taken in f32 for 16-bit inputs: a count of ties past 65504 is inf in f16.
 std::vector<Tensor> Extremum::vjp(const std::vector<Tensor>& g, const std::vector<Tensor>& in,
                                   const std::vector<Tensor>& out) {
   const Tensor& x = in[0];
-  const Tensor grad = expand_reduced(g[0], x.shape(), dims_, keepdim_);
+  const Tensor grad = expand_reduced(g[0].to(opmath_dtype(g[0].dtype())), x.shape(), dims_, keepdim_);
   const Tensor is_extreme = eq(x, expand_reduced(out[0], x.shape(), dims_, keepdim_));
   const Tensor ties = sum(is_extreme, dims_, /*keepdim=*/true);
   return {div(grad, ties) * is_extreme.to(grad.dtype())};
@@ -131,19 +142,26 @@ std::vector<OutputSpec> ArgExtremum::infer(const std::vector<Tensor>& in) const 
 
 Tensor sum(const Tensor& x_in, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
   const auto [x] = amp::autocast_args("sum", dtype, x_in);
-  return run1(Sum(normalize_dims(dims, x.dim(), "sum"), keepdim), {dtype ? x.to(*dtype) : x});
+  const Shape nd = normalize_dims(dims, x.dim(), "sum");
+  if (const auto wide = widened(x.dtype(), dtype)) return run1(Sum(nd, keepdim, wide), {x});
+  return run1(Sum(nd, keepdim), {dtype ? x.to(*dtype) : x});
 }
 
+// 16-bit inputs are summed into f32 and divided there, then rounded once (PyTorch's rule: the mean
+// of 70000 f16 ones is 1, though their sum is inf in f16).
 Tensor mean(const Tensor& x_in, const Shape& dims, bool keepdim) {
   const auto [x] = amp::autocast_args("mean", x_in);
   require_floating("mean", x);
   const Shape nd = normalize_dims(dims, x.dim(), "mean");
-  return div(sum(x, nd, keepdim), static_cast<double>(reduced_count(x.shape(), nd)));
+  const Tensor total = sum(x, nd, keepdim, opmath_dtype(x.dtype()));
+  return div(total, static_cast<double>(reduced_count(x.shape(), nd))).to(x.dtype());
 }
 
 Tensor prod(const Tensor& x_in, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
   const auto [x] = amp::autocast_args("prod", dtype, x_in);
-  return run1(Prod(normalize_dims(dims, x.dim(), "prod"), keepdim), {dtype ? x.to(*dtype) : x});
+  const Shape nd = normalize_dims(dims, x.dim(), "prod");
+  if (const auto wide = widened(x.dtype(), dtype)) return run1(Prod(nd, keepdim, wide), {x});
+  return run1(Prod(nd, keepdim), {dtype ? x.to(*dtype) : x});
 }
 
 Tensor amax(const Tensor& x_in, const Shape& dims, bool keepdim) {

@@ -23,11 +23,13 @@ Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
 // With y the output and g its cotangent, reductions along dim kept as size 1:
 //   softmax:     dx = y * (g - sum(g * y))
 //   log_softmax: dx = g - exp(y) * sum(g)
-std::vector<Tensor> Softmax::vjp(const std::vector<Tensor>& g, const std::vector<Tensor>&,
+// 16-bit outputs compute this in f32 and round dx once (sum(g) over 70000 elements is inf in f16).
+std::vector<Tensor> Softmax::vjp(const std::vector<Tensor>& g_in, const std::vector<Tensor>&,
                                  const std::vector<Tensor>& out) {
-  const Tensor& y = out[0];
-  if (log_) return {g[0] - exp(y) * sum(g[0], {dim_}, /*keepdim=*/true)};
-  return {y * (g[0] - sum(g[0] * y, {dim_}, /*keepdim=*/true))};
+  const DType ct = opmath_dtype(out[0].dtype());
+  const Tensor y = out[0].to(ct), g = g_in[0].to(ct);
+  if (log_) return {g - exp(y) * sum(g, {dim_}, /*keepdim=*/true)};
+  return {y * (g - sum(g * y, {dim_}, /*keepdim=*/true))};
 }
 
 }  // namespace ember

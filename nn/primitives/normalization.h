@@ -8,7 +8,7 @@ namespace ember {
 
 // Inputs {x (N, C, ...), [weight (C)], [bias (C)], [running_mean (C), running_var (C)] (eval only)}:
 // which optional inputs are present is fixed by the flags. Training outputs {y, batch mean,
-// biased batch var}, the statistics in stat_dtype (f32 for 16-bit x); eval outputs {y} normalised
+// biased batch var}, the statistics in opmath_dtype (f32 for 16-bit x); eval outputs {y} normalised
 // with the running statistics. x may be contiguous or channels-last (read in place, no copy).
 class BatchNorm final : public Primitive {
  public:
@@ -28,7 +28,7 @@ class BatchNorm final : public Primitive {
 // The backward kernel of BatchNorm (first order; the vjp composes public ops instead when the
 // graph of the backward is recorded). Inputs {x, g (contiguous, x's shape and dtype), [weight],
 // then g_mean, g_var (C) when training (the statistics outputs' cotangents) or running_mean,
-// running_var when not}. Outputs {dx (x's dtype), dweight (C), dbias (C)}, the last two in stat_dtype.
+// running_var when not}. Outputs {dx (x's dtype), dweight (C), dbias (C)}, the last two in opmath_dtype.
 class BatchNormBackward final : public Primitive {
  public:
   static constexpr bool kDifferentiable = false;
@@ -63,7 +63,7 @@ class LayerNorm final : public Primitive {
 
 // The backward kernel of LayerNorm (first order, as BatchNormBackward). Inputs {x, g (both
 // contiguous, one shape and dtype), [weight]}; outputs {dx, dweight, dbias}, the last two of the
-// normalised shape in stat_dtype.
+// normalised shape in opmath_dtype.
 class LayerNormBackward final : public Primitive {
  public:
   static constexpr bool kDifferentiable = false;

@@ -26,7 +26,9 @@ class GradScaler {
   // non-positive init_scale.
   explicit GradScaler(GradScalerOptions options = {});
 
-  // loss * scale; the scale is created on the loss's device at the first call.
+  // loss * scale; the scale is created on the loss's device at the first call. A 16-bit loss is
+  // scaled in f32 and rounded once, but its own gradient is the scale, which from 65520 on is inf
+  // in f16: scale an f32 loss (the Runner computes it from f32 logits).
   Tensor scale(const Tensor& loss);
   // Divides the optimizer's gradients by the scale and records whether any was not finite, in
   // one multi-tensor kernel. StateError on a second call before update(), or after step();

@@ -30,7 +30,8 @@ class DynamicLossScaler {
   // scale, or a dynamic start outside [min, max].
   explicit DynamicLossScaler(DynamicLossScalerOptions options = {});
 
-  // loss * scale; the state is created (or moved) on the loss's device.
+  // loss * scale; the state is created (or moved) on the loss's device. As GradScaler::scale, a
+  // float16 loss would take the scale (2^16 at first) as its gradient: scale an f32 loss.
   Tensor scale(const Tensor& loss);
   // One update after a step: overflow is found_inf (0-dim float32, nonzero = the step was
   // skipped). A static scaler only counts. With raise_error_at_min_scale: ValueError "loss scale

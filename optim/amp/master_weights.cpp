@@ -9,12 +9,6 @@
 
 namespace ember::amp {
 
-namespace {
-
-bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
-
-}  // namespace
-
 MasterWeightOptimizer::MasterWeightOptimizer(std::vector<Tensor> model_params, const InnerFactory& make_inner,
                                              MasterWeightOptions options)
     : params_(std::move(model_params)), options_(options) {
@@ -22,7 +16,7 @@ MasterWeightOptimizer::MasterWeightOptimizer(std::vector<Tensor> model_params, c
   NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
-    if (!is_half(p.dtype()) && p.dtype() != DType::f32)
+    if (!is_reduced_float(p.dtype()) && p.dtype() != DType::f32)
       throw ValueError("MasterWeightOptimizer: parameter " + std::to_string(i) + " is " + dtype_name(p.dtype()) +
                        " (expected float16, bfloat16 or float32)");
     if (!p.is_contiguous())

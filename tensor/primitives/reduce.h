@@ -1,6 +1,8 @@
 // Reduction primitives over a set of dims (sorted, unique, wrapped; empty = every dim).
 #pragma once
 
+#include <optional>
+
 #include "tensor/primitive.h"
 
 namespace ember {
@@ -8,10 +10,12 @@ namespace ember {
 // The output shape of reducing `dims` of `shape` (kept as size 1 when keepdim).
 Shape reduced_shape(const Shape& shape, const Shape& dims, bool keepdim);
 
-// Sum; integer and bool inputs sum to i64 (PyTorch), floats accumulate in double on the CPU.
+// Sum; integer and bool inputs sum to i64 (PyTorch), floats accumulate in double on the CPU (float
+// on CUDA; double for f64). A floating input may be summed into a wider floating `dtype` (f16 into
+// f32): the values converting the input first would give, without the converted copy.
 class Sum final : public Primitive {
  public:
-  Sum(Shape dims, bool keepdim) : dims_(dims), keepdim_(keepdim) {}
+  Sum(Shape dims, bool keepdim, std::optional<DType> dtype = {}) : dims_(dims), keepdim_(keepdim), dtype_(dtype) {}
   const char* name() const override { return "sum"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
   EMBER_PRIMITIVE_KERNELS;
@@ -20,13 +24,14 @@ class Sum final : public Primitive {
  private:
   Shape dims_;
   bool keepdim_;
+  std::optional<DType> dtype_;
 };
 
 // Product over dims; same dtype rules as Sum.
 class Prod final : public Primitive {
  public:
   static constexpr int kSaves = kSaveInputs | kSaveOutputs;
-  Prod(Shape dims, bool keepdim) : dims_(dims), keepdim_(keepdim) {}
+  Prod(Shape dims, bool keepdim, std::optional<DType> dtype = {}) : dims_(dims), keepdim_(keepdim), dtype_(dtype) {}
   const char* name() const override { return "prod"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
   EMBER_PRIMITIVE_KERNELS;
@@ -35,6 +40,7 @@ class Prod final : public Primitive {
  private:
   Shape dims_;
   bool keepdim_;
+  std::optional<DType> dtype_;
 };
 
 // amax / amin over dims (NaN propagates); the gradient is shared evenly among tied maxima.
