@@ -24,7 +24,8 @@ class Unary final : public Primitive {
   Op op_;
 };
 
-// z = Op(a, b) with broadcasting; a and b share one dtype (the front end promotes).
+// z = Op(a, b) with broadcasting; a and b share one dtype (the front end promotes), or one is f16/bf16
+// and the other a 0-dim f32 scalar that the kernel computes with in f32 (PyTorch's opmath).
 template <class Op>
 class Binary final : public Primitive {
  public:
