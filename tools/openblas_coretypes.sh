@@ -12,8 +12,9 @@ lib = ctypes.CDLL("libopenblas.so.0")
 lib.openblas_get_corename.restype = ctypes.c_char_p
 print(lib.openblas_get_corename().decode())' 2>/dev/null)" || exit 0
 
-# Kernel families: core types of one family share their sgemm/dgemm kernels (OpenBLAS's
-# kernel/x86_64/KERNEL.<core> files), so a second one of the same family would test nothing new.
+# Kernel families: core types of one family share their sgemm/dgemm micro-kernels (OpenBLAS's
+# kernel/x86_64/KERNEL.<core> files; their blocking may still differ), so a type from another family
+# tests more: other vector widths, FMA or none.
 family() {
   case "${1,,}" in
     skylakex | cooperlake | sapphirerapids) echo avx512 ;;
