@@ -1,10 +1,13 @@
 // bench_train: one whole training step (forward, cross-entropy, backward, SGD step) of the model
-// zoo's models on CIFAR-sized batches (3x32x32, 10 classes), per precision mode, as the Runner runs it.
+// zoo's models on CIFAR-sized batches (3x32x32, 10 classes), per precision mode, as the Runner runs it;
+// on a GPU also ImageNet-sized steps (3x224x224, 1000 classes): ResNet-50 channels-last at batch 256
+// (resnet50_224_nhwc) and ViT-B/16 at batch 128 (vit_b16_224), the shapes PyTorch is compared on.
 //   train/<device>/<precision>/<model>/<batch>: img_per_s, and peak_MiB: on a GPU ember's pool peak
 //   during the case; on the CPU the process's peak resident memory so far (run one case per process,
 //   --benchmark_filter=...$, for a per-model figure).
 // Flags of its own (before Google Benchmark's): --precision=fp32,amp_bf16,... (train/precision.h's
-// names; default: fp32 on the CPU, every mode on a GPU), --batch=N (default 16 on the CPU, 256 on a GPU).
+// names; default: fp32 on the CPU, every mode on a GPU), --batch=N (default 16 on the CPU, 256 on a GPU,
+// the ImageNet-sized cases their own).
 // Run: build/bench/bench_train --benchmark_filter=train/cpu/fp32/mlp/
 #include <benchmark/benchmark.h>
 
@@ -38,8 +41,21 @@ bool runs_on(ember::train::Precision p, ember::Device device) {
   return device.is_cuda() || p != ember::train::Precision::tf32;
 }
 
-const std::vector<std::string> kModels = {"mlp", "cnn", "resnet18", "resnet50", "vit_small"};
-constexpr ember::train::ImageShape kImage{3, 32, 10};
+// A model of the zoo on its input: the case name's model part, the zoo's name, the images.
+struct Workload {
+  std::string name;
+  std::string model;
+  ember::train::ImageShape image;
+  bool channels_last = false;     // images stored NHWC (the convolutions then run NHWC)
+  std::optional<int64_t> batch;   // its own batch size, else --batch or the device's default
+};
+constexpr ember::train::ImageShape kCifar{3, 32, 10};
+constexpr ember::train::ImageShape kImageNet{3, 224, 1000};
+Workload cifar(const std::string& model) { return {model, model, kCifar, false, std::nullopt}; }
+const std::vector<Workload> kCifarWorkloads = {cifar("mlp"), cifar("cnn"), cifar("resnet18"), cifar("resnet50"),
+                                               cifar("vit_small")};
+const std::vector<Workload> kImageNetWorkloads = {{"resnet50_224_nhwc", "resnet50", kImageNet, true, 256},
+                                                  {"vit_b16_224", "vit_base", kImageNet, false, 128}};
 
 struct Options {
   std::vector<ember::train::Precision> precisions;  // empty: the defaults
@@ -89,10 +105,10 @@ double process_peak_mib() {
 }
 
 template <class Time>
-void train_case(benchmark::State& state, const std::string& model_name, ember::train::Precision precision,
+void train_case(benchmark::State& state, const Workload& work, ember::train::Precision precision,
                 ember::Device device, int64_t batch, const Time& time) {
   ember::manual_seed(0);
-  auto model = ember::train::make_model(model_name, kImage);
+  auto model = ember::train::make_model(work.model, work.image);
   model->to(device);
   model->train();
   ember::train::PrecisionOptions options;
@@ -101,8 +117,10 @@ void train_case(benchmark::State& state, const std::string& model_name, ember::t
     return std::make_unique<ember::optim::SGD>(std::move(params), ember::optim::SGDOptions{0.01, 0.9});
   });
   const ember::TensorOptions on(device);
-  const Tensor images = ember::randn({batch, kImage.channels, kImage.size, kImage.size}, on).to(mode.input_dtype());
-  const Tensor labels = ember::randint(0, kImage.classes, {batch}, ember::TensorOptions(ember::DType::i64).with_device(device));
+  const ember::train::ImageShape& im = work.image;
+  Tensor images = ember::randn({batch, im.channels, im.size, im.size}, on).to(mode.input_dtype());
+  if (work.channels_last) images = ember::permute(ember::permute(images, {0, 2, 3, 1}).contiguous(), {0, 3, 1, 2});
+  const Tensor labels = ember::randint(0, im.classes, {batch}, ember::TensorOptions(ember::DType::i64).with_device(device));
   auto step = [&] {  // the Runner's step: forward under the mode's autocast, f32 logits to the loss
     mode.zero_grad();
     Tensor loss;
@@ -126,21 +144,23 @@ void train_case(benchmark::State& state, const std::string& model_name, ember::t
                                    : process_peak_mib();
 }
 
-// Registers the cases of each precision that runs on `device`; adds those precisions to `registered`.
-void register_device(const char* device_name, ember::Device device,
-                     const std::vector<ember::train::Precision>& precisions, int64_t batch,
-                     std::set<ember::train::Precision>& registered) {
+// Registers the workloads' cases of each precision that runs on `device`; adds those precisions to
+// `registered`. `batch`: --batch, else the device's default for workloads without their own.
+void register_device(const char* device_name, ember::Device device, const std::vector<Workload>& workloads,
+                     const std::vector<ember::train::Precision>& precisions, std::optional<int64_t> batch_flag,
+                     int64_t default_batch, std::set<ember::train::Precision>& registered) {
   for (const ember::train::Precision p : precisions) {
     if (!runs_on(p, device)) continue;
     registered.insert(p);
-    for (const std::string& model : kModels) {
+    for (const Workload& work : workloads) {
+      const int64_t batch = batch_flag.value_or(work.batch.value_or(default_batch));
       const std::string name = std::string("train/") + device_name + "/" + ember::train::precision_name(p) + "/" +
-                               model + "/" + std::to_string(batch);
+                               work.name + "/" + std::to_string(batch);
       bench::register_case(name, [=](benchmark::State& s) {
-        if (device.is_cpu()) return train_case(s, model, p, device, batch, bench::WallTimer{});
+        if (device.is_cpu()) return train_case(s, work, p, device, batch, bench::WallTimer{});
 #if defined(EMBER_BENCH_CUDA)
         const bench::CudaEventTimer timer;
-        train_case(s, model, p, device, batch, timer);
+        train_case(s, work, p, device, batch, timer);
 #endif
       });
     }
@@ -161,12 +181,15 @@ int main(int argc, char** argv) {
   std::vector<ember::train::Precision> all;
   for (const std::string& n : ember::train::precision_names()) all.push_back(ember::train::parse_precision(n));
   std::set<ember::train::Precision> registered;
-  register_device("cpu", ember::kCPU, chosen ? options->precisions : std::vector{ember::train::Precision::fp32},
-                  options->batch.value_or(16), registered);
+  register_device("cpu", ember::kCPU, kCifarWorkloads,
+                  chosen ? options->precisions : std::vector{ember::train::Precision::fp32}, options->batch, 16, registered);
 #if defined(EMBER_BENCH_CUDA)
-  if (ember::backend::cuda_device_count() > 0)
-    register_device("cuda", ember::Device(ember::DeviceType::cuda, 0), chosen ? options->precisions : all,
-                    options->batch.value_or(256), registered);
+  if (ember::backend::cuda_device_count() > 0) {
+    std::vector<Workload> gpu_workloads = kCifarWorkloads;
+    gpu_workloads.insert(gpu_workloads.end(), kImageNetWorkloads.begin(), kImageNetWorkloads.end());
+    register_device("cuda", ember::Device(ember::DeviceType::cuda, 0), gpu_workloads, chosen ? options->precisions : all,
+                    options->batch, 256, registered);
+  }
 #endif
   for (const ember::train::Precision p : options->precisions)
     if (!registered.count(p)) {

@@ -5,7 +5,9 @@
 (context + benchmarks, one entry per case under the ember case's name, with the same counters:
 TFLOPS, or img_per_s and peak_MiB), which bench/report.py shows beside ember's.
 
-Usage: bench/torch_compare.py --bench-dir build/bench [--filter REGEX] --out results/x/torch.json
+Usage: bench/torch_compare.py --bench-dir build/bench [--filter REGEX] [--compile] --out results/x/torch.json
+Training steps run in the precision modes PyTorch eager has (fp32, tf32, autocast with GradScaler for
+fp16), channels-last where ember's case is; --compile times them under torch.compile instead.
 Needs torch (and torchvision for the ResNets); cases it cannot run are left out, with a note."""
 import argparse
 import datetime
@@ -113,7 +115,8 @@ def conv_case(name, min_time):
     return {"TFLOPS": 2.0 * n * o * oh * ow * c * k * k / seconds / 1e12}, seconds
 
 
-# ---- the model zoo of train/model_zoo.cpp, for 3x32x32 images and 10 classes
+# ---- the model zoo of train/model_zoo.cpp: for 3x32x32 images and 10 classes, and the ImageNet-sized
+# workloads of bench_train (3x224x224, 1000 classes)
 
 
 def mlp(classes):
@@ -127,11 +130,12 @@ def small_cnn(classes):  # nn/models/mlp.cpp: SmallCNN
                          nn.Flatten(), nn.Linear(64 * 8 * 8, 128), nn.ReLU(), nn.Linear(128, classes))
 
 
-def resnet(name, classes):  # torchvision's, with ember's small-input stem: 3x3 stride-1 conv1, no max pool
+def resnet(name, classes, small_input=True):  # torchvision's; small input: a 3x3 stride-1 conv1, no max pool
     import torchvision
     model = getattr(torchvision.models, name)(num_classes=classes)
-    model.conv1 = nn.Conv2d(3, 64, 3, 1, 1, bias=False)
-    model.maxpool = nn.Identity()
+    if small_input:
+        model.conv1 = nn.Conv2d(3, 64, 3, 1, 1, bias=False)
+        model.maxpool = nn.Identity()
     return model
 
 
@@ -154,35 +158,48 @@ class ViT(nn.Module):  # nn/models/vit.cpp: pre-norm blocks, class token, learne
         return self.head(self.norm(self.blocks(x))[:, 0])
 
 
+# case name's model part: (builder of classes, image size, classes, channels-last)
 MODELS = {
-    "mlp": mlp,
-    "cnn": small_cnn,
-    "resnet18": lambda c: resnet("resnet18", c),
-    "resnet50": lambda c: resnet("resnet50", c),
-    "vit_tiny": lambda c: ViT(c, 192, 3),
-    "vit_small": lambda c: ViT(c, 384, 6),
+    "mlp": (mlp, 32, 10, False),
+    "cnn": (small_cnn, 32, 10, False),
+    "resnet18": (lambda c: resnet("resnet18", c), 32, 10, False),
+    "resnet50": (lambda c: resnet("resnet50", c), 32, 10, False),
+    "vit_tiny": (lambda c: ViT(c, 192, 3), 32, 10, False),
+    "vit_small": (lambda c: ViT(c, 384, 6), 32, 10, False),
+    "resnet50_224_nhwc": (lambda c: resnet("resnet50", c, small_input=False), 224, 1000, True),
+    "vit_b16_224": (lambda c: ViT(c, 768, 12, patch=16, size=224), 224, 1000, False),
 }
 TRAIN = re.compile(r"^train/(cpu|cuda)/(\w+)/(\w+)/(\d+)$")
+# ember's precision modes that PyTorch has as such: fp32, tf32, and autocast (GradScaler for fp16). The
+# naive_* and pure_bf16 modes (a half model with fp32 masters) have no PyTorch-eager counterpart.
+AUTOCAST = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}
 
 
-def train_case(name, min_time):
+def train_case(name, min_time, compile_model=False):
     m = TRAIN.match(name)
     device, prec, model_name, batch = torch.device(m[1]), m[2], m[3], int(m[4])
-    if prec not in ("fp32", "tf32"):
+    if prec not in ("fp32", "tf32") and prec not in AUTOCAST:
         raise NotImplementedError(f"precision {prec}")
+    build, size, classes, channels_last = MODELS[model_name]
     set_tf32(prec == "tf32")
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
-    model = MODELS[model_name](10).to(device).train()
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    model = build(classes).to(device, memory_format=fmt).train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    images = torch.randn(batch, 3, 32, 32, device=device)
-    labels = torch.randint(0, 10, (batch,), device=device)
+    images = torch.randn(batch, 3, size, size, device=device).to(memory_format=fmt)
+    labels = torch.randint(0, classes, (batch,), device=device)
+    forward = torch.compile(model) if compile_model else model
+    amp_dtype = AUTOCAST.get(prec)
+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
 
     def step():
-        loss = F.cross_entropy(model(images), labels)
+        with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+            loss = F.cross_entropy(forward(images).float(), labels)
         opt.zero_grad()
-        loss.backward()
-        opt.step()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
 
     step()
     if device.type == "cuda":
@@ -202,9 +219,14 @@ def main():
     parser.add_argument("--filter", default=".", help="regex on case names, as --benchmark_filter")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--min-time", type=float, default=0.5, help="seconds timed per case")
+    parser.add_argument("--compile", action="store_true",
+                        help="training steps only, each model wrapped in torch.compile (the first step compiles)")
     args = parser.parse_args()
 
-    runners = [("bench_gemm", gemm_case), ("bench_conv", conv_case), ("bench_train", train_case)]
+    if args.compile:
+        runners = [("bench_train", lambda name, t: train_case(name, t, compile_model=True))]
+    else:
+        runners = [("bench_gemm", gemm_case), ("bench_conv", conv_case), ("bench_train", train_case)]
     results, skipped = [], []
     for binary, run in runners:
         for name in list_cases(args.bench_dir / binary, args.filter):
@@ -218,7 +240,7 @@ def main():
             print(f"torch {name}: " + ", ".join(f"{k} {v:.4g}" for k, v in counters.items()), flush=True)
     context = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "library": f"torch {torch.__version__}",
+        "library": f"torch {torch.__version__}" + (" (torch.compile)" if args.compile else ""),
         "cpu_threads": str(torch.get_num_threads()),
         "skipped": skipped,
     }

@@ -1,5 +1,8 @@
 // gradcheck (finite differences in f64) for every differentiable op, gradgradcheck for the ones
-// whose vjps are themselves differentiated (double backward), and tests of gradcheck itself.
+// whose vjps are themselves differentiated (double backward), and tests of gradcheck itself. The op
+// checks run again on CUDA (the 'cuda' suite): the checked function then moves its f64 inputs to the
+// GPU and its outputs back, so both the finite differences and the analytical Jacobian come from the
+// CUDA kernels and vjps.
 #include <cmath>
 #include <limits>
 
@@ -14,10 +17,34 @@ namespace {
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 using MultiFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
+// The device the checked functions run on; gradcheck itself perturbs inputs on the CPU.
+Device g_device = kCPU;
+struct RunOn {
+  explicit RunOn(Device d) { g_device = d; }
+  ~RunOn() { g_device = kCPU; }
+};
+// A constant a checked function uses (a mask, an index), on the device the functions run on.
+Tensor dev(const Tensor& t) { return t.to(g_device); }
+
+std::vector<Tensor> to_device(const std::vector<Tensor>& xs, Device d) {
+  std::vector<Tensor> out;
+  for (const Tensor& x : xs) out.push_back(x.to(d));  // differentiable: the gradient copies back
+  return out;
+}
+// fn run on g_device: inputs moved there, outputs moved back to the CPU, where gradcheck reads them.
+MultiFn on_device(const MultiFn& fn) {
+  if (g_device.is_cpu()) return fn;
+  return [fn, d = g_device](const std::vector<Tensor>& x) { return to_device(fn(to_device(x, d)), kCPU); };
+}
+Fn on_device(const Fn& fn) {
+  if (g_device.is_cpu()) return fn;
+  return [fn, d = g_device](const std::vector<Tensor>& x) { return fn(to_device(x, d)).to(kCPU); };
+}
+
 // Runs gradcheck and turns its exception into a test failure naming the case.
 void check(const std::string& what, const Fn& fn, const std::vector<Tensor>& inputs) {
   try {
-    const GradcheckResult r = gradcheck(fn, inputs);
+    const GradcheckResult r = gradcheck(on_device(fn), inputs);
     CHECK_MESSAGE(r.entries > 0, what);
   } catch (const std::exception& e) {
     FAIL_CHECK(what, ": ", std::string(e.what()));
@@ -25,7 +52,7 @@ void check(const std::string& what, const Fn& fn, const std::vector<Tensor>& inp
 }
 void check_multi(const std::string& what, const MultiFn& fn, const std::vector<Tensor>& inputs) {
   try {
-    gradcheck(fn, inputs);
+    gradcheck(on_device(fn), inputs);
     CHECK(true);
   } catch (const std::exception& e) {
     FAIL_CHECK(what, ": ", std::string(e.what()));
@@ -33,7 +60,7 @@ void check_multi(const std::string& what, const MultiFn& fn, const std::vector<T
 }
 void check2(const std::string& what, const Fn& fn, const std::vector<Tensor>& inputs) {
   try {
-    const GradcheckResult r = gradgradcheck(fn, inputs);
+    const GradcheckResult r = gradgradcheck(on_device(fn), inputs);
     CHECK_MESSAGE(r.entries > 0, what);
   } catch (const std::exception& e) {
     FAIL_CHECK(what, " (second order): ", std::string(e.what()));
@@ -62,13 +89,9 @@ Tensor distinct(const Shape& s, double gap = 0.37) {
   for (int64_t i = 0; i < n; ++i) v[i] = (static_cast<double>((i * 7) % n) - n / 2.0) * gap + 0.05;
   return from_vector(v, s).requires_grad_(true);
 }
-Tensor index(const std::vector<int64_t>& v, const Shape& s) { return from_vector(v, s); }
+Tensor index(const std::vector<int64_t>& v, const Shape& s) { return dev(from_vector(v, s)); }
 
-}  // namespace
-
-TEST_SUITE("cpu") {
-
-TEST_CASE("gradcheck: unary ops") {
+void unary_ops() {
   const Shape s{2, 3};
   check("neg", [](const auto& x) { return neg(x[0]); }, {u(s)});
   check("abs", [](const auto& x) { return abs(x[0]); }, {away_from_zero(s)});
@@ -97,7 +120,7 @@ TEST_CASE("gradcheck: unary ops") {
     check("pow(x, " + std::to_string(e) + ")", [e](const auto& x) { return pow(x[0], e); }, {u(s, 0.3, 2)});
 }
 
-TEST_CASE("gradcheck: binary ops with broadcasting and scalar forms") {
+void binary_ops() {
   struct Pair {
     Shape a, b;
   };
@@ -126,24 +149,24 @@ TEST_CASE("gradcheck: binary ops with broadcasting and scalar forms") {
   check("minimum(x, -0.5)", [](const auto& x) { return minimum(x[0], -0.5); }, {away_from_zero({2, 3}, 0.6, 2)});
 }
 
-TEST_CASE("gradcheck: where, masked_fill, casts") {
-  const Tensor m = from_vector<bool>({true, false, true, false}, {4});
-  const Tensor m2 = from_vector<bool>({true, false, false, true, true, false}, {2, 3});
+void select_and_cast_ops() {
+  const Tensor m = dev(from_vector<bool>({true, false, true, false}, {4}));
+  const Tensor m2 = dev(from_vector<bool>({true, false, false, true, true, false}, {2, 3}));
   check("where", [m](const auto& x) { return where(m, x[0], x[1]); }, {u({3, 4}), u({3, 4})});
   check("where broadcast", [m](const auto& x) { return where(m, x[0], x[1]); }, {u({2, 1}), u({})});
   check("masked_fill", [m2](const auto& x) { return masked_fill(x[0], m2, 5.0); }, {u({2, 3})});
   check("to(float64) is the identity", [](const auto& x) { return x[0].to(DType::f64) * 2; }, {u({2, 3})});
   // Through f32 the values carry f32 rounding, so a larger step keeps the difference quotient clean.
   try {
-    gradcheck([](const std::vector<Tensor>& x) { return (x[0].to(DType::f32) * 3).to(DType::f64); }, {u({2, 3})},
-              /*eps=*/1e-3, /*atol=*/1e-3, /*rtol=*/1e-3);
+    gradcheck(on_device(Fn([](const std::vector<Tensor>& x) { return (x[0].to(DType::f32) * 3).to(DType::f64); })),
+              {u({2, 3})}, /*eps=*/1e-3, /*atol=*/1e-3, /*rtol=*/1e-3);
     CHECK(true);
   } catch (const std::exception& e) {
     FAIL_CHECK("cast through float32: ", std::string(e.what()));
   }
 }
 
-TEST_CASE("gradcheck: views") {
+void view_ops() {
   check("view", [](const auto& x) { return x[0].view({3, 2}) * x[0].view({3, 2}); }, {u({2, 3})});
   check("reshape (copy of a transposed input)", [](const auto& x) { return x[0].t().reshape({6}); }, {u({2, 3})});
   check("permute", [](const auto& x) { return permute(x[0], {2, 0, 1}); }, {u({2, 3, 2})});
@@ -168,9 +191,9 @@ TEST_CASE("gradcheck: views") {
   check("non-contiguous leaf", [](const auto& x) { return x[0] * x[0]; }, {strided_leaf});
 }
 
-TEST_CASE("gradcheck: in-place ops on non-leaves") {
+void in_place_ops() {
   // Each in-place op writes into a fresh non-leaf; the graph must route gradients around it.
-  const Tensor m = from_vector<bool>({true, false, false, true, true, false}, {2, 3});
+  const Tensor m = dev(from_vector<bool>({true, false, false, true, true, false}, {2, 3}));
   check("add_", [](const auto& x) { Tensor a = x[0] * 1; add_(a, x[1]); return a; }, {u({2, 3}), u({3})});
   check("sub_ scalar", [](const auto& x) { Tensor a = x[0] * 2; sub_(a, 1.5); return a; }, {u({2, 3})});
   check("neg_", [](const auto& x) { Tensor a = x[0] * 2; neg_(a); return a; }, {u({2, 3})});
@@ -186,7 +209,7 @@ TEST_CASE("gradcheck: in-place ops on non-leaves") {
   check("mul_", [](const auto& x) { Tensor a = x[0] * 1; mul_(a, x[1]); return a; }, {u({2, 3}), u({3})});
 }
 
-TEST_CASE("gradcheck: cat stack split chunk") {
+void join_ops() {
   check("cat", [](const auto& x) { return cat({x[0], x[1], x[2]}, 0); }, {u({2, 3}), u({1, 3}), u({3, 3})});
   check("cat(dim -1)", [](const auto& x) { return cat({x[0], x[1]}, -1); }, {u({2, 1}), u({2, 3})});
   check("stack", [](const auto& x) { return stack({x[0], x[1]}, 1); }, {u({2, 3}), u({2, 3})});
@@ -199,7 +222,7 @@ TEST_CASE("gradcheck: cat stack split chunk") {
   }, {u({4, 3})});
 }
 
-TEST_CASE("gradcheck: index ops") {
+void index_ops() {
   const Tensor i1 = index({2, 0, 2, 1}, {4});
   check("index_select", [i1](const auto& x) { return index_select(x[0], 0, i1); }, {u({3, 2})});
   check("index_select(dim 1, i32)", [i1](const auto& x) { return index_select(x[0], 1, i1.to(DType::i32)); },
@@ -214,7 +237,7 @@ TEST_CASE("gradcheck: index ops") {
         {u({2, 4}), u({2, 3})});
 }
 
-TEST_CASE("gradcheck: reductions") {
+void reduction_ops() {
   const Shape s{2, 3, 2};
   for (const auto& dk : std::vector<std::pair<Shape, bool>>{{{}, false}, {{1}, false}, {{0, 2}, true}, {{-1}, true}}) {
     const Shape dims = dk.first;
@@ -246,7 +269,7 @@ TEST_CASE("gradcheck: reductions") {
   check("sum of a transposed input", [](const auto& x) { return sum(x[0].t(), {0}); }, {u({3, 4})});
 }
 
-TEST_CASE("gradcheck: matmul, linear, softmax") {
+void linalg_and_softmax_ops() {
   check("mm", [](const auto& x) { return mm(x[0], x[1]); }, {u({2, 3}), u({3, 4})});
   check("mm transposed operands", [](const auto& x) { return mm(x[0].t(), x[1].t()); }, {u({3, 2}), u({4, 3})});
   check("bmm", [](const auto& x) { return bmm(x[0], x[1]); }, {u({2, 2, 3}), u({2, 3, 2})});
@@ -268,7 +291,7 @@ TEST_CASE("gradcheck: matmul, linear, softmax") {
   }
 }
 
-TEST_CASE("gradgradcheck: second derivatives") {
+void second_derivatives() {
   const Shape s{2, 3};
   check2("tanh", [](const auto& x) { return tanh(x[0]); }, {u(s)});
   check2("exp", [](const auto& x) { return exp(x[0]); }, {u(s)});
@@ -297,6 +320,28 @@ TEST_CASE("gradgradcheck: second derivatives") {
   check2("index_select", [](const auto& x) { return index_select(x[0], 0, index({1, 1, 0}, {3})) * x[0].sum(); },
          {u({2, 2})});
 }
+
+}  // namespace
+
+// Each op check on the CPU, and again with the functions run on CUDA.
+#define EMBER_GRADCHECK_CASES(title, fn)                                  \
+  TEST_CASE("gradcheck: " title * doctest::test_suite("cpu")) { fn(); }   \
+  EMBER_CUDA_TEST_CASE("cuda gradcheck: " title) {                        \
+    const RunOn cuda(Device(DeviceType::cuda, 0));                        \
+    fn();                                                                 \
+  }
+EMBER_GRADCHECK_CASES("unary ops", unary_ops)
+EMBER_GRADCHECK_CASES("binary ops with broadcasting and scalar forms", binary_ops)
+EMBER_GRADCHECK_CASES("where, masked_fill, casts", select_and_cast_ops)
+EMBER_GRADCHECK_CASES("views", view_ops)
+EMBER_GRADCHECK_CASES("in-place ops on non-leaves", in_place_ops)
+EMBER_GRADCHECK_CASES("cat stack split chunk", join_ops)
+EMBER_GRADCHECK_CASES("index ops", index_ops)
+EMBER_GRADCHECK_CASES("reductions", reduction_ops)
+EMBER_GRADCHECK_CASES("matmul, linear, softmax", linalg_and_softmax_ops)
+EMBER_GRADCHECK_CASES("second derivatives (gradgradcheck)", second_derivatives)
+
+TEST_SUITE("cpu") {
 
 TEST_CASE("gradcheck itself: catches a wrong gradient and names the input, element and values") {
   // A hook that triples the gradient makes the analytical Jacobian wrong by a factor of 3.

@@ -631,8 +631,22 @@ TEST_CASE("model zoo: every name builds a model that maps images to class scores
     CHECK(model->forward(zeros({2, 1, 28, 28})).shape() == Shape{2, 10});
   }
   CHECK(make_model("vit_tiny", {3, 32, 10})->num_parameters() > 5'000'000);
+  // From 64 pixels, ImageNet's layout: ResNet's 7x7 stride-2 stem with max pool, ViT's 16x16 patches.
+  {
+    auto resnet = make_model("resnet18", {3, 64, 7});
+    resnet->eval();
+    NoGradGuard no_grad;
+    CHECK(resnet->forward(zeros({1, 3, 64, 64})).shape() == Shape{1, 7});
+    CHECK(resnet->state_dict().at("conv1.weight").shape() == Shape{64, 3, 7, 7});
+    CHECK(make_model("resnet18", {3, 32, 7})->state_dict().at("conv1.weight").shape() == Shape{64, 3, 3, 3});
+  }
+  // ViT-B/16 at 224: 768 wide, 196 patches + the class token, 86.6 M parameters with a 1000-class head.
+  auto vit_b = make_model("vit_base", {3, 224, 1000});
+  CHECK(vit_b->state_dict().at("pos_embed").shape() == Shape{1, 197, 768});
+  CHECK(vit_b->num_parameters() == 86'567'656);
   expect_error<ValueError>("unknown", [] { make_model("lenet", {1, 28, 10}); }, {"unknown model \"lenet\"", "mlp"});
   expect_error<ValueError>("patch", [] { make_model("vit_small", {1, 30, 10}); }, {"divisible by 4", "30"});
+  expect_error<ValueError>("patch 16", [] { make_model("vit_base", {3, 100, 10}); }, {"divisible by 16", "100"});
 }
 
 TEST_CASE("Fashion-MNIST from Debian's package: the real files, and truncated and corrupt copies" *
