@@ -1,6 +1,7 @@
 // bench_ops: memory-bound ops and the host cost of dispatch.
 //   ops/<device>/<dtype>/<op>/<numel>: elementwise (add, mul, mul_scalar, relu, exp, gelu), reduction (sum),
-//     softmax, layer_norm and cross_entropy over rows of 1024 (1000 classes for cross_entropy).
+//     softmax, layer_norm and cross_entropy over rows of 1024 (1000 classes for cross_entropy), and
+//     training-mode batch_norm over (N, 64, 32, 32) images (f32 statistics and affine parameters).
 //     GBps counts the bytes the op must read and write once; copy_GBps is the device copy of the
 //     same traffic in the same case (memcpy on the CPU, cudaMemcpyAsync on a GPU), ratio = GBps / copy_GBps.
 //   dispatch/<device>/f32/add/<nograd|grad>: host microseconds (us) per call of add on two
@@ -30,10 +31,12 @@ namespace {
 
 using ember::Tensor;
 
+constexpr int64_t kBatchNormChannels = 64;
+
 // An op over inputs made for numel elements, and the bytes it must move (reads + writes).
 struct MemoryOp {
   const char* name;
-  int64_t columns;  // 0: a flat tensor; else rows of this many elements
+  int64_t columns;  // 0: a flat tensor; else rows of this many elements (batch_norm: C*H*W per image)
   int inputs;       // tensors of numel elements it reads
   int outputs;      // of numel elements it writes (0: a reduction)
   std::function<Tensor(const std::vector<Tensor>&)> run;
@@ -52,16 +55,25 @@ const std::vector<MemoryOp>& memory_ops() {
       {"softmax", 1024, 1, 1, [](const auto& t) { return ember::softmax(t[0], 1); }},
       {"layer_norm", 1024, 1, 1, [](const auto& t) { return ember::layer_norm(t[0], {1024}, t[1], t[2]); }},
       {"cross_entropy", 1000, 1, 0, [](const auto& t) { return ember::cross_entropy(t[0], t[1]); }},
+      {"batch_norm", kBatchNormChannels * 32 * 32, 1, 1,
+       [](const auto& t) { return ember::batch_norm(t[0], t[1], t[2], t[3], t[4], /*training=*/true); }},
   };
   return ops;
 }
 
 // The op's operands: numel-element inputs (rows x columns when it has columns), plus layer_norm's
-// weight and bias and cross_entropy's targets.
+// weight and bias, cross_entropy's targets and batch_norm's running statistics, weight and bias.
 std::vector<Tensor> operands(const MemoryOp& op, int64_t numel, ember::TensorOptions opts) {
-  const ember::Shape shape = op.columns ? ember::Shape{numel / op.columns, op.columns} : ember::Shape{numel};
+  const bool images = std::string(op.name) == "batch_norm";
+  const ember::Shape shape = images        ? ember::Shape{numel / op.columns, kBatchNormChannels, 32, 32}
+                             : op.columns ? ember::Shape{numel / op.columns, op.columns}
+                                          : ember::Shape{numel};
   std::vector<Tensor> t;
   for (int i = 0; i < op.inputs; ++i) t.push_back(ember::randn(shape, opts));
+  if (images) {
+    const ember::TensorOptions f32 = opts.with_dtype(ember::DType::f32);
+    for (double fill : {0.0, 1.0, 1.0, 0.0}) t.push_back(ember::full({kBatchNormChannels}, fill, f32));
+  }
   if (std::string(op.name) == "layer_norm") {
     t.push_back(ember::ones({op.columns}, opts));
     t.push_back(ember::zeros({op.columns}, opts));

@@ -1,0 +1,281 @@
+#!/usr/bin/env bash
+# Every GPU check of ember in one script, for a machine with an NVIDIA GPU, nvcc, CMake, Ninja, meson
+# and PyTorch but none of the Debian -dev packages (a lent GPU machine):
+#   build    build for this GPU's compute capability only, in build-gpu/
+#   test     the `cuda` suite: the op table, gradcheck, conv, norms, optimizers, AMP, ... on CUDA
+#   train    examples/train on the GPU for mlp, cnn and resnet18 in every --precision mode, beside the
+#            same runs on the CPU (fp32, two seeds each side: the noise), as a table of top-1
+#   bench    bench_gemm, bench_conv, bench_ops and bench_train on the GPU cases (ember beside raw
+#            cuBLASLt/cuDNN and the device copy, in one run)
+#   compare  bench/torch_compare.py on the same cases (PyTorch eager, and torch.compile for the
+#            ImageNet-sized training steps), then bench/report.py over the bench folder
+# Usage: tools/gpu_check.sh OUTDIR [STEP...]   (no step: all of them, in that order)
+# Every log and JSON goes to OUTDIR, and OUTDIR/summary.txt gets one line per step. Each step runs
+# under its own time limit (EMBER_GPU_CHECK_<STEP>_S, seconds) so one failure cannot eat the rest,
+# and each step alone builds first (ninja does nothing when an earlier step already built).
+#
+# Dependencies: unpack the Debian packages where apt works (tools/unpack_deps.sh .deps), carry .deps
+# to the GPU machine; it is used when present (or EMBER_DEPS_ROOT names another folder). cuDNN and
+# NCCL come from the CUDA toolkit, else from PyTorch's nvidia-* wheels.
+# Without a GPU it is a dry run: it builds with the toolkit for sm_${EMBER_GPU_ARCH:-90}, runs the
+# cuda suite (every case reports skipped), and skips the steps that need a device, saying so.
+#
+# On a lent machine (10 minutes a command, a machine that goes back 30 s after a call), run the steps
+# in few calls, each writing where the files come back from:
+#   tools/gpu_check.sh $OUT build test; tools/gpu_check.sh $OUT train; ... then bench, compare.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT="$PWD"
+
+ALL_STEPS=(build test train bench compare)
+declare -A LIMIT_S=([build]=480 [test]=420 [train]=420 [bench]=540 [compare]=480)
+BUILD_DIR=build-gpu
+
+usage() { sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
+log() { printf 'gpu_check: %s\n' "$*" >&2; }
+
+# ---- the machine: the GPU's compute capability (empty without one), the dependencies' paths
+
+gpu_arch() {
+  command -v nvidia-smi >/dev/null 2>&1 || return 0
+  nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '. \r' | grep -E '^[0-9]+$'
+}
+
+# Puts the unpacked Debian packages on the compiler's, linker's and pkg-config's search paths.
+use_deps_root() {
+  local root
+  root="$(cd "$1" && pwd)"
+  export EMBER_NO_DEPS=1
+  export CPATH="$root/usr/include:$root/usr/include/x86_64-linux-gnu:$root/usr/include/eigen3${CPATH:+:$CPATH}"
+  export PKG_CONFIG_PATH="$root/usr/lib/x86_64-linux-gnu/pkgconfig:$root/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  export LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu:$root/usr/lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$root/lib/x86_64-linux-gnu:$root/usr/lib/x86_64-linux-gnu:$root/usr/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export PKG_CONFIG_SYSROOT_DIR="$root"  # the packages' .pc files name /usr as their prefix
+  export CMAKE_PREFIX_PATH="$root/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"  # Gloo's CMake config
+  DATA_DIR="$root/usr/share/datasets/fashion-mnist"
+}
+
+# The folder of a pip package of the nvidia-* wheels PyTorch brings (nvidia.cudnn, nvidia.nccl), if any.
+wheel_dir() {
+  python3 -c "import importlib, sys; m = importlib.import_module('nvidia.$1'); print(list(m.__path__)[0])" 2>/dev/null
+}
+
+# cuDNN from its wheel when the toolkit has none, shaped as Meson finds it (include/ and
+# lib/libcudnn.so; the wheel has only the versioned libcudnn.so.9): a -Dcudnn-root for ./ember's
+# EMBER_MESON_ARGS, and the wheel's lib/ on the loader's path for the engine libraries cuDNN opens.
+use_cudnn_wheel() {
+  local nvcc toolkit dir shim lib
+  nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+  toolkit="$(dirname "$(dirname "$(readlink -f "$nvcc")")")"
+  [[ -f "$toolkit/include/cudnn.h" ]] && return 0
+  dir="$(wheel_dir cudnn)" || { log "no cuDNN in $toolkit or in a wheel: conv2d on CUDA will be unavailable"; return 0; }
+  shim="$ROOT/$BUILD_DIR-deps/cudnn"
+  mkdir -p "$shim/lib"
+  ln -sfn "$dir/include" "$shim/include"
+  for lib in "$dir"/lib/libcudnn*.so.*; do ln -sfn "$lib" "$shim/lib/$(basename "$lib")"; done
+  ln -sfn "$(ls "$dir"/lib/libcudnn.so.* | head -n 1)" "$shim/lib/libcudnn.so"
+  log "cuDNN from the wheel in $dir"
+  export EMBER_MESON_ARGS="${EMBER_MESON_ARGS:+$EMBER_MESON_ARGS }-Dcudnn-root=$shim"
+  export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
+
+# ---- the steps: each runs in a child of this script (under `timeout`) with OUT, ARCH and HAVE_GPU set
+
+ember_build() {  # configure and build build-gpu/ (a no-op when an earlier step built it)
+  ./ember build --build-dir="$BUILD_DIR" --cuda=enabled "-Dcuda-arch=$ARCH"
+}
+
+step_build() {
+  ember_build || return
+  meson introspect "$BUILD_DIR" --buildoptions | python3 -c '
+import json, sys
+o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
+print("cuda-arch:", o.get("cuda-arch"), " cudnn-root:", o.get("cudnn-root") or "(the toolkit)")'
+}
+
+step_test() {
+  ember_build >/dev/null || return
+  local rc=0
+  ./ember test --build-dir="$BUILD_DIR" --suite cuda --print-errorlogs || rc=$?
+  cp "$BUILD_DIR/meson-logs/testlog.json" "$OUT/test-testlog.json" 2>/dev/null
+  return "$rc"
+}
+
+# One training run: train_run DEVICE MODEL PRECISION SEED (settings from the environment of step_train).
+train_run() {
+  local device="$1" model="$2" precision="$3" seed="$4" samples="$TRAIN_SAMPLES" dir
+  [[ "$model" == resnet18 ]] && samples="$RESNET_SAMPLES"
+  dir="$OUT/train/$model-$precision-$device-seed$seed"
+  mkdir -p "$dir"
+  local threads=()
+  [[ "$device" == cpu ]] && threads=(--threads "$CPU_THREADS")
+  if "$BUILD_DIR/examples/train" --model "$model" --precision "$precision" --device "$device" --seed "$seed" \
+      --epochs "$EPOCHS" --train-samples "$samples" --batch-size 128 --data "$DATA_DIR" --work-dir "$dir" \
+      --save-interval 0 "${threads[@]}" >"$dir/log.txt" 2>&1; then
+    echo "ok   $device $model $precision seed $seed"
+  else
+    echo "FAIL $device $model $precision seed $seed (see $dir/log.txt)"
+    return 1
+  fi
+}
+
+step_train() {
+  ember_build >/dev/null || return
+  export -f train_run
+  export OUT BUILD_DIR DATA_DIR
+  export EPOCHS="${EMBER_GPU_CHECK_EPOCHS:-2}" TRAIN_SAMPLES="${EMBER_GPU_CHECK_SAMPLES:-20000}"
+  export RESNET_SAMPLES="${EMBER_GPU_CHECK_RESNET_SAMPLES:-10000}"
+  local cores models=(mlp cnn resnet18) runs=() m p
+  cores="$(nproc)"
+  export CPU_THREADS=$(((cores > 3 ? cores : 3) / 3))
+  # The CPU reference and the seed-to-seed noise on each side: fp32 with seeds 0 and 1.
+  for m in "${models[@]}"; do runs+=("cpu $m fp32 0" "cpu $m fp32 1"); done
+  if [[ -n "$HAVE_GPU" ]]; then
+    for m in "${models[@]}"; do
+      for p in fp32 tf32 amp_fp16 amp_bf16 naive_fp16 naive_bf16 pure_bf16; do runs+=("cuda $m $p 0"); done
+      runs+=("cuda $m fp32 1")
+    done
+  else
+    log "train: no GPU, only the CPU reference runs"
+  fi
+  # Three runs at a time: the CPU ones share the cores, the GPU ones the device (no timings are read here).
+  local rc=0
+  printf '%s\n' "${runs[@]}" | xargs -P 3 -L 1 bash -c 'train_run "$@"' _ || rc=$?
+  python3 - "$OUT/train" <<'EOF' | tee "$OUT/train.md"
+# The last top-1 of each run (scalars.json), GPU modes against the CPU's fp32 mean. Noise: the gap
+# between seeds 0 and 1 in fp32 on each side; a mode is flagged when it lies more than twice the
+# larger noise (at least 1 point) from the CPU mean.
+import json, sys
+from pathlib import Path
+top1 = {}
+for run in sorted(Path(sys.argv[1]).iterdir()):
+    model, precision, device, seed = run.name.rsplit("-", 3)
+    values = [json.loads(l).get("accuracy/top1") for l in (run / "scalars.json").read_text().splitlines()] \
+        if (run / "scalars.json").exists() else []
+    values = [v for v in values if v is not None]
+    top1[(model, precision, device, seed)] = values[-1] if values else None
+print("| model | precision | GPU top-1 | CPU fp32 top-1 (seeds 0, 1) | GPU - CPU mean | noise (GPU, CPU) | |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for model in ("mlp", "cnn", "resnet18"):
+    c0, c1 = top1.get((model, "fp32", "cpu", "seed0")), top1.get((model, "fp32", "cpu", "seed1"))
+    g0, g1 = top1.get((model, "fp32", "cuda", "seed0")), top1.get((model, "fp32", "cuda", "seed1"))
+    cpu_mean = (c0 + c1) / 2 if c0 is not None and c1 is not None else None
+    noise = [abs(a - b) for a, b in ((g0, g1), (c0, c1)) if a is not None and b is not None]
+    bound = 2 * max(noise + [1.0])
+    for precision in ("fp32", "tf32", "amp_fp16", "amp_bf16", "naive_fp16", "naive_bf16", "pure_bf16"):
+        g = top1.get((model, precision, "cuda", "seed0"))
+        diff = g - cpu_mean if g is not None and cpu_mean is not None else None
+        flag = "" if diff is None else ("ok" if abs(diff) <= bound else f"OUTSIDE {bound:.2f}")
+        fmt = lambda v: "-" if v is None else f"{v:.2f}"
+        print(f"| {model} | {precision} | {fmt(g)} | {fmt(c0)}, {fmt(c1)} | {fmt(diff)} | "
+              f"{', '.join(f'{n:.2f}' for n in noise) or '-'} | {flag} |")
+EOF
+  return "$rc"
+}
+
+step_bench() {
+  ember_build >/dev/null || return
+  if [[ -z "$HAVE_GPU" ]]; then
+    echo "skipped: no GPU (the bench binaries register their GPU cases only where one is present)"
+    return 0
+  fi
+  mkdir -p "$OUT/bench"
+  local name filter rc=0
+  # case filter per binary, and its share of the step's time
+  local -A filters=([gemm]='^gemm/cuda/' [conv]='^conv/cuda/' [ops]='^(ops|dispatch)/cuda/' [train]='^train/cuda/')
+  local -A shares=([gemm]=150 [conv]=150 [ops]=60 [train]=150)
+  for name in gemm conv ops train; do
+    filter="${filters[$name]}"
+    log "bench_$name on ${filter} (at most ${shares[$name]} s)"
+    timeout --kill-after=10 "${shares[$name]}" "$BUILD_DIR/bench/bench_$name" --benchmark_filter="$filter" \
+      --benchmark_min_time="${EMBER_GPU_CHECK_MIN_TIME:-0.1}" --benchmark_out="$OUT/bench/bench_$name.json" \
+      --benchmark_out_format=json || { rc=$?; log "bench_$name exited $rc"; }
+  done
+  return "$rc"
+}
+
+step_compare() {
+  ember_build >/dev/null || return
+  if ! python3 -c 'import torch' >/dev/null 2>&1; then
+    echo "skipped: torch does not import"
+    return 0
+  fi
+  if [[ -z "$HAVE_GPU" ]]; then
+    echo "skipped: no GPU"
+    return 0
+  fi
+  mkdir -p "$OUT/bench"
+  local rc=0
+  timeout --kill-after=10 300 python3 bench/torch_compare.py --bench-dir "$BUILD_DIR/bench" --filter '/cuda/' \
+    --min-time 0.2 --out "$OUT/bench/torch.json" || rc=$?
+  timeout --kill-after=10 150 python3 bench/torch_compare.py --bench-dir "$BUILD_DIR/bench" --compile \
+    --filter '^train/cuda/(fp32|amp_bf16)/(resnet50_224_nhwc|vit_b16_224)/' --min-time 0.5 \
+    --out "$OUT/bench/torch_compile.json" || rc=$?
+  python3 bench/report.py "$OUT/bench" || rc=$?
+  return "$rc"
+}
+
+# ---- the driver
+
+if [[ "${1:-}" == --run-step ]]; then  # a child: run one step function
+  "step_$2"
+  exit
+fi
+if (($# < 1)) || [[ "$1" == -h || "$1" == --help ]]; then
+  usage
+  exit $(($# < 1 ? 2 : 0))
+fi
+mkdir -p "$1" || exit 2
+OUT="$(cd "$1" && pwd)"
+shift
+steps=("$@")
+((${#steps[@]})) || steps=("${ALL_STEPS[@]}")
+for s in "${steps[@]}"; do
+  [[ -n "${LIMIT_S[$s]:-}" ]] || { log "unknown step '$s' (steps: ${ALL_STEPS[*]})"; exit 2; }
+done
+
+DATA_DIR=/usr/share/datasets/fashion-mnist
+deps="${EMBER_DEPS_ROOT:-}"
+[[ -z "$deps" && -d .deps ]] && deps=.deps
+[[ -n "$deps" ]] && use_deps_root "$deps"
+command -v nvcc >/dev/null 2>&1 || export PATH="$PATH:/usr/local/cuda/bin"
+use_cudnn_wheel
+ARCH="$(gpu_arch)"
+HAVE_GPU="${ARCH:+yes}"
+if [[ -z "$HAVE_GPU" ]]; then
+  ARCH="${EMBER_GPU_ARCH:-90}"
+  log "no NVIDIA GPU here: a dry run (build for sm_$ARCH; the steps that need a device are skipped)"
+fi
+export OUT ARCH HAVE_GPU DATA_DIR
+
+summary="$OUT/summary.txt"
+{
+  echo "gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ) at $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo '+changes')"
+  if [[ -n "$HAVE_GPU" ]]; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader
+  else
+    echo "no GPU: dry run for sm_$ARCH"
+  fi
+} >>"$summary"
+
+status=0
+for s in "${steps[@]}"; do
+  var="EMBER_GPU_CHECK_${s^^}_S"
+  limit="${!var:-${LIMIT_S[$s]}}"
+  log "step $s (at most $limit s), log: $OUT/$s.log"
+  t0=$SECONDS
+  timeout --kill-after=20 "$limit" bash "${BASH_SOURCE[0]}" --run-step "$s" 2>&1 | tee "$OUT/$s.log"
+  rc=${PIPESTATUS[0]}
+  if ((rc == 0)); then
+    result="ok"
+    grep -q '^skipped:' "$OUT/$s.log" && result="$(grep -m1 '^skipped:' "$OUT/$s.log")"
+  elif ((rc == 124 || rc == 137)); then
+    result="TIMED OUT after $limit s"
+  else
+    result="FAILED (exit $rc)"
+  fi
+  [[ "$result" == ok || "$result" == skipped:* ]] || status=1
+  [[ "$s" == test ]] && result+=" — $(tail -n 1 "$OUT/test.log")"
+  echo "$s: $result, $((SECONDS - t0)) s" | tee -a "$summary"
+done
+exit "$status"
