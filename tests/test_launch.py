@@ -7,6 +7,7 @@ It prints doctest's summary lines because `./ember test` counts test cases from 
 prints the number of cases without running them, as doctest does.
 
 Usage: tests/test_launch.py [--count]"""
+import contextlib
 import os
 import re
 import signal
@@ -36,6 +37,18 @@ def launch(*args, env=None, **kw):
     return r.returncode, r.stdout, r.stderr
 
 
+@contextlib.contextmanager
+def launcher_in_background(*args, **kw):
+    """./ember launch ARGS started in a session of its own; SIGKILLed on the way out if still running."""
+    launcher = subprocess.Popen([str(EMBER), "launch", *args], start_new_session=True, **kw)
+    try:
+        yield launcher
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.wait(timeout=5)
+
+
 def env_without(*names):
     return {k: v for k, v in os.environ.items() if k not in names}
 
@@ -57,6 +70,19 @@ def gone(pid):
     except OSError:
         return True
     return stat[stat.rindex(")") + 2] == "Z"
+
+
+def save_pid(pid, path):
+    """A shell command that writes pid to path whole before path appears (a rename is atomic),
+    so that whoever sees the file reads the number."""
+    return f"echo {pid} > {path}.tmp && mv {path}.tmp {path}"
+
+
+def saved_pids(folder, prefix, n):
+    """The n pids saved as folder/prefix.<rank>, waiting (bounded) for all of them."""
+    paths = [Path(folder, f"{prefix}.{rank}") for rank in range(n)]
+    wait_for(lambda: all(p.exists() for p in paths), f"{n} ranks to save their pids")
+    return [int(p.read_text()) for p in paths]
 
 
 def wait_for(predicate, what, limit_s=10.0):
@@ -146,10 +172,10 @@ def a_failing_rank_ends_the_others_within_seconds():
         # Rank 1 fails once the others have started sleeping; they write their pids first.
         script = f'''
             if [ "$RANK" = 1 ]; then
-                while [ $(ls {tmp} | wc -l) -lt 2 ]; do sleep 0.05; done
+                while [ ! -e {tmp}/sleep.0 ] || [ ! -e {tmp}/sleep.2 ]; do sleep 0.05; done
                 date +%s.%N > {tmp}/failed_at; exit 3
             fi
-            sleep 60 & echo $! > {tmp}/sleep.$RANK; wait'''
+            sleep 60 & {save_pid("$!", f"{tmp}/sleep.$RANK")}; wait'''
         code, _, err = launch("-n", "3", "sh", "-c", script)
         ended = time.time()
         assert code == 3, f"exit status {code}, not rank 1's 3: {err}"
@@ -181,22 +207,28 @@ def a_rank_killed_by_a_signal_fails_the_job():
 @case
 def sigterm_to_the_launcher_ends_every_rank():
     with tempfile.TemporaryDirectory() as tmp:
-        launcher = subprocess.Popen([str(EMBER), "launch", "-n", "3", "sh", "-c",
-                                     f"sleep 60 & echo $! > {tmp}/sleep.$RANK; wait"],
-                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
-        try:
-            wait_for(lambda: len(os.listdir(tmp)) == 3, "the ranks to start")
+        with launcher_in_background("-n", "3", "sh", "-c",
+                                    f"sleep 60 & {save_pid('$!', f'{tmp}/sleep.$RANK')}; wait",
+                                    stderr=subprocess.PIPE, text=True) as launcher:
+            pids = saved_pids(tmp, "sleep", 3)
             launcher.send_signal(signal.SIGTERM)
             _, err = launcher.communicate(timeout=GRACE_S + FAIL_FAST_S)
-        finally:
-            if launcher.poll() is None:
-                os.killpg(launcher.pid, signal.SIGKILL)
-                launcher.wait(timeout=5)
         assert launcher.returncode == 128 + signal.SIGTERM, f"exit status {launcher.returncode}: {err}"
         assert "received SIGTERM" in err, err
-        for rank in range(3):
-            pid = int(Path(tmp, f"sleep.{rank}").read_text())
+        for rank, pid in enumerate(pids):
             wait_for(lambda: gone(pid), f"rank {rank}'s sleep (pid {pid}) to end", limit_s=2)
+
+
+@case
+def a_sigkilled_launcher_leaves_no_rank_behind():
+    with tempfile.TemporaryDirectory() as tmp:
+        with launcher_in_background("-n", "2", "sh", "-c",
+                                    f"{save_pid('$$', f'{tmp}/rank.$RANK')}; exec sleep 60",
+                                    stderr=subprocess.DEVNULL) as launcher:
+            pids = saved_pids(tmp, "rank", 2)
+            launcher.kill()
+        for rank, pid in enumerate(pids):
+            wait_for(lambda: gone(pid), f"rank {rank} (pid {pid}) to die with its launcher", limit_s=2)
 
 
 @case

@@ -11,7 +11,8 @@ OMP_NUM_THREADS=1 when it is unset and N > 1, so that N ranks do not each start 
 Each rank runs in a process group of its own. When a rank exits non-zero or is killed by a signal,
 the launcher sends SIGTERM to every rank's group, SIGKILL after a grace period, and exits non-zero
 naming the rank and its status; SIGINT, SIGTERM and SIGHUP sent to the launcher are forwarded the
-same way. A rank whose launcher dies without cleaning up (SIGKILL) is killed by the kernel.
+same way. A launcher killed without a chance to clean up (SIGKILL) still takes the ranks along:
+the kernel kills each (the rank's own process; what it started survives that case).
 
 Usage: tools/launch.py -n N [options] PROGRAM [ARGS...]   (--help lists the options)"""
 import argparse
@@ -212,11 +213,9 @@ def status(code):
     return f"exit status {code}" if code >= 0 else f"signal {signal.Signals(-code).name}"
 
 
-def supervise(procs, timeout):
-    """Waits for the ranks. Returns (exit code, the reason the job was ended early or None)."""
-    received = []
-    for sig in FORWARDED:
-        signal.signal(sig, lambda signum, _frame: received.append(signum))
+def supervise(procs, timeout, received):
+    """Waits for the ranks, or for a signal in received. Returns (exit code, None) when every rank
+    succeeded, else (exit code, (why the job ends, the signal to send the ranks))."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         if received:
@@ -243,6 +242,9 @@ def main(argv):
           + (", OMP_NUM_THREADS=1 (unset here)" if args.nproc > 1 and "OMP_NUM_THREADS" not in os.environ
              else ""), file=sys.stderr)
 
+    received = []  # signals to the launcher, caught from before the first rank starts: none is lost
+    for sig in FORWARDED:
+        signal.signal(sig, lambda signum, _frame: received.append(signum))
     pipe = subprocess.PIPE if args.tag_output else None
     set_death_signal = die_with(os.getpid())
     procs = []
@@ -267,7 +269,7 @@ def main(argv):
                 pumps.append(threading.Thread(target=pump, args=(stream, out, tag, lock), daemon=True))
                 pumps[-1].start()
 
-    code, ended = supervise(procs, args.timeout)
+    code, ended = supervise(procs, args.timeout, received)
     if ended is None:
         end_all(procs, signal.SIGTERM)  # whatever the ranks left running in their groups
     else:
