@@ -429,6 +429,8 @@ void TransferWork::wait(std::optional<milliseconds> timeout) {
 
 }  // namespace
 
+bool has_gloo() { return true; }
+
 std::shared_ptr<ProcessGroup> make_gloo_process_group(std::shared_ptr<Store> store, int rank, int size,
                                                       const GlooOptions& options) {
   return std::make_shared<GlooProcessGroup>(std::move(store), rank, size, options);

@@ -18,6 +18,9 @@ struct GlooOptions {
   std::string master_addr;
 };
 
+// Whether this ember was built with Gloo (otherwise make_gloo_process_group raises).
+bool has_gloo();
+
 // Connects the size ranks of a group (each calls it with its rank and a store reaching the same keys).
 // NotImplementedError naming libgloo-dev when ember was built without Gloo.
 std::shared_ptr<ProcessGroup> make_gloo_process_group(std::shared_ptr<Store> store, int rank, int size,

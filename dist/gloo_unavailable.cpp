@@ -3,6 +3,8 @@
 
 namespace ember::dist {
 
+bool has_gloo() { return false; }
+
 std::shared_ptr<ProcessGroup> make_gloo_process_group(std::shared_ptr<Store>, int, int, const GlooOptions&) {
   throw NotImplementedError(
       "dist: this ember was built without Gloo, which CPU process groups need: install libgloo-dev (Debian) "

@@ -316,6 +316,9 @@ void check_store(Store& a, Store& b) {
 
 }  // namespace
 
+// A case that needs a process group: skipped in a build without Gloo.
+#define GLOO_TEST_CASE(name) TEST_CASE(name * doctest::skip(!has_gloo()))
+
 TEST_SUITE("dist") {
 
 TEST_CASE("TCPStore: set, get, add, compare_set, check, waits and their timeouts") {
@@ -463,7 +466,7 @@ TEST_CASE("resolve_init: strict numbers, ranges and init_method strings") {
   expect_error<ValueError>("backend", [&] { resolve_init(o, base); }, {"'mpi'"});
 }
 
-TEST_CASE("one rank: identity collectives and argument errors naming the values") {
+GLOO_TEST_CASE("one rank: identity collectives and argument errors naming the values") {
   InitOptions o;
   o.rank = 0;
   o.world_size = 1;
@@ -490,21 +493,21 @@ TEST_CASE("one rank: identity collectives and argument errors naming the values"
     expect_error<DeviceError>("cuda tensor", [&] { pg->all_reduce(zeros({2}, Device::parse("cuda"))); }, {"cuda:0", "Gloo"});
 }
 
-TEST_CASE("every collective and dtype on 2 ranks against a single-process reference") {
+GLOO_TEST_CASE("every collective and dtype on 2 ranks against a single-process reference") {
   check_all_passed(run_ranks(2, every_collective));
 }
 
-TEST_CASE("every collective and dtype on 3 ranks against a single-process reference") {
+GLOO_TEST_CASE("every collective and dtype on 3 ranks against a single-process reference") {
   check_all_passed(run_ranks(3, every_collective));
 }
 
-TEST_CASE("every collective and dtype on 4 ranks against a single-process reference") {
+GLOO_TEST_CASE("every collective and dtype on 4 ranks against a single-process reference") {
   check_all_passed(run_ranks(4, every_collective));
 }
 
 // Without the debug check, as in production: Gloo sees the closed connections, and the store tells
 // which rank did not report the failure.
-TEST_CASE("a rank that exits mid-collective: the others raise within the 2 s timeout, naming it") {
+GLOO_TEST_CASE("a rank that exits mid-collective: the others raise within the 2 s timeout, naming it") {
   const auto reports = run_ranks(3, [](int rank, int world, int port) -> std::string {
     auto pg = join_group(rank, world, port, milliseconds(2000), false);
     Tensor t = ones({2, 3});
@@ -525,7 +528,7 @@ TEST_CASE("a rank that exits mid-collective: the others raise within the 2 s tim
   CHECK(reports[2] == "<no report>");
 }
 
-TEST_CASE("mismatched collectives are named on every rank; the group goes on (rank 0 serves the store)") {
+GLOO_TEST_CASE("mismatched collectives are named on every rank; the group goes on (rank 0 serves the store)") {
   const int port = closed_port();
   const auto reports = run_ranks(2, [port](int rank, int world, int) -> std::string {
     InitOptions o;
