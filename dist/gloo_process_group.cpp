@@ -10,6 +10,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -120,6 +121,13 @@ gloo::transport::tcp::attr device_attr(const GlooOptions& options) {
   return attr;
 }
 
+// Gloo writes to its sockets without MSG_NOSIGNAL: a peer that died would raise SIGPIPE, whose default
+// action ends this process before Gloo can report the error. Ignore it unless the program set a handler.
+void ignore_sigpipe_by_default() {
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+}
+
 class GlooProcessGroup;
 
 // send/recv: posted at once; wait() waits for Gloo to finish the transfer. Gloo offers no
@@ -146,6 +154,7 @@ class GlooProcessGroup : public ProcessGroup {
  public:
   GlooProcessGroup(std::shared_ptr<Store> store, int rank, int size, const GlooOptions& options)
       : ProcessGroup(store, rank, size, options.timeout, options.debug) {
+    ignore_sigpipe_by_default();
     try {
       auto device = gloo::transport::tcp::CreateDevice(device_attr(options));
       auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);

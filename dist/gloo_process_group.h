@@ -22,6 +22,8 @@ struct GlooOptions {
 bool has_gloo();
 
 // Connects the size ranks of a group (each calls it with its rank and a store reaching the same keys).
+// Sets SIGPIPE to ignored when it has its default action: a dead peer's socket must raise an error
+// in Gloo, not end the process.
 // NotImplementedError naming libgloo-dev when ember was built without Gloo.
 std::shared_ptr<ProcessGroup> make_gloo_process_group(std::shared_ptr<Store> store, int rank, int size,
                                                       const GlooOptions& options = {});

@@ -22,7 +22,7 @@ std::string ranks_text(const std::vector<int>& ranks) {
 }
 
 void check_defined(const Tensor& t, const char* op, const char* which) {
-  if (!t.defined()) throw ValueError(std::string(op) + ": the " + which + " tensor is undefined");
+  if (!t.defined()) throw ValueError(std::string(op) + ": the " + which + (*which ? " " : "") + "tensor is undefined");
 }
 
 void check_reducible(const Tensor& t, ReduceOp op, const char* name) {
@@ -31,10 +31,10 @@ void check_reducible(const Tensor& t, ReduceOp op, const char* name) {
                      " (reduce with sum and divide)");
 }
 
-void check_same_dtype(const Tensor& output, const Tensor& input, const char* op) {
-  if (output.dtype() != input.dtype())
-    throw DTypeError(std::string(op) + ": output is " + dtype_name(output.dtype()) + " but input is " +
-                     dtype_name(input.dtype()));
+void check_same_dtype(const Tensor& a, const char* a_name, const Tensor& b, const char* b_name, const char* op) {
+  if (a.dtype() != b.dtype())
+    throw DTypeError(std::string(op) + ": " + a_name + " is " + dtype_name(a.dtype()) + " but " + b_name + " is " +
+                     dtype_name(b.dtype()));
 }
 
 }  // namespace
@@ -69,7 +69,23 @@ ProcessGroup::Collective ProcessGroup::next_collective(const char* name, const s
   return {name, ++issued_, std::string(name) + " " + signature, tensor, t};
 }
 
-void ProcessGroup::check_peer(int peer, const char* op, const char* role) const {
+void ProcessGroup::check_sharded(const char* op, const Tensor& whole, const char* whole_name, const Tensor& part,
+                                 const char* part_name) const {
+  for (const auto& [t, name] : {std::pair{&whole, whole_name}, std::pair{&part, part_name}}) {
+    check_defined(*t, op, name);
+    check_device(*t, op);
+  }
+  check_same_dtype(whole, whole_name, part, part_name, op);
+  if (whole.numel() != part.numel() * size_)
+    throw ShapeError(std::string(op) + ": " + whole_name + " " + to_string(whole.shape()) + " has " +
+                     std::to_string(whole.numel()) + " elements, expected world size " + std::to_string(size_) + " x " +
+                     part_name + " " + to_string(part.shape()) + " = " + std::to_string(part.numel() * size_));
+}
+
+void ProcessGroup::check_transfer(const Tensor& tensor, int peer, int tag, const char* op, const char* role) const {
+  check_defined(tensor, op, "");
+  check_device(tensor, op);
+  if (tag < 0) throw ValueError(std::string(op) + ": tag " + std::to_string(tag) + " is negative");
   if (peer < 0 || peer >= size_)
     throw IndexError(std::string(op) + ": " + role + " " + std::to_string(peer) + " is not a rank of this group of " +
                      std::to_string(size_));
@@ -86,16 +102,8 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& tensor, Reduc
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& output, const Tensor& input, ReduceOp op,
                                                          const CollectiveOptions& options) {
-  check_defined(output, "reduce_scatter", "output");
-  check_defined(input, "reduce_scatter", "input");
-  check_device(output, "reduce_scatter");
-  check_device(input, "reduce_scatter");
-  check_same_dtype(output, input, "reduce_scatter");
+  check_sharded("reduce_scatter", input, "input", output, "output");
   check_reducible(input, op, "reduce_scatter");
-  if (input.numel() != output.numel() * size_)
-    throw ShapeError("reduce_scatter: input " + to_string(input.shape()) + " has " + std::to_string(input.numel()) +
-                     " elements, expected world size " + std::to_string(size_) + " x output " +
-                     to_string(output.shape()) + " = " + std::to_string(output.numel() * size_));
   const std::string t = tensor_text(input);
   return run_reduce_scatter(output, input, op,
                             next_collective("reduce_scatter", t + " -> " + to_string(output.shape()) + " " + reduce_op_name(op), t, options));
@@ -103,14 +111,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& output, c
 
 std::shared_ptr<Work> ProcessGroup::all_gather_async(const Tensor& output, const Tensor& input,
                                                      const CollectiveOptions& options) {
-  check_defined(output, "all_gather", "output");
-  check_defined(input, "all_gather", "input");
-  check_device(output, "all_gather");
-  check_same_dtype(output, input, "all_gather");
-  if (output.numel() != input.numel() * size_)
-    throw ShapeError("all_gather: output " + to_string(output.shape()) + " has " + std::to_string(output.numel()) +
-                     " elements, expected world size " + std::to_string(size_) + " x input " +
-                     to_string(input.shape()) + " = " + std::to_string(input.numel() * size_));
+  check_sharded("all_gather", output, "output", input, "input");
   const std::string t = tensor_text(input);
   return run_all_gather(output, input, next_collective("all_gather", t + " -> " + to_string(output.shape()), t, options));
 }
@@ -126,7 +127,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather_async(const std::vector<Tensor>& 
   for (int r = 0; r < size_; ++r) {
     check_defined(outputs[r], "all_gather", "output");
     check_device(outputs[r], "all_gather");
-    check_same_dtype(outputs[r], input, "all_gather");
+    check_same_dtype(outputs[r], "output", input, "input", "all_gather");
     counts += (r ? ", " : "") + std::to_string(outputs[r].numel());
   }
   if (outputs[rank_].numel() != input.numel())
@@ -152,18 +153,12 @@ std::shared_ptr<Work> ProcessGroup::barrier_async(const CollectiveOptions& optio
 }
 
 std::shared_ptr<Work> ProcessGroup::send_async(const Tensor& tensor, int dst, int tag, const CollectiveOptions& options) {
-  check_defined(tensor, "send", "input");
-  check_device(tensor, "send");
-  check_peer(dst, "send", "dst");
-  if (tag < 0) throw ValueError("send: tag " + std::to_string(tag) + " is negative");
+  check_transfer(tensor, dst, tag, "send", "dst");
   return run_send(tensor, dst, tag, options.timeout.value_or(timeout()));
 }
 
 std::shared_ptr<Work> ProcessGroup::recv_async(const Tensor& tensor, int src, int tag, const CollectiveOptions& options) {
-  check_defined(tensor, "recv", "output");
-  check_device(tensor, "recv");
-  check_peer(src, "recv", "src");
-  if (tag < 0) throw ValueError("recv: tag " + std::to_string(tag) + " is negative");
+  check_transfer(tensor, src, tag, "recv", "src");
   return run_recv(tensor, src, tag, options.timeout.value_or(timeout()));
 }
 

@@ -137,7 +137,11 @@ class ProcessGroup {
  private:
   Collective next_collective(const char* name, const std::string& signature, const std::string& tensor,
                              const CollectiveOptions& options);
-  void check_peer(int peer, const char* op, const char* role) const;
+  // send/recv's tensor, tag and peer (role: "dst" or "src"), which must be another rank of the group.
+  void check_transfer(const Tensor& tensor, int peer, int tag, const char* op, const char* role) const;
+  // whole holds size() x part's elements, of part's dtype, on a device the backend serves.
+  void check_sharded(const char* op, const Tensor& whole, const char* whole_name, const Tensor& part,
+                     const char* part_name) const;
 
   std::shared_ptr<Store> store_;
   const int rank_, size_;

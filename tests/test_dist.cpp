@@ -32,8 +32,8 @@ constexpr milliseconds kRankTimeout(5000);  // each collective in the tests; fai
 // What a rank reports: "" when everything it checked held, else the first thing that did not.
 using RankBody = std::function<std::string(int rank, int world, int store_port)>;
 
-// Forks `world` ranks running body and returns their reports ("<no report>" for a rank that
-// exited without one). Kills every rank still running after `limit`.
+// Forks `world` ranks running body and returns their reports ("<no report> (how it ended)" for a
+// rank that exited without one). Kills every rank still running after `limit`.
 std::vector<std::string> run_ranks(int world, const RankBody& body, milliseconds limit = milliseconds(30000)) {
   TCPStore server("127.0.0.1", 0, {true, kRankTimeout});
   std::vector<pid_t> pids;
@@ -88,9 +88,12 @@ std::vector<std::string> run_ranks(int world, const RankBody& body, milliseconds
       ::kill(pids[r], SIGKILL);
       reports[r] = "Rrank " + std::to_string(r) + " was still running after " + std::to_string(limit.count()) + " ms";
     }
-    ::waitpid(pids[r], nullptr, 0);
+    int status = 0;
+    ::waitpid(pids[r], &status, 0);
     ::close(pipes[r]);
-    reports[r] = reports[r].empty() ? "<no report>" : reports[r].substr(1);
+    const std::string ending = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                                   : "exit status " + std::to_string(WEXITSTATUS(status));
+    reports[r] = reports[r].empty() ? "<no report> (" + ending + ")" : reports[r].substr(1);
   }
   return reports;
 }
@@ -525,7 +528,7 @@ GLOO_TEST_CASE("a rank that exits mid-collective: the others raise within the 2 
   });
   CHECK_MESSAGE(reports[0].empty(), reports[0]);
   CHECK_MESSAGE(reports[1].empty(), reports[1]);
-  CHECK(reports[2] == "<no report>");
+  CHECK(reports[2] == "<no report> (exit status 0)");
 }
 
 GLOO_TEST_CASE("mismatched collectives are named on every rank; the group goes on (rank 0 serves the store)") {
