@@ -1,0 +1,20 @@
+#include "dist/parse.h"
+
+#include <charconv>
+
+#include "tensor/error.h"
+
+namespace ember::dist {
+
+int64_t parse_integer(const std::string& what, const std::string& text, int64_t min, int64_t max) {
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec == std::errc::invalid_argument || stop != end)
+    throw ValueError(what + "='" + text + "' is not a decimal integer");
+  if (ec == std::errc::result_out_of_range || value < min || value > max)
+    throw ValueError(what + "=" + text + " is out of range [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+  return value;
+}
+
+}  // namespace ember::dist
