@@ -126,22 +126,28 @@ step_train() {
   export OUT BUILD_DIR DATA_DIR
   export EPOCHS="${EMBER_GPU_CHECK_EPOCHS:-2}" TRAIN_SAMPLES="${EMBER_GPU_CHECK_SAMPLES:-20000}"
   export RESNET_SAMPLES="${EMBER_GPU_CHECK_RESNET_SAMPLES:-5000}"
-  local cores models=(mlp cnn resnet18) runs=() m p
+  local cores models=(mlp cnn resnet18) cpu_runs=() gpu_runs=() m p
   cores="$(nproc)"
-  export CPU_THREADS=$(((cores > 3 ? cores : 3) / 3))
+  # Two CPU runs at a time beside three GPU runs (no timings are read here); the GPU runs' host
+  # threads keep a few cores.
+  export CPU_THREADS=$(((cores > 6 ? cores - 4 : 2) / 2))
   # The CPU reference and the seed-to-seed noise on each side: fp32 with seeds 0 and 1.
-  for m in "${models[@]}"; do runs+=("cpu $m fp32 0" "cpu $m fp32 1"); done
+  for m in "${models[@]}"; do cpu_runs+=("cpu $m fp32 0" "cpu $m fp32 1"); done
   if [[ -n "$HAVE_GPU" ]]; then
     for m in "${models[@]}"; do
-      for p in fp32 tf32 amp_fp16 amp_bf16 naive_fp16 naive_bf16 pure_bf16; do runs+=("cuda $m $p 0"); done
-      runs+=("cuda $m fp32 1")
+      for p in fp32 tf32 amp_fp16 amp_bf16 naive_fp16 naive_bf16 pure_bf16; do gpu_runs+=("cuda $m $p 0"); done
+      gpu_runs+=("cuda $m fp32 1")
     done
   else
     log "train: no GPU, only the CPU reference runs"
   fi
-  # Three runs at a time: the CPU ones share the cores, the GPU ones the device (no timings are read here).
-  local rc=0
-  printf '%s\n' "${runs[@]}" | xargs -P 3 -L 1 bash -c 'train_run "$@"' _ || rc=$?
+  local rc=0 cpu_pool
+  printf '%s\n' "${cpu_runs[@]}" | xargs -P 2 -L 1 bash -c 'train_run "$@"' _ &
+  cpu_pool=$!
+  if ((${#gpu_runs[@]})); then
+    printf '%s\n' "${gpu_runs[@]}" | xargs -P 3 -L 1 bash -c 'train_run "$@"' _ || rc=$?
+  fi
+  wait "$cpu_pool" || rc=$?
   python3 - "$OUT/train" <<'EOF' | tee "$OUT/train.md"
 # The last top-1 of each run (scalars.json), GPU modes against the CPU's fp32 mean. Noise: the gap
 # between seeds 0 and 1 in fp32 on each side; a mode is flagged when it lies more than twice the
