@@ -402,8 +402,12 @@ class GlooProcessGroup : public ProcessGroup {
     Tensor staging = contiguous(tensor);
     auto buffer = context_->createUnboundBuffer(staging.raw_data(), nbytes(staging));
     const uint64_t slot = gloo::Slot::build(kSendRecvSlotPrefix, static_cast<uint32_t>(tag));
-    if (is_recv) buffer->recv(peer, slot);
-    else buffer->send(peer, slot);
+    try {
+      if (is_recv) buffer->recv(peer, slot);
+      else buffer->send(peer, slot);
+    } catch (const gloo::Exception& e) {  // the peer's connection failed before this transfer
+      throw DistributedError(transfer_failure(description, peer, timeout, e));
+    }
     return std::make_shared<TransferWork>(description, *this, tensor, staging, std::move(buffer), is_recv, peer, timeout);
   }
 

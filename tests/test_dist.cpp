@@ -1,6 +1,7 @@
 // dist/: the stores (TCP and file), host lists and launcher environments, and every collective of
-// the Gloo process group run by real forked ranks (2, 3 and 4) against single-process references;
-// failures: a rank that exits mid-collective, mismatched collectives, argument errors.
+// the Gloo process group and ember's ring all-reduce run by real forked ranks (2, 3 and 4) against
+// single-process references; failures: a rank that exits mid-collective, mismatched collectives,
+// argument errors.
 //
 // Ranks are fork()ed children that report through a pipe ("" = passed, else what failed); the
 // parent bounds every wait and kills them on a deadline, so a bug never hangs the suite. The
@@ -10,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <functional>
 #include <thread>
 
@@ -17,6 +19,7 @@
 #include "dist/gloo_process_group.h"
 #include "dist/hostlist.h"
 #include "dist/init.h"
+#include "dist/ring_all_reduce.h"
 #include "dist/tcp_store.h"
 #include "tests/helpers.h"
 
@@ -277,6 +280,99 @@ std::string expect_thrown(const std::function<void()>& f, std::initializer_list<
     return std::string("threw another type: ") + e.what();
   }
   return "did not throw";
+}
+
+// ---- ring_all_reduce
+
+// Rank r's ring input: fractions for floating dtypes (so the order of the sum shows in its bits),
+// small integers otherwise.
+std::vector<double> ring_values(int rank, int64_t n, DType d) {
+  return random_values(n, d, -2, 2, !is_floating(d), 5000 + static_cast<uint64_t>(rank) * 104729 + static_cast<uint64_t>(d));
+}
+
+// v as the ring computes it: f32 for f32 and the 16-bit floats (exact in double, rounded to float
+// after each operation), f64 and integers as they are.
+double in_compute_type(DType d, double v) {
+  return d == DType::f32 || is_reduced_float(d) ? static_cast<double>(static_cast<float>(v)) : v;
+}
+
+// The bits ring_all_reduce promises, computed by hand: element i of chunk c (the ring's split: n/N
+// elements each, the first n % N one longer) is ((x_c + x_c+1) + ...) + x_c-1, divided once for avg,
+// rounded once to d.
+Tensor ring_reference(const std::vector<std::vector<double>>& inputs, ReduceOp op, DType d, const Shape& shape) {
+  const int world = static_cast<int>(inputs.size());
+  const int64_t n = numel(shape), base = n / world, extra = n % world;
+  std::vector<double> out(static_cast<size_t>(n));
+  for (int c = 0, begin = 0; c < world; ++c) {
+    const int64_t length = base + (c < extra ? 1 : 0);
+    for (int64_t i = begin; i < begin + length; ++i) {
+      double acc = inputs[c][i];
+      for (int j = 1; j < world; ++j) acc = in_compute_type(d, acc + inputs[(c + j) % world][i]);
+      if (op == ReduceOp::avg) acc = in_compute_type(d, acc / world);
+      out[i] = acc;
+    }
+    begin += static_cast<int>(length);
+  }
+  return make_tensor(out, shape, d);
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return x.dtype() == y.dtype() && x.numel() == y.numel() &&
+         std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel() * dtype_size(x.dtype()))) == 0;
+}
+
+// Each case: the ring's result has the documented bits, agrees with the group's all_reduce within
+// rounding, is the same on a second run, and (gathered) the same on every rank. Small slices make
+// several per chunk, so the pipeline crosses slice, step and phase boundaries.
+std::string check_ring(ProcessGroup& pg) {
+  const int world = pg.size(), rank = pg.rank();
+  const std::vector<Shape> shapes = {{0}, {1}, {2}, {5}, {3, 4}, {37}, {203}};
+  for (DType d : {DType::f32, DType::f16, DType::bf16, DType::f64, DType::i32, DType::i64})
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+      if (op == ReduceOp::avg && !is_floating(d)) continue;
+      for (const Shape& shape : shapes)
+        for (bool transposed : {false, true}) {
+          if (transposed && shape.size() != 2) continue;
+          const int64_t n = numel(shape);
+          const std::string what = std::string("ring_all_reduce ") + reduce_op_name(op) + " " + dtype_name(d) + " " +
+                                   to_string(shape) + (transposed ? " transposed" : "") + " on " + std::to_string(world) + " ranks";
+          std::vector<std::vector<double>> inputs;
+          for (int r = 0; r < world; ++r) inputs.push_back(logical(make_input(ring_values(r, n, d), shape, d, transposed)));
+          RingOptions options;
+          options.slice_bytes = 16;  // 4 f32 elements: chunks of 203 / N elements take many slices
+          Tensor first = make_input(ring_values(rank, n, d), shape, d, transposed);
+          ring_all_reduce(pg, first, op, options);
+          if (transposed && first.is_contiguous()) return what + ": the tensor lost its layout";
+          const Tensor reference = ring_reference(inputs, op, d, shape);
+          if (!same_bits(first, reference))
+            return what + ": other bits than the documented summation order gives (within tolerance: " +
+                   (compare(first, values(reference), d, "").empty() ? "yes" : "no") + ")";
+          Tensor second = make_input(ring_values(rank, n, d), shape, d, transposed);
+          ring_all_reduce(pg, second, op, options);
+          if (!same_bits(first, second)) return what + ": a second run gave other bits";
+          Tensor backend = make_input(ring_values(rank, n, d), shape, d, transposed);
+          pg.all_reduce(backend, op);
+          if (auto e = compare(first, values(backend), d, what + " vs the group's all_reduce"); !e.empty()) return e;
+          Tensor everyone = empty({world, n}, d);
+          pg.all_gather(everyone, first.contiguous().view({n}));
+          for (int r = 0; r < world; ++r)
+            if (!same_bits(everyone.select(0, r), first.contiguous().view({n})))
+              return what + ": rank " + std::to_string(r) + " holds other bits than rank " + std::to_string(rank);
+        }
+    }
+  Tensor t = ones({4});
+  if (auto e = expect_thrown<ValueError>([&] { ring_all_reduce(pg, t, ReduceOp::max); }, {"ring_all_reduce", "max"}); !e.empty())
+    return "max: " + e;
+  if (auto e = expect_thrown<DTypeError>([&] { ring_all_reduce(pg, ones({4}, DType::i32), ReduceOp::avg); }, {"avg", "int32"});
+      !e.empty())
+    return "avg of int32: " + e;
+  return expect_thrown<DTypeError>([&] { ring_all_reduce(pg, ones({4}, DType::boolean)); }, {"bool"});
+}
+
+std::string ring_cases(int rank, int world, int port) {
+  auto pg = join_group(rank, world, port, kRankTimeout, false);
+  return check_ring(*pg);
 }
 
 // A port nobody listens on (the kernel's choice, then closed).
@@ -555,6 +651,34 @@ GLOO_TEST_CASE("mismatched collectives are named on every rank; the group goes o
     return compare(ok, {3, 3}, DType::f32, "all_reduce after the mismatches");
   });
   check_all_passed(reports);
+}
+
+GLOO_TEST_CASE("ring_all_reduce on 2, 3 and 4 ranks: documented bits, the group's all_reduce, same on every rank and run") {
+  for (int world : {2, 3, 4}) {
+    INFO(world, " ranks");
+    check_all_passed(run_ranks(world, ring_cases));
+  }
+}
+
+GLOO_TEST_CASE("ring_all_reduce: a rank that exits mid-ring; the others raise within the 2 s timeout, naming the step") {
+  const auto reports = run_ranks(3, [](int rank, int world, int port) -> std::string {
+    auto pg = join_group(rank, world, port, milliseconds(2000), false);
+    RingOptions options;
+    options.slice_bytes = 64;
+    Tensor t = ones({3000});
+    ring_all_reduce(*pg, t, ReduceOp::sum, options);
+    if (rank == 2) ::_exit(0);  // gone before the second ring
+    const auto started = std::chrono::steady_clock::now();
+    auto error = expect_thrown<DistributedError>([&] { ring_all_reduce(*pg, t, ReduceOp::sum, options); },
+                                                 {"rank " + std::to_string(rank) + "/3: ring_all_reduce of float32 (3000,) sum",
+                                                  "step", "slice", "rank"});
+    if (!error.empty()) return error;
+    const auto took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - started);
+    return took > milliseconds(3500) ? "raised only after " + std::to_string(took.count()) + " ms" : "";
+  });
+  CHECK_MESSAGE(reports[0].empty(), reports[0]);
+  CHECK_MESSAGE(reports[1].empty(), reports[1]);
+  CHECK(reports[2] == "<no report> (exit status 0)");
 }
 
 }  // TEST_SUITE
