@@ -8,6 +8,7 @@
 
 #include "cpu/loops.h"
 #include "tensor/convert.h"
+#include "tensor/stored_add.h"
 #include "tensor/primitives/index.h"
 
 namespace ember {
@@ -90,20 +91,6 @@ void copy_elements(const Shape& shape, const ByteView& dst, const ByteView& src)
   cpu::for_each_row<2>(shape, ops, [](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& s) {
     copy_row<T>(p[0], s[0], p[1], s[1], n);
   });
-}
-
-// a + b in the stored type: integers wrap as PyTorch's do (computed unsigned, so overflow is
-// defined), bool adds as "or", 16-bit floats add in float.
-template <class T>
-T add_stored(T a, T b) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return a || b;
-  } else if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-  } else {
-    return convert<T>(static_cast<compute_t<T>>(a) + static_cast<compute_t<T>>(b));
-  }
 }
 
 // dst[i] += src[i] for n elements (byte strides); the dense case is a loop the compiler vectorizes.

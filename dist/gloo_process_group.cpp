@@ -22,6 +22,7 @@
 #include "dist/prefix_store.h"
 #include "dist/socket.h"
 #include "tensor/ops.h"
+#include "tensor/stored_add.h"
 
 namespace ember::dist {
 
@@ -60,34 +61,25 @@ std::string gloo_message(const std::exception& e) {
   return "Gloo: " + m;
 }
 
-// c = a op b over n elements. Integer sums wrap (computed unsigned: no undefined overflow); bool's
-// sum and max are "or", its min is "and".
+// Gloo's reduction callback: c[i] = combine(a[i], b[i]) over n elements of T.
+template <class T, class Combine>
+gloo::AllreduceOptions::Func elementwise(Combine combine) {
+  return [combine](void* c, const void* a, const void* b, size_t n) {
+    auto *x = static_cast<const T*>(a), *y = static_cast<const T*>(b);
+    auto* z = static_cast<T*>(c);
+    for (size_t i = 0; i < n; ++i) z[i] = combine(x[i], y[i]);
+  };
+}
+
+// Integer sums wrap; bool's sum and max are "or", its min is "and" (std::min of bools).
 template <class T>
 gloo::AllreduceOptions::Func reduce_function(ReduceOp op) {
   switch (op) {
     case ReduceOp::sum:
     case ReduceOp::avg:  // summed here, divided once by the world size afterwards
-      return [](void* c, const void* a, const void* b, size_t n) {
-        auto *x = static_cast<const T*>(a), *y = static_cast<const T*>(b);
-        auto* z = static_cast<T*>(c);
-        for (size_t i = 0; i < n; ++i) {
-          if constexpr (std::is_same_v<T, bool>) z[i] = x[i] || y[i];
-          else if constexpr (std::is_integral_v<T>) z[i] = static_cast<T>(std::make_unsigned_t<T>(x[i]) + std::make_unsigned_t<T>(y[i]));
-          else z[i] = x[i] + y[i];
-        }
-      };
-    case ReduceOp::max:
-      return [](void* c, const void* a, const void* b, size_t n) {
-        auto *x = static_cast<const T*>(a), *y = static_cast<const T*>(b);
-        auto* z = static_cast<T*>(c);
-        for (size_t i = 0; i < n; ++i) z[i] = std::max(x[i], y[i]);
-      };
-    case ReduceOp::min:
-      return [](void* c, const void* a, const void* b, size_t n) {
-        auto *x = static_cast<const T*>(a), *y = static_cast<const T*>(b);
-        auto* z = static_cast<T*>(c);
-        for (size_t i = 0; i < n; ++i) z[i] = std::min(x[i], y[i]);
-      };
+      return elementwise<T>([](T x, T y) { return add_stored(x, y); });
+    case ReduceOp::max: return elementwise<T>([](T x, T y) { return std::max(x, y); });
+    case ReduceOp::min: return elementwise<T>([](T x, T y) { return std::min(x, y); });
   }
   throw ValueError("all_reduce: unknown reduce op");
 }

@@ -45,7 +45,7 @@ const LauncherVars* detect_launcher(const Environment& env) {
 // An integer from the arguments, else from the variable, else nullopt.
 std::optional<int> integer(std::optional<int> given, const char* what, const Environment& env, const char* var,
                            int64_t min, int64_t max) {
-  if (given) return static_cast<int>(parse_integer(what, std::to_string(*given), min, max));
+  if (given) return static_cast<int>(check_in_range(what, *given, min, max));
   if (var == nullptr) return std::nullopt;
   if (const std::string* text = lookup(env, var)) return static_cast<int>(parse_integer(var, *text, min, max));
   return std::nullopt;

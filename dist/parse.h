@@ -9,5 +9,7 @@ namespace ember::dist {
 
 // The integer `text` spells, within [min, max]; ValueError naming `what` and the text otherwise.
 int64_t parse_integer(const std::string& what, const std::string& text, int64_t min, int64_t max);
+// value itself when within [min, max]; ValueError naming `what` and the value otherwise.
+int64_t check_in_range(const std::string& what, int64_t value, int64_t min, int64_t max);
 
 }  // namespace ember::dist

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tensor/ops.h"
+#include "tensor/stored_add.h"
 
 namespace ember::dist {
 
@@ -25,16 +26,10 @@ Span chunk_span(int64_t n, int ranks, int c) {
   return {c * base + std::min<int64_t>(c, extra), base + (c < extra ? 1 : 0)};
 }
 
-// acc[i] = incoming[i] + acc[i]: the partial sum that arrived, then this rank's values. Integers
-// wrap (added unsigned: no undefined overflow).
+// acc[i] = incoming[i] + acc[i]: the partial sum that arrived, then this rank's values (integers wrap).
 template <class T>
 void accumulate(T* acc, const T* incoming, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    if constexpr (std::is_integral_v<T>)
-      acc[i] = static_cast<T>(std::make_unsigned_t<T>(incoming[i]) + std::make_unsigned_t<T>(acc[i]));
-    else
-      acc[i] = incoming[i] + acc[i];
-  }
+  for (int64_t i = 0; i < n; ++i) acc[i] = add_stored(incoming[i], acc[i]);
 }
 
 // One run of the ring on flat contiguous buffers: `work` (the working dtype: f32 for 16-bit

@@ -28,6 +28,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
 
 ALL_STEPS=(build test train bench compare)
+PRECISIONS=(fp32 tf32 amp_fp16 amp_bf16 naive_fp16 naive_bf16 pure_bf16)  # examples/train --precision
+TRAIN_MODELS=(mlp cnn resnet18)
 declare -A LIMIT_S=([build]=480 [test]=420 [train]=420 [bench]=540 [compare]=480)
 BUILD_DIR=build-gpu
 
@@ -55,9 +57,9 @@ use_deps_root() {
   DATA_DIR="$root/usr/share/datasets/fashion-mnist"
 }
 
-# The folder of a pip package of the nvidia-* wheels PyTorch brings (nvidia.cudnn, nvidia.nccl), if any.
+# The folder of a package of the nvidia-* wheels PyTorch brings (nvidia.cudnn), if any.
 wheel_dir() {
-  python3 -c "import importlib, sys; m = importlib.import_module('nvidia.$1'); print(list(m.__path__)[0])" 2>/dev/null
+  python3 -c "import importlib; m = importlib.import_module('nvidia.$1'); print(list(m.__path__)[0])" 2>/dev/null
 }
 
 # cuDNN from its wheel when the toolkit has none, shaped as Meson finds it (include/ and
@@ -126,16 +128,16 @@ step_train() {
   export OUT BUILD_DIR DATA_DIR
   export EPOCHS="${EMBER_GPU_CHECK_EPOCHS:-2}" TRAIN_SAMPLES="${EMBER_GPU_CHECK_SAMPLES:-20000}"
   export RESNET_SAMPLES="${EMBER_GPU_CHECK_RESNET_SAMPLES:-5000}"
-  local cores models=(mlp cnn resnet18) cpu_runs=() gpu_runs=() m p
+  local cores cpu_runs=() gpu_runs=() m p
   cores="$(nproc)"
   # Two CPU runs at a time beside three GPU runs (no timings are read here); the GPU runs' host
   # threads keep a few cores.
   export CPU_THREADS=$(((cores > 6 ? cores - 4 : 2) / 2))
   # The CPU reference and the seed-to-seed noise on each side: fp32 with seeds 0 and 1.
-  for m in "${models[@]}"; do cpu_runs+=("cpu $m fp32 0" "cpu $m fp32 1"); done
+  for m in "${TRAIN_MODELS[@]}"; do cpu_runs+=("cpu $m fp32 0" "cpu $m fp32 1"); done
   if [[ -n "$HAVE_GPU" ]]; then
-    for m in "${models[@]}"; do
-      for p in fp32 tf32 amp_fp16 amp_bf16 naive_fp16 naive_bf16 pure_bf16; do gpu_runs+=("cuda $m $p 0"); done
+    for m in "${TRAIN_MODELS[@]}"; do
+      for p in "${PRECISIONS[@]}"; do gpu_runs+=("cuda $m $p 0"); done
       gpu_runs+=("cuda $m fp32 1")
     done
   else
@@ -148,12 +150,13 @@ step_train() {
     printf '%s\n' "${gpu_runs[@]}" | xargs -P 3 -L 1 bash -c 'train_run "$@"' _ || rc=$?
   fi
   wait "$cpu_pool" || rc=$?
-  python3 - "$OUT/train" <<'EOF' | tee "$OUT/train.md"
+  python3 - "$OUT/train" "${TRAIN_MODELS[*]}" "${PRECISIONS[*]}" <<'EOF' | tee "$OUT/train.md"
 # The last top-1 of each run (scalars.json), GPU modes against the CPU's fp32 mean. Noise: the gap
 # between seeds 0 and 1 in fp32 on each side; a mode is flagged when it lies more than twice the
 # larger noise (at least 1 point) from the CPU mean.
 import json, sys
 from pathlib import Path
+models, precisions = sys.argv[2].split(), sys.argv[3].split()
 top1 = {}
 for run in sorted(Path(sys.argv[1]).iterdir()):
     model, precision, device, seed = run.name.rsplit("-", 3)
@@ -163,13 +166,13 @@ for run in sorted(Path(sys.argv[1]).iterdir()):
     top1[(model, precision, device, seed)] = values[-1] if values else None
 print("| model | precision | GPU top-1 | CPU fp32 top-1 (seeds 0, 1) | GPU - CPU mean | noise (GPU, CPU) | |")
 print("| --- | --- | --- | --- | --- | --- | --- |")
-for model in ("mlp", "cnn", "resnet18"):
+for model in models:
     c0, c1 = top1.get((model, "fp32", "cpu", "seed0")), top1.get((model, "fp32", "cpu", "seed1"))
     g0, g1 = top1.get((model, "fp32", "cuda", "seed0")), top1.get((model, "fp32", "cuda", "seed1"))
     cpu_mean = (c0 + c1) / 2 if c0 is not None and c1 is not None else None
     noise = [abs(a - b) for a, b in ((g0, g1), (c0, c1)) if a is not None and b is not None]
     bound = 2 * max(noise + [1.0])
-    for precision in ("fp32", "tf32", "amp_fp16", "amp_bf16", "naive_fp16", "naive_bf16", "pure_bf16"):
+    for precision in precisions:
         g = top1.get((model, precision, "cuda", "seed0"))
         diff = g - cpu_mean if g is not None and cpu_mean is not None else None
         flag = "" if diff is None else ("ok" if abs(diff) <= bound else f"OUTSIDE {bound:.2f}")
