@@ -162,6 +162,27 @@ std::shared_ptr<Work> ProcessGroup::recv_async(const Tensor& tensor, int src, in
   return run_recv(tensor, src, tag, options.timeout.value_or(timeout()));
 }
 
+std::shared_ptr<Work> ProcessGroup::batch_isend_irecv(const std::vector<P2POp>& ops, const CollectiveOptions& options) {
+  for (const P2POp& op : ops) {
+    const bool send = op.kind == P2POp::Kind::send;
+    check_transfer(op.tensor, op.peer, op.tag, send ? "batch_isend_irecv: send" : "batch_isend_irecv: recv",
+                   send ? "dst" : "src");
+  }
+  return run_batch(ops, options.timeout.value_or(timeout()));
+}
+
+std::shared_ptr<Work> ProcessGroup::run_batch(const std::vector<P2POp>& ops, milliseconds timeout) {
+  std::vector<std::shared_ptr<Work>> parts;
+  std::string what;
+  for (const P2POp& op : ops) {
+    const bool send = op.kind == P2POp::Kind::send;
+    parts.push_back(send ? run_send(op.tensor, op.peer, op.tag, timeout) : run_recv(op.tensor, op.peer, op.tag, timeout));
+    what += (what.empty() ? "" : ", ") + std::string(send ? "send to " : "recv from ") + std::to_string(op.peer);
+  }
+  return std::make_shared<WorkList>("rank " + std::to_string(rank_) + "/" + std::to_string(size_) + ": batch (" + what + ")",
+                                    std::move(parts));
+}
+
 std::string ProcessGroup::describe(const Collective& c) const {
   return "rank " + std::to_string(rank_) + "/" + std::to_string(size_) + ": " + c.name + " #" +
          std::to_string(c.sequence) + " of " + c.tensor;

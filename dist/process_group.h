@@ -33,6 +33,15 @@ namespace ember::dist {
 enum class ReduceOp { sum, avg, max, min };
 const char* reduce_op_name(ReduceOp op);  // "sum", "avg", ...
 
+// One transfer of a batch_isend_irecv.
+struct P2POp {
+  enum class Kind { send, recv };
+  Kind kind;
+  Tensor tensor;  // send: the values; recv: where they land (same element count and dtype as the send)
+  int peer;       // send: the destination rank; recv: the source
+  int tag = 0;
+};
+
 // Per-call settings of an operation.
 struct CollectiveOptions {
   std::optional<milliseconds> timeout;  // unset: the group's timeout()
@@ -72,6 +81,11 @@ class ProcessGroup {
   std::shared_ptr<Work> send_async(const Tensor& tensor, int dst, int tag = 0, const CollectiveOptions& options = {});
   // Receives into tensor (same element count and dtype as the send) from rank src.
   std::shared_ptr<Work> recv_async(const Tensor& tensor, int src, int tag = 0, const CollectiveOptions& options = {});
+  // Posts every send and receive of ops together and returns one Work for all of them
+  // (torch.distributed.batch_isend_irecv). A send and a receive that wait for each other, as the two
+  // directions of an exchange between neighbours, belong in one batch: NCCL runs a transfer only
+  // once its peer posted the matching one, and runs separately posted ones in issue order.
+  std::shared_ptr<Work> batch_isend_irecv(const std::vector<P2POp>& ops, const CollectiveOptions& options = {});
   // Returns once every rank reached its barrier.
   std::shared_ptr<Work> barrier_async(const CollectiveOptions& options = {});
 
@@ -121,6 +135,8 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> run_barrier(const Collective& c) = 0;
   virtual std::shared_ptr<Work> run_send(const Tensor& tensor, int dst, int tag, milliseconds timeout) = 0;
   virtual std::shared_ptr<Work> run_recv(const Tensor& tensor, int src, int tag, milliseconds timeout) = 0;
+  // The ops of a checked batch; by default each is posted through run_send / run_recv.
+  virtual std::shared_ptr<Work> run_batch(const std::vector<P2POp>& ops, milliseconds timeout);
   // A backend's check that it can serve the tensor's device (DeviceError naming it otherwise).
   virtual void check_device(const Tensor& tensor, const char* op) const = 0;
 

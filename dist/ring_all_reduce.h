@@ -14,9 +14,12 @@
 // In all each rank sends 2(N-1)/N * S bytes, the lower bound for an all-reduce, whatever N is:
 // t >= 2(N-1)/N * S / B on links of bandwidth B. (A naive all-reduce to one root sends (N-1) * S.)
 //
-// Pipelining: each chunk is cut into slices (RingOptions::slice_bytes). A slice is forwarded as
-// soon as it is reduced, and the receive of the next slice is posted before the current one is
-// reduced, so the network carries one slice while the CPU adds the previous one.
+// Exchanges: every step is a list of exchanges, one per slice (RingOptions::slice_bytes): rank r
+// sends a slice to r+1 and receives one from r-1 in one batch_isend_irecv. Rank r's i-th outgoing
+// slice is rank r+1's i-th incoming one, so the exchanges pair up on every backend (NCCL runs a
+// transfer only once its peer posted the matching one). Pipelining: the next exchange is posted
+// before the current slice is added whenever its data is final, so the network carries one slice
+// while the CPU or GPU adds the previous one.
 //
 // Determinism: every element of chunk c is summed in one fixed order, ((x_c + x_c+1) + ...) + x_c-1
 // (ring order from rank c), on every run; the all-gather copies bits, so every rank ends with the

@@ -1,5 +1,7 @@
 #include "dist/work.h"
 
+#include <algorithm>
+
 #include "dist/error.h"
 
 namespace ember::dist {
@@ -28,6 +30,25 @@ void Work::finish(std::exception_ptr error) {
     error_ = std::move(error);
   }
   done_cv_.notify_all();
+}
+
+void WorkList::wait(std::optional<std::chrono::milliseconds> timeout) {
+  using clock = std::chrono::steady_clock;
+  const auto deadline = timeout ? std::optional(clock::now() + *timeout) : std::nullopt;
+  for (const auto& part : parts_) {
+    if (!deadline) {
+      part->wait();
+      continue;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - clock::now());
+    part->wait(std::max(left, std::chrono::milliseconds(0)));
+  }
+}
+
+bool WorkList::is_completed() const {
+  for (const auto& part : parts_)
+    if (!part->is_completed()) return false;
+  return true;
 }
 
 }  // namespace ember::dist

@@ -7,7 +7,9 @@
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace ember::dist {
 
@@ -34,6 +36,19 @@ class Work {
   std::condition_variable done_cv_;
   bool done_ = false;
   std::exception_ptr error_;
+};
+
+// The Work of several operations posted together (a batch of sends and receives): completed when
+// every part is; wait() waits for each in turn and raises the first failure.
+class WorkList : public Work {
+ public:
+  WorkList(std::string description, std::vector<std::shared_ptr<Work>> parts)
+      : Work(std::move(description)), parts_(std::move(parts)) {}
+  void wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt) override;
+  bool is_completed() const override;
+
+ private:
+  std::vector<std::shared_ptr<Work>> parts_;
 };
 
 }  // namespace ember::dist

@@ -254,6 +254,19 @@ std::string check_broadcast_send_recv_barrier(ProcessGroup& pg) {
   sent->wait();
   if (!received->is_completed() || !sent->is_completed()) return "send/recv: not completed after wait()";
   if (auto e = compare(got.contiguous().view({4}), input_values(prev, 4, DType::f64), DType::f64, "recv"); !e.empty()) return e;
+  // A batch: both directions of both neighbours at once, one Work for all four transfers.
+  Tensor to_next = make_tensor(input_values(rank, 5, DType::i32), {5}, DType::i32);
+  Tensor to_prev = make_tensor(input_values(rank + world, 3, DType::i32), {3}, DType::i32);
+  Tensor from_prev = zeros({5}, DType::i32), from_next = zeros({3}, DType::i32);
+  auto batch = pg.batch_isend_irecv({{P2POp::Kind::send, to_next, next, 3},
+                                     {P2POp::Kind::recv, from_prev, prev, 3},
+                                     {P2POp::Kind::send, to_prev, prev, 4},
+                                     {P2POp::Kind::recv, from_next, next, 4}});
+  batch->wait(milliseconds(5000));
+  if (!batch->is_completed()) return "batch_isend_irecv: not completed after wait()";
+  if (auto e = compare(from_prev, input_values(prev, 5, DType::i32), DType::i32, "batch recv from prev"); !e.empty()) return e;
+  if (auto e = compare(from_next, input_values(next + world, 3, DType::i32), DType::i32, "batch recv from next"); !e.empty())
+    return e;
   auto barrier = pg.barrier_async();
   barrier->wait(milliseconds(5000));
   return barrier->is_completed() ? "" : "barrier: not completed after wait()";
@@ -587,6 +600,8 @@ GLOO_TEST_CASE("one rank: identity collectives and argument errors naming the va
   expect_error<IndexError>("root", [&] { pg->broadcast(t, 1); }, {"root 1", "group of 1"});
   expect_error<ValueError>("send to self", [&] { pg->send(t, 0); }, {"dst 0", "this rank itself"});
   expect_error<IndexError>("recv from nowhere", [&] { pg->recv(t, -1); }, {"src -1"});
+  expect_error<ValueError>("batch recv from self", [&] { pg->batch_isend_irecv({{P2POp::Kind::recv, t, 0}}); },
+                           {"batch_isend_irecv: recv", "src 0", "this rank itself"});
   expect_error<ValueError>("negative timeout", [&] { pg->barrier({milliseconds(-1)}); }, {"-1 ms"});
   if (has_cuda())
     expect_error<DeviceError>("cuda tensor", [&] { pg->all_reduce(zeros({2}, Device::parse("cuda"))); }, {"cuda:0", "Gloo"});
