@@ -21,6 +21,7 @@
 
 #include "dist/prefix_store.h"
 #include "dist/socket.h"
+#include "dist/staging.h"
 #include "tensor/ops.h"
 #include "tensor/stored_add.h"
 
@@ -83,19 +84,6 @@ gloo::AllreduceOptions::Func reduce_function(ReduceOp op) {
   }
   throw ValueError("all_reduce: unknown reduce op");
 }
-
-// The tensor Gloo works on: t itself when contiguous and already of dtype `wire`, else a contiguous
-// copy in `wire` (the caller copies the result back when it differs from t).
-Tensor staged(const Tensor& t, DType wire) { return contiguous(to(t, wire)); }
-
-void write_back(const Tensor& t, const Tensor& staging) {
-  if (staging.is_same(t)) return;
-  Tensor target = t;
-  copy_(target, staging.view(t.shape()));
-}
-
-uint8_t* bytes_of(const Tensor& t) { return static_cast<uint8_t*>(t.raw_data()); }
-size_t nbytes(const Tensor& t) { return static_cast<size_t>(t.numel() * dtype_size(t.dtype())); }
 
 // The interface Gloo listens on: GLOO_SOCKET_IFNAME, else the route toward the master, else the hostname.
 gloo::transport::tcp::attr device_attr(const GlooOptions& options) {
@@ -226,7 +214,7 @@ class GlooProcessGroup : public ProcessGroup {
   std::shared_ptr<Work> run_all_gather(const Tensor& output, const Tensor& input, const Collective& c) override {
     return enqueue(c, [this, output = output.detach(), input = input.detach()](const Collective& c) {
       if (input.numel() == 0) return;
-      Tensor in = contiguous(input), out = contiguous(output);
+      Tensor in = staged(input), out = staged(output);
       gloo::AllgatherOptions opts(context_);
       opts.setInput<uint8_t>(bytes_of(in), nbytes(in));
       opts.setOutput<uint8_t>(bytes_of(out), nbytes(out));
@@ -250,7 +238,7 @@ class GlooProcessGroup : public ProcessGroup {
         total += t.numel();
       }
       if (total == 0) return;
-      Tensor in = contiguous(input), gathered = empty({total}, input.dtype());
+      Tensor in = staged(input), gathered = empty({total}, input.dtype());
       gloo::AllgathervOptions opts(context_);
       opts.setInput<uint8_t>(bytes_of(in), nbytes(in));
       opts.setOutput<uint8_t>(bytes_of(gathered), counts);
@@ -268,7 +256,7 @@ class GlooProcessGroup : public ProcessGroup {
   std::shared_ptr<Work> run_broadcast(const Tensor& tensor, int root, const Collective& c) override {
     return enqueue(c, [this, tensor = tensor.detach(), root](const Collective& c) {
       if (tensor.numel() == 0) return;
-      Tensor staging = contiguous(tensor);
+      Tensor staging = staged(tensor);
       gloo::BroadcastOptions opts(context_);
       opts.setOutput<uint8_t>(bytes_of(staging), nbytes(staging));
       opts.setRoot(root);
@@ -391,7 +379,7 @@ class GlooProcessGroup : public ProcessGroup {
     const std::string description = "rank " + std::to_string(rank()) + "/" + std::to_string(size()) + ": " + what;
     if (const std::string reason = broken_reason(); !reason.empty())
       throw DistributedError(description + ": the group is broken by an earlier failure: " + reason);
-    Tensor staging = contiguous(tensor);
+    Tensor staging = staged(tensor);
     auto buffer = context_->createUnboundBuffer(staging.raw_data(), nbytes(staging));
     const uint64_t slot = gloo::Slot::build(kSendRecvSlotPrefix, static_cast<uint32_t>(tag));
     try {

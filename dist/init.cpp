@@ -5,9 +5,11 @@
 #include "dist/file_store.h"
 #include "dist/gloo_process_group.h"
 #include "dist/hostlist.h"
+#include "dist/nccl_process_group.h"
 #include "dist/parse.h"
 #include "dist/prefix_store.h"
 #include "dist/tcp_store.h"
+#include "tensor/storage.h"
 
 extern char** environ;
 
@@ -176,6 +178,21 @@ ResolvedInit resolve_init(const InitOptions& options, const Environment& env) {
   return out;
 }
 
+namespace {
+
+// The GPU of an NCCL rank, as torchrun users set it: cuda:LOCAL_RANK, or the one GPU a rank sees when
+// the launcher gave each rank its own (Slurm's --gpus-per-task, CUDA_VISIBLE_DEVICES per rank).
+int nccl_device(const ResolvedInit& init) {
+  if (!has_nccl()) return 0;  // make_nccl_process_group says what is missing
+  const int visible = backend::cuda_device_count();
+  if (visible <= 1) return 0;  // none: make_nccl_process_group says so
+  if (init.local_rank < visible) return init.local_rank;
+  throw DeviceError("init: local rank " + std::to_string(init.local_rank) + " needs cuda:" + std::to_string(init.local_rank) +
+                    " but this process sees " + std::to_string(visible) + " GPU(s): start at most one rank per GPU");
+}
+
+}  // namespace
+
 std::shared_ptr<ProcessGroup> init_process_group(const ResolvedInit& init) {
   std::shared_ptr<Store> store;
   if (init.rendezvous == ResolvedInit::Rendezvous::file) {
@@ -184,9 +201,13 @@ std::shared_ptr<ProcessGroup> init_process_group(const ResolvedInit& init) {
     store = std::make_shared<TCPStore>(init.host, init.port, TCPStoreOptions{init.rank == 0, init.timeout});
   }
   auto group_store = std::make_shared<PrefixStore>("default_pg", store);
-  if (init.backend == "nccl")
-    throw NotImplementedError("init_process_group: the NCCL backend is not part of this build yet; use backend \"gloo\" "
-                              "with CPU tensors");
+  if (init.backend == "nccl") {
+    NcclOptions nccl;
+    nccl.timeout = init.timeout;
+    nccl.debug = init.debug;
+    nccl.device = nccl_device(init);
+    return make_nccl_process_group(group_store, init.rank, init.world_size, nccl);
+  }
   GlooOptions gloo;
   gloo.timeout = init.timeout;
   gloo.debug = init.debug;

@@ -19,8 +19,11 @@
 #include "dist/gloo_process_group.h"
 #include "dist/hostlist.h"
 #include "dist/init.h"
+#include "dist/nccl_process_group.h"
 #include "dist/ring_all_reduce.h"
 #include "dist/tcp_store.h"
+#include "tensor/cuda_stream.h"
+#include "tensor/host_sync.h"
 #include "tests/helpers.h"
 
 using namespace ember;
@@ -146,11 +149,15 @@ std::string compare(const Tensor& got, const std::vector<double>& want, DType d,
 }
 
 // A tensor of `shape` holding values, non-contiguous (a transposed view) when asked and 2-D.
-Tensor make_input(const std::vector<double>& values, const Shape& shape, DType d, bool transposed) {
-  if (!transposed) return make_tensor(values, shape, d);
-  Tensor base = make_tensor(values, {shape[1], shape[0]}, d).t();  // logical values: base's transpose
+Tensor make_input(const std::vector<double>& values, const Shape& shape, DType d, bool transposed, Device dev = kCPU) {
+  if (!transposed) return make_tensor(values, shape, d, dev);
+  Tensor base = make_tensor(values, {shape[1], shape[0]}, d, dev).t();  // logical values: base's transpose
   return base;
 }
+
+// Where a group's tensors live: cuda:0 for the NCCL groups of these tests, else the CPU.
+Device device_of(const ProcessGroup& pg) { return pg.backend_name() == "nccl" ? Device(DeviceType::cuda, 0) : kCPU; }
+TensorOptions on(DType d, Device dev) { return TensorOptions(d).with_device(dev); }
 
 // The logical (row-major) values of make_input's tensor.
 std::vector<double> logical(const Tensor& t) { return t.to_vector<double>(); }
@@ -159,6 +166,7 @@ const std::vector<DType> kDTypes = {DType::f32, DType::f16, DType::bf16, DType::
 const std::vector<Shape> kShapes = {{5}, {3, 4}, {0}, {1}};  // uneven, 2-D (transposed too), empty, one element
 
 std::string check_all_reduce(ProcessGroup& pg) {
+  const Device dev = device_of(pg);
   const int world = pg.size();
   for (DType d : kDTypes)
     for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min}) {
@@ -175,7 +183,7 @@ std::string check_all_reduce(ProcessGroup& pg) {
             for (int r = 0; r < world; ++r) xs.push_back(per_rank[r][i]);
             want[i] = reduce_reference(op, d, xs);
           }
-          Tensor t = make_input(input_values(pg.rank(), n, d), shape, d, transposed);
+          Tensor t = make_input(input_values(pg.rank(), n, d), shape, d, transposed, dev);
           pg.all_reduce(t, op);
           const std::string what = std::string("all_reduce ") + reduce_op_name(op) + " " + dtype_name(d) + " " +
                                    to_string(shape) + (transposed ? " transposed" : "");
@@ -187,6 +195,7 @@ std::string check_all_reduce(ProcessGroup& pg) {
 }
 
 std::string check_reduce_scatter(ProcessGroup& pg) {
+  const Device dev = device_of(pg);
   const int world = pg.size();
   for (DType d : {DType::f32, DType::bf16, DType::i64})
     for (int64_t n : {int64_t{3}, int64_t{1}, int64_t{0}}) {
@@ -197,9 +206,9 @@ std::string check_reduce_scatter(ProcessGroup& pg) {
         for (int64_t i = 0; i < n; ++i) want[i] += v[pg.rank() * n + i];
       }
       for (auto& w : want) w = stored_as(d, w);
-      Tensor in = make_tensor(input_values(pg.rank(), world * n, d), {world, n}, d);
+      Tensor in = make_tensor(input_values(pg.rank(), world * n, d), {world, n}, d, dev);
       Tensor before = in.clone();
-      Tensor out = zeros({n}, d);
+      Tensor out = zeros({n}, on(d, dev));
       pg.reduce_scatter(out, in, ReduceOp::sum);
       const std::string what = std::string("reduce_scatter ") + dtype_name(d) + " n=" + std::to_string(n);
       if (auto e = compare(out, want, d, what); !e.empty()) return e;
@@ -209,13 +218,14 @@ std::string check_reduce_scatter(ProcessGroup& pg) {
 }
 
 std::string check_all_gather(ProcessGroup& pg) {
+  const Device dev = device_of(pg);
   const int world = pg.size(), rank = pg.rank();
   for (DType d : {DType::f16, DType::f64, DType::i32, DType::boolean}) {
     // One output tensor, written through a transposed (non-contiguous) view.
     const int64_t n = 3;
-    Tensor out_base = zeros({n, world}, d);
+    Tensor out_base = zeros({n, world}, on(d, dev));
     Tensor out = out_base.t();  // (world, n), non-contiguous
-    pg.all_gather(out, make_tensor(input_values(rank, n, d), {n}, d));
+    pg.all_gather(out, make_tensor(input_values(rank, n, d), {n}, d, dev));
     std::vector<double> want;
     for (int r = 0; r < world; ++r)
       for (double x : input_values(r, n, d)) want.push_back(stored_as(d, x));
@@ -224,8 +234,8 @@ std::string check_all_gather(ProcessGroup& pg) {
     // A list with uneven sizes: rank r contributes r + 1 elements except the last, which sends none.
     const auto count = [world](int r) { return r == world - 1 ? int64_t{0} : int64_t{r + 1}; };
     std::vector<Tensor> outs;
-    for (int r = 0; r < world; ++r) outs.push_back(zeros({count(r)}, d));
-    pg.all_gather(outs, make_tensor(input_values(rank, count(rank), d), {count(rank)}, d));
+    for (int r = 0; r < world; ++r) outs.push_back(zeros({count(r)}, on(d, dev)));
+    pg.all_gather(outs, make_tensor(input_values(rank, count(rank), d), {count(rank)}, d, dev));
     for (int r = 0; r < world; ++r) {
       std::vector<double> w;
       for (double x : input_values(r, count(r), d)) w.push_back(stored_as(d, x));
@@ -235,19 +245,29 @@ std::string check_all_gather(ProcessGroup& pg) {
   return "";
 }
 
-std::string check_broadcast_send_recv_barrier(ProcessGroup& pg) {
+std::string check_broadcast_barrier(ProcessGroup& pg) {
+  const Device dev = device_of(pg);
   const int world = pg.size(), rank = pg.rank();
   for (DType d : {DType::f32, DType::bf16, DType::i64}) {
     const int root = world - 1;
-    Tensor t = make_input(input_values(rank, 6, d), {2, 3}, d, true);
+    Tensor t = make_input(input_values(rank, 6, d), {2, 3}, d, true, dev);
     pg.broadcast(t, root);
     const auto want = logical(make_input(input_values(root, 6, d), {2, 3}, d, true));
     if (auto e = compare(t, want, d, std::string("broadcast ") + dtype_name(d)); !e.empty()) return e;
   }
+  auto barrier = pg.barrier_async();
+  barrier->wait(milliseconds(5000));
+  return barrier->is_completed() ? "" : "barrier: not completed after wait()";
+}
+
+// Needs two ranks or more (a rank cannot send to itself).
+std::string check_send_recv(ProcessGroup& pg) {
+  const int world = pg.size(), rank = pg.rank();
+  const Device dev = device_of(pg);
   // A ring: each rank sends to the next and receives from the previous, both posted before waiting.
   const int next = (rank + 1) % world, prev = (rank + world - 1) % world;
-  Tensor mine = make_tensor(input_values(rank, 4, DType::f64), {4}, DType::f64);
-  Tensor got = zeros({2, 2}, DType::f64).t();  // received into a non-contiguous view
+  Tensor mine = make_tensor(input_values(rank, 4, DType::f64), {4}, DType::f64, dev);
+  Tensor got = zeros({2, 2}, on(DType::f64, dev)).t();  // received into a non-contiguous view
   auto sent = pg.send_async(mine, next, 7);
   auto received = pg.recv_async(got, prev, 7);
   received->wait();
@@ -255,9 +275,9 @@ std::string check_broadcast_send_recv_barrier(ProcessGroup& pg) {
   if (!received->is_completed() || !sent->is_completed()) return "send/recv: not completed after wait()";
   if (auto e = compare(got.contiguous().view({4}), input_values(prev, 4, DType::f64), DType::f64, "recv"); !e.empty()) return e;
   // A batch: both directions of both neighbours at once, one Work for all four transfers.
-  Tensor to_next = make_tensor(input_values(rank, 5, DType::i32), {5}, DType::i32);
-  Tensor to_prev = make_tensor(input_values(rank + world, 3, DType::i32), {3}, DType::i32);
-  Tensor from_prev = zeros({5}, DType::i32), from_next = zeros({3}, DType::i32);
+  Tensor to_next = make_tensor(input_values(rank, 5, DType::i32), {5}, DType::i32, dev);
+  Tensor to_prev = make_tensor(input_values(rank + world, 3, DType::i32), {3}, DType::i32, dev);
+  Tensor from_prev = zeros({5}, on(DType::i32, dev)), from_next = zeros({3}, on(DType::i32, dev));
   auto batch = pg.batch_isend_irecv({{P2POp::Kind::send, to_next, next, 3},
                                      {P2POp::Kind::recv, from_prev, prev, 3},
                                      {P2POp::Kind::send, to_prev, prev, 4},
@@ -267,14 +287,12 @@ std::string check_broadcast_send_recv_barrier(ProcessGroup& pg) {
   if (auto e = compare(from_prev, input_values(prev, 5, DType::i32), DType::i32, "batch recv from prev"); !e.empty()) return e;
   if (auto e = compare(from_next, input_values(next + world, 3, DType::i32), DType::i32, "batch recv from next"); !e.empty())
     return e;
-  auto barrier = pg.barrier_async();
-  barrier->wait(milliseconds(5000));
-  return barrier->is_completed() ? "" : "barrier: not completed after wait()";
+  return "";
 }
 
 std::string every_collective(int rank, int world, int port) {
   auto pg = join_group(rank, world, port);
-  for (auto check : {check_all_reduce, check_reduce_scatter, check_all_gather, check_broadcast_send_recv_barrier})
+  for (auto check : {check_all_reduce, check_reduce_scatter, check_all_gather, check_broadcast_barrier, check_send_recv})
     if (auto e = check(*pg); !e.empty()) return e;
   return "";
 }
@@ -696,4 +714,74 @@ GLOO_TEST_CASE("ring_all_reduce: a rank that exits mid-ring; the others raise wi
   CHECK(reports[2] == "<no report> (exit status 0)");
 }
 
+// ---- NCCL: one GPU, so one rank (NCCL refuses two ranks on one GPU)
+
+TEST_CASE("NCCL process groups: NotImplementedError without NCCL, DeviceError without a GPU") {
+  InitOptions o;
+  o.rank = 0;
+  o.world_size = 1;
+  o.backend = "nccl";
+  o.timeout = milliseconds(20000);
+  if (!has_nccl()) {
+    expect_error<NotImplementedError>("no NCCL", [&] { init_process_group(o); }, {"without NCCL", "CUDA"});
+  } else if (!has_cuda()) {
+    expect_error<DeviceError>("no GPU", [&] { init_process_group(o); }, {"no CUDA device"});
+  } else {
+    CHECK(init_process_group(o)->backend_name() == "nccl");
+  }
+}
+
 }  // TEST_SUITE
+
+namespace {
+
+std::shared_ptr<ProcessGroup> nccl_group(int world, milliseconds timeout, bool debug = true) {
+  auto store = std::make_shared<TCPStore>("127.0.0.1", 0, TCPStoreOptions{true, timeout});
+  NcclOptions options;
+  options.timeout = timeout;
+  options.debug = debug;
+  return make_nccl_process_group(store, 0, world, options);
+}
+
+}  // namespace
+
+// A case that needs a GPU and NCCL: in the 'cuda' suite, skipped without either.
+#define NCCL_TEST_CASE(name) TEST_CASE(name * doctest::test_suite("cuda") * doctest::skip(!has_nccl() || !has_cuda()))
+
+NCCL_TEST_CASE("NCCL, one rank: every collective and dtype on CUDA tensors against the reference") {
+  auto pg = nccl_group(1, milliseconds(60000));
+  CHECK(pg->backend_name() == "nccl");
+  for (auto check : {check_all_reduce, check_reduce_scatter, check_all_gather, check_broadcast_barrier}) {
+    const std::string error = check(*pg);
+    CHECK_MESSAGE(error.empty(), error);
+  }
+}
+
+NCCL_TEST_CASE("NCCL, one rank: ordered after the caller's stream, async Work, a host wait, the ring") {
+  auto pg = nccl_group(1, milliseconds(60000), false);
+  const Device gpu(DeviceType::cuda, 0);
+  cuda::Stream side(0);
+  Tensor t = zeros({int64_t{1} << 22}, on(DType::f32, gpu));
+  std::shared_ptr<Work> work;
+  {
+    cuda::StreamGuard on_side(side);
+    add_(t, Scalar(1.0));  // queued on the side stream: the all-reduce must come after it
+    work = pg->all_reduce_async(t, ReduceOp::avg);
+  }
+  const int64_t syncs = host_sync_count();
+  work->wait();
+  CHECK(host_sync_count() > syncs);
+  CHECK(work->is_completed());
+  CHECK(min(t).item<double>() == 1.0);
+  CHECK(max(t).item<double>() == 1.0);
+  ring_all_reduce(*pg, t);  // one rank: the sum is the tensor
+  CHECK(sum(t).item<double>() == static_cast<double>(t.numel()));
+  expect_error<DeviceError>("CPU tensor", [&] { pg->all_reduce(zeros({2})); }, {"cuda:0", "got one on cpu", "Gloo"});
+}
+
+NCCL_TEST_CASE("NCCL: a rank that never joins fails the communicator within the timeout, naming it") {
+  const auto started = std::chrono::steady_clock::now();
+  expect_error<DistributedError>("absent rank", [&] { nccl_group(2, milliseconds(2000)); },
+                                 {"rank 0/2", "forming the NCCL communicator", "rank(s) 1 did not join", "2000 ms"});
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
+}
