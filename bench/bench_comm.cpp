@@ -11,7 +11,9 @@
 //
 // Run as N ranks with torchrun's variables, e.g. `./ember bench comm -n 2` or
 //   ./ember launch -n 2 build-cpu/bench/bench_comm --benchmark_filter=comm/gloo/all_reduce/
-// Without them it runs as a world of one. --backend=gloo|nccl picks the group (default: gloo).
+// Without them it runs as a world of one. --backend=gloo|nccl picks the group (default: gloo); with
+// nccl the buffers are CUDA tensors on each rank's GPU. A world of one moves nothing (busbw 0, no ratio):
+// its algbw shows the backend's fixed cost per call.
 // Rank 0 prints and writes the JSON; the other ranks report nothing. Every rank runs the same cases
 // with the same iteration counts (fixed from the size), or they would wait on each other forever.
 #include <benchmark/benchmark.h>
@@ -60,7 +62,8 @@ void bench_comm(benchmark::State& state, Op op, int64_t requested_bytes) {
   const int n = pg.size();
   // f32 elements, a multiple of N so that every rank's share is whole.
   const int64_t elements = requested_bytes / 4 / n * n, bytes = elements * 4;
-  Tensor whole = ember::ones({elements}), part = ember::ones({elements / n});
+  const ember::TensorOptions on_device = ember::TensorOptions(ember::DType::f32).with_device(pg.device());
+  Tensor whole = ember::ones({elements}, on_device), part = ember::ones({elements / n}, on_device);
   const auto run = [&] {
     switch (op) {
       case Op::all_reduce: pg.all_reduce(whole); break;
@@ -71,7 +74,7 @@ void bench_comm(benchmark::State& state, Op op, int64_t requested_bytes) {
   };
   pg.barrier();
   run();  // warm-up: first touch of the buffers, connections
-  Tensor slowest = ember::zeros({1}, ember::DType::f64);
+  Tensor slowest = ember::zeros({1}, ember::TensorOptions(ember::DType::f64).with_device(pg.device()));
   double total_s = 0;
   for (auto _ : state) {
     pg.barrier();
@@ -89,7 +92,7 @@ void bench_comm(benchmark::State& state, Op op, int64_t requested_bytes) {
   state.counters["busbw"] = busbw;
   state.counters["ranks"] = n;
   if (op == Op::all_reduce) g_all_reduce_busbw[bytes] = busbw;
-  if (auto it = g_all_reduce_busbw.find(bytes); it != g_all_reduce_busbw.end()) state.counters["ratio"] = busbw / it->second;
+  if (auto it = g_all_reduce_busbw.find(bytes); it != g_all_reduce_busbw.end() && it->second > 0) state.counters["ratio"] = busbw / it->second;
   state.SetBytesProcessed(bytes * state.iterations());
 }
 

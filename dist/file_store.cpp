@@ -29,13 +29,16 @@ class FileStore::Lock {
 
 namespace {
 
-// A record: key length and value length (u32, host order: one machine family shares the file), key, value.
-std::string record(const std::string& key, const std::string& value) {
+// A record: key length and value length (u32, host order: one machine family shares the file), key,
+// value; a deletion's value length is kDeleted and no value follows.
+constexpr uint32_t kDeleted = UINT32_MAX;
+
+std::string record(const std::string& key, const std::string* value) {
   std::string out(8, '\0');
-  const auto k = static_cast<uint32_t>(key.size()), v = static_cast<uint32_t>(value.size());
+  const auto k = static_cast<uint32_t>(key.size()), v = value ? static_cast<uint32_t>(value->size()) : kDeleted;
   std::memcpy(out.data(), &k, 4);
   std::memcpy(out.data() + 4, &v, 4);
-  return out + key + value;
+  return out + key + (value ? *value : "");
 }
 
 constexpr milliseconds kPollInterval(10);
@@ -66,18 +69,20 @@ void FileStore::refresh() {
     uint32_t k, v;
     std::memcpy(&k, bytes.data() + at, 4);
     std::memcpy(&v, bytes.data() + at + 4, 4);
-    if (bytes.size() - at - 8 < size_t{k} + v)
+    const size_t value_bytes = v == kDeleted ? 0 : v;
+    if (bytes.size() - at - 8 < size_t{k} + value_bytes)
       throw DistributedError(describe() + ": truncated record at byte " + std::to_string(read_up_to_ + at) +
                              " (is another program writing the file?)");
-    values_[bytes.substr(at + 8, k)] = bytes.substr(at + 8 + k, v);
-    at += 8 + size_t{k} + v;
+    if (v == kDeleted) values_.erase(bytes.substr(at + 8, k));
+    else values_[bytes.substr(at + 8, k)] = bytes.substr(at + 8 + k, v);
+    at += 8 + size_t{k} + value_bytes;
   }
   if (at != bytes.size())
     throw DistributedError(describe() + ": truncated record at byte " + std::to_string(read_up_to_ + at));
   read_up_to_ = end;
 }
 
-void FileStore::append(const std::string& key, const std::string& value) {
+void FileStore::append(const std::string& key, const std::string* value) {
   const std::string bytes = record(key, value);
   size_t done = 0;
   while (done < bytes.size()) {
@@ -86,7 +91,8 @@ void FileStore::append(const std::string& key, const std::string& value) {
     if (n < 0) throw DistributedError(describe() + ": cannot write: " + std::strerror(errno));
     done += static_cast<size_t>(n);
   }
-  values_[key] = value;
+  if (value) values_[key] = *value;
+  else values_.erase(key);
   read_up_to_ += static_cast<off_t>(bytes.size());
 }
 
@@ -94,7 +100,7 @@ void FileStore::set(const std::string& key, const std::string& value) {
   std::lock_guard guard(mutex_);
   Lock lock(*this, LOCK_EX);
   refresh();
-  append(key, value);
+  append(key, &value);
 }
 
 std::string FileStore::get_present(const std::string& key) {
@@ -124,13 +130,23 @@ void FileStore::wait(const std::vector<std::string>& keys, milliseconds timeout)
 
 bool FileStore::check(const std::vector<std::string>& keys) { return missing(keys).empty(); }
 
+bool FileStore::delete_key(const std::string& key) {
+  std::lock_guard guard(mutex_);
+  Lock lock(*this, LOCK_EX);
+  refresh();
+  if (!values_.count(key)) return false;
+  append(key, nullptr);
+  return true;
+}
+
 int64_t FileStore::add(const std::string& key, int64_t delta) {
   std::lock_guard guard(mutex_);
   Lock lock(*this, LOCK_EX);
   refresh();
   const auto it = values_.find(key);
   const int64_t sum = added_value(key, it == values_.end() ? nullptr : &it->second, delta);
-  append(key, std::to_string(sum));
+  const std::string text = std::to_string(sum);
+  append(key, &text);
   return sum;
 }
 
@@ -141,7 +157,7 @@ std::string FileStore::compare_set(const std::string& key, const std::string& ex
   const auto it = values_.find(key);
   bool store_it = false;
   std::string now = compare_set_result(it == values_.end() ? nullptr : &it->second, expected, desired, &store_it);
-  if (store_it) append(key, now);
+  if (store_it) append(key, &now);
   return now;
 }
 

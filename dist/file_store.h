@@ -1,6 +1,7 @@
 // FileStore: a store in one file on a filesystem every rank shares (NFS, Lustre, a local /tmp).
 // Each write appends a record under an exclusive flock(2); readers re-read what was appended since
-// their last look, so the last record of a key is its value. Waits poll the file.
+// their last look, so the last record of a key is its value (or its deletion). Waits poll the file,
+// which only grows: it is for a job's rendezvous, not a database.
 #pragma once
 
 #include <mutex>
@@ -22,6 +23,7 @@ class FileStore : public Store {
   int64_t add(const std::string& key, int64_t delta) override;
   std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) override;
   bool check(const std::vector<std::string>& keys) override;
+  bool delete_key(const std::string& key) override;
   std::string describe() const override { return "file store " + path_; }
 
  protected:
@@ -31,7 +33,8 @@ class FileStore : public Store {
   class Lock;
   // Reads the records appended since the last refresh into values_ (under a lock held by the caller).
   void refresh();
-  void append(const std::string& key, const std::string& value);
+  // Appends key's record: its value, or its deletion when value is null.
+  void append(const std::string& key, const std::string* value);
   std::vector<std::string> missing(const std::vector<std::string>& keys);
 
   std::string path_;

@@ -159,6 +159,7 @@ class GlooProcessGroup : public ProcessGroup {
   }
 
   std::string backend_name() const override { return "gloo"; }
+  Device device() const override { return kCPU; }
 
   // Breaks the group after a failure: closes every connection so that peers blocked on this rank
   // fail at once instead of waiting out their timeout. Returns false when it was broken already.

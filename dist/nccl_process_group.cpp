@@ -123,6 +123,7 @@ class NcclProcessGroup : public ProcessGroup {
   }
 
   std::string backend_name() const override { return "nccl"; }
+  Device device() const override { return {DeviceType::cuda, device_}; }
 
   // Whether work finished (successfully or not), finishing it when its event fired, when NCCL
   // reported an error or when its timeout passed (which aborts the communicator).

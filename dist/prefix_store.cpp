@@ -27,6 +27,8 @@ std::string PrefixStore::compare_set(const std::string& key, const std::string& 
   return store_->compare_set(prefixed(key), expected, desired);
 }
 
+bool PrefixStore::delete_key(const std::string& key) { return store_->delete_key(prefixed(key)); }
+
 bool PrefixStore::check(const std::vector<std::string>& keys) { return store_->check(prefixed(keys)); }
 
 }  // namespace ember::dist

@@ -203,6 +203,9 @@ void ProcessGroup::check_same_collective(const Collective& c) {
                            std::to_string(c.sequence) + " within " + std::to_string(c.timeout.count()) +
                            " ms (debug check through the " + store_->describe() + ")");
   }
+  // Every rank set its key for this collective, so every rank is done reading the previous one's:
+  // this rank's key of it can go, and the store holds at most two per rank, however long the job.
+  if (c.sequence > 1) store_->delete_key("collective/" + std::to_string(c.sequence - 1) + "/" + std::to_string(rank_));
   std::string differ;
   for (int r = 0; r < size_; ++r) {
     const std::string theirs = store_->get(keys[r]);

@@ -59,6 +59,8 @@ class ProcessGroup {
   void set_timeout(milliseconds timeout);
   bool debug() const { return debug_; }
   virtual std::string backend_name() const = 0;  // "gloo", "nccl"
+  // Where the group's tensors live: the CPU for Gloo, this rank's GPU for NCCL.
+  virtual Device device() const = 0;
   // The store the group rendezvoused through (its keys under the group's prefix).
   const std::shared_ptr<Store>& store() const { return store_; }
 

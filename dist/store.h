@@ -33,6 +33,8 @@ class Store {
                                   const std::string& desired) = 0;
   // Whether every key exists, without waiting.
   virtual bool check(const std::vector<std::string>& keys) = 0;
+  // Removes key; returns whether it existed.
+  virtual bool delete_key(const std::string& key) = 0;
   // Where the store lives, for messages: "TCP store at 10.0.0.1:29501", "file store /shared/f".
   virtual std::string describe() const = 0;
 

@@ -86,6 +86,10 @@ std::string TCPStore::compare_set(const std::string& key, const std::string& exp
   return request({command(StoreCommand::compare_set), key, expected, desired}, timeout()).at(0);
 }
 
+bool TCPStore::delete_key(const std::string& key) {
+  return request({command(StoreCommand::delete_key), key}, timeout()).at(0) == "1";
+}
+
 bool TCPStore::check(const std::vector<std::string>& keys) {
   std::vector<std::string> fields = {command(StoreCommand::check)};
   fields.insert(fields.end(), keys.begin(), keys.end());

@@ -31,6 +31,7 @@ class TCPStore : public Store {
   int64_t add(const std::string& key, int64_t delta) override;
   std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired) override;
   bool check(const std::vector<std::string>& keys) override;
+  bool delete_key(const std::string& key) override;
   std::string describe() const override;
 
  protected:

@@ -10,7 +10,8 @@
 
 namespace ember::dist {
 
-enum class StoreCommand : char { set = 'S', get = 'G', wait = 'W', add = 'A', compare_set = 'C', check = 'K' };
+enum class StoreCommand : char { set = 'S', get = 'G', wait = 'W', add = 'A', compare_set = 'C', check = 'K',
+                                 delete_key = 'D' };
 enum class StoreStatus : char { ok = 'o', missing = 'm', timeout = 't', error = 'e' };
 
 // Larger messages are refused: a corrupt length must not make the server allocate gigabytes.

@@ -132,6 +132,9 @@ struct TCPStoreServer::State {
           reply(fd, {status(StoreStatus::ok), now});
           return settle_waiters();
         }
+        case StoreCommand::delete_key:
+          if (!arity(2)) break;
+          return reply(fd, {status(StoreStatus::ok), values.erase(req[1]) ? "1" : "0"});
         case StoreCommand::check:
           return reply(fd, {status(StoreStatus::ok), missing({req.begin() + 1, req.end()}).empty() ? "1" : "0"});
       }

@@ -155,8 +155,6 @@ Tensor make_input(const std::vector<double>& values, const Shape& shape, DType d
   return base;
 }
 
-// Where a group's tensors live: cuda:0 for the NCCL groups of these tests, else the CPU.
-Device device_of(const ProcessGroup& pg) { return pg.backend_name() == "nccl" ? Device(DeviceType::cuda, 0) : kCPU; }
 TensorOptions on(DType d, Device dev) { return TensorOptions(d).with_device(dev); }
 
 // The logical (row-major) values of make_input's tensor.
@@ -166,7 +164,7 @@ const std::vector<DType> kDTypes = {DType::f32, DType::f16, DType::bf16, DType::
 const std::vector<Shape> kShapes = {{5}, {3, 4}, {0}, {1}};  // uneven, 2-D (transposed too), empty, one element
 
 std::string check_all_reduce(ProcessGroup& pg) {
-  const Device dev = device_of(pg);
+  const Device dev = pg.device();
   const int world = pg.size();
   for (DType d : kDTypes)
     for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min}) {
@@ -195,7 +193,7 @@ std::string check_all_reduce(ProcessGroup& pg) {
 }
 
 std::string check_reduce_scatter(ProcessGroup& pg) {
-  const Device dev = device_of(pg);
+  const Device dev = pg.device();
   const int world = pg.size();
   for (DType d : {DType::f32, DType::bf16, DType::i64})
     for (int64_t n : {int64_t{3}, int64_t{1}, int64_t{0}}) {
@@ -218,7 +216,7 @@ std::string check_reduce_scatter(ProcessGroup& pg) {
 }
 
 std::string check_all_gather(ProcessGroup& pg) {
-  const Device dev = device_of(pg);
+  const Device dev = pg.device();
   const int world = pg.size(), rank = pg.rank();
   for (DType d : {DType::f16, DType::f64, DType::i32, DType::boolean}) {
     // One output tensor, written through a transposed (non-contiguous) view.
@@ -246,7 +244,7 @@ std::string check_all_gather(ProcessGroup& pg) {
 }
 
 std::string check_broadcast_barrier(ProcessGroup& pg) {
-  const Device dev = device_of(pg);
+  const Device dev = pg.device();
   const int world = pg.size(), rank = pg.rank();
   for (DType d : {DType::f32, DType::bf16, DType::i64}) {
     const int root = world - 1;
@@ -263,7 +261,7 @@ std::string check_broadcast_barrier(ProcessGroup& pg) {
 // Needs two ranks or more (a rank cannot send to itself).
 std::string check_send_recv(ProcessGroup& pg) {
   const int world = pg.size(), rank = pg.rank();
-  const Device dev = device_of(pg);
+  const Device dev = pg.device();
   // A ring: each rank sends to the next and receives from the previous, both posted before waiting.
   const int next = (rank + 1) % world, prev = (rank + world - 1) % world;
   Tensor mine = make_tensor(input_values(rank, 4, DType::f64), {4}, DType::f64, dev);
@@ -421,6 +419,13 @@ void check_store(Store& a, Store& b) {
   CHECK(a.add("n", 5) == 5);
   CHECK(b.add("n", -7) == -2);
   CHECK(a.get("n") == "-2");
+  // delete_key: gone for every client, and says whether it was there.
+  a.set("doomed", "x");
+  CHECK(b.delete_key("doomed"));
+  CHECK_FALSE(a.check({"doomed"}));
+  CHECK_FALSE(a.delete_key("doomed"));
+  a.set("doomed", "again");  // a deleted key can come back
+  CHECK(b.get("doomed") == "again");
   // compare_set: swaps only on the expected value; an absent key with empty expected is created.
   CHECK(a.compare_set("c", "", "first") == "first");
   CHECK(b.compare_set("c", "wrong", "second") == "first");
@@ -625,6 +630,18 @@ GLOO_TEST_CASE("one rank: identity collectives and argument errors naming the va
     expect_error<DeviceError>("cuda tensor", [&] { pg->all_reduce(zeros({2}, Device::parse("cuda"))); }, {"cuda:0", "Gloo"});
 }
 
+GLOO_TEST_CASE("debug mode keeps at most two signature keys per rank in the store, however many collectives") {
+  auto store = std::make_shared<TCPStore>("127.0.0.1", 0, TCPStoreOptions{true, milliseconds(5000)});
+  GlooOptions options;
+  options.debug = true;
+  options.master_addr = "127.0.0.1";
+  auto pg = make_gloo_process_group(store, 0, 1, options);
+  for (int i = 0; i < 5; ++i) pg->barrier();
+  // Each collective's check removes this rank's key of the one before.
+  for (int seq = 1; seq <= 4; ++seq) CHECK_FALSE(store->check({"collective/" + std::to_string(seq) + "/0"}));
+  CHECK(store->check({"collective/5/0"}));
+}
+
 GLOO_TEST_CASE("every collective and dtype on 2 ranks against a single-process reference") {
   check_all_passed(run_ranks(2, every_collective));
 }
@@ -751,6 +768,7 @@ std::shared_ptr<ProcessGroup> nccl_group(int world, milliseconds timeout, bool d
 NCCL_TEST_CASE("NCCL, one rank: every collective and dtype on CUDA tensors against the reference") {
   auto pg = nccl_group(1, milliseconds(60000));
   CHECK(pg->backend_name() == "nccl");
+  CHECK(pg->device() == Device(DeviceType::cuda, 0));
   for (auto check : {check_all_reduce, check_reduce_scatter, check_all_gather, check_broadcast_barrier}) {
     const std::string error = check(*pg);
     CHECK_MESSAGE(error.empty(), error);

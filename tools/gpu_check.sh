@@ -2,7 +2,8 @@
 # Every GPU check of ember in one script, for a machine with an NVIDIA GPU, nvcc, CMake, Ninja, meson
 # and PyTorch but none of the Debian -dev packages (a lent GPU machine):
 #   build    build for this GPU's compute capability only, in build-gpu/
-#   test     the `cuda` suite: the op table, gradcheck, conv, norms, optimizers, AMP, ... on CUDA
+#   test     the `cuda` suite: the op table, gradcheck, conv, norms, optimizers, AMP, NCCL, ... on CUDA
+#   dist     the `dist` suite (Gloo ranks, NCCL init) and bench_comm over NCCL on this GPU (world of one)
 #   train    examples/train on the GPU for mlp, cnn and resnet18 in every --precision mode, beside the
 #            same runs on the CPU (fp32, two seeds each side: the noise), as a table of top-1
 #   bench    bench_gemm, bench_conv, bench_ops and bench_train on the GPU cases (ember beside raw
@@ -27,10 +28,10 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
 
-ALL_STEPS=(build test train bench compare)
+ALL_STEPS=(build test dist train bench compare)
 PRECISIONS=(fp32 tf32 amp_fp16 amp_bf16 naive_fp16 naive_bf16 pure_bf16)  # examples/train --precision
 TRAIN_MODELS=(mlp cnn resnet18)
-declare -A LIMIT_S=([build]=480 [test]=420 [train]=420 [bench]=540 [compare]=480)
+declare -A LIMIT_S=([build]=480 [test]=420 [dist]=240 [train]=420 [bench]=540 [compare]=480)
 BUILD_DIR=build-gpu
 
 usage() { sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
@@ -62,22 +63,23 @@ wheel_dir() {
   python3 -c "import importlib; m = importlib.import_module('nvidia.$1'); print(list(m.__path__)[0])" 2>/dev/null
 }
 
-# cuDNN from its wheel when the toolkit has none, shaped as Meson finds it (include/ and
-# lib/libcudnn.so; the wheel has only the versioned libcudnn.so.9): a -Dcudnn-root for ./ember's
-# EMBER_MESON_ARGS, and the wheel's lib/ on the loader's path for the engine libraries cuDNN opens.
-use_cudnn_wheel() {
-  local nvcc toolkit dir shim lib
+# A library from its nvidia-* wheel when the toolkit has none (use_wheel_library cudnn / nccl),
+# shaped as Meson finds it (include/ and lib/libNAME.so; the wheel has only the versioned
+# libNAME.so.N): a -DNAME-root for ./ember's EMBER_MESON_ARGS, and the wheel's lib/ on the loader's
+# path (cuDNN opens its engine libraries from there).
+use_wheel_library() {
+  local name="$1" nvcc toolkit dir shim lib
   nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
   toolkit="$(dirname "$(dirname "$(readlink -f "$nvcc")")")"
-  [[ -f "$toolkit/include/cudnn.h" ]] && return 0
-  dir="$(wheel_dir cudnn)" || { log "no cuDNN in $toolkit or in a wheel: conv2d on CUDA will be unavailable"; return 0; }
-  shim="$ROOT/$BUILD_DIR-deps/cudnn"
+  [[ -f "$toolkit/include/$name.h" ]] && return 0
+  dir="$(wheel_dir "$name")" || { log "no $name in $toolkit or in a wheel: $2 will be unavailable"; return 0; }
+  shim="$ROOT/$BUILD_DIR-deps/$name"
   mkdir -p "$shim/lib"
   ln -sfn "$dir/include" "$shim/include"
-  for lib in "$dir"/lib/libcudnn*.so.*; do ln -sfn "$lib" "$shim/lib/$(basename "$lib")"; done
-  ln -sfn "$(ls "$dir"/lib/libcudnn.so.* | head -n 1)" "$shim/lib/libcudnn.so"
-  log "cuDNN from the wheel in $dir"
-  export EMBER_MESON_ARGS="${EMBER_MESON_ARGS:+$EMBER_MESON_ARGS }-Dcudnn-root=$shim"
+  for lib in "$dir"/lib/lib"$name"*.so.*; do ln -sfn "$lib" "$shim/lib/$(basename "$lib")"; done
+  ln -sfn "$(ls "$dir"/lib/lib"$name".so.* | head -n 1)" "$shim/lib/lib$name.so"
+  log "$name from the wheel in $dir"
+  export EMBER_MESON_ARGS="${EMBER_MESON_ARGS:+$EMBER_MESON_ARGS }-D$name-root=$shim"
   export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 }
 
@@ -92,7 +94,8 @@ step_build() {
   meson introspect "$BUILD_DIR" --buildoptions | python3 -c '
 import json, sys
 o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
-print("cuda-arch:", o.get("cuda-arch"), " cudnn-root:", o.get("cudnn-root") or "(the toolkit)")'
+print("cuda-arch:", o.get("cuda-arch"), " cudnn-root:", o.get("cudnn-root") or "(the toolkit)",
+      " nccl-root:", o.get("nccl-root") or "(the toolkit)")'
 }
 
 step_test() {
@@ -225,6 +228,24 @@ step_compare() {
   return "$rc"
 }
 
+# The dist suite (Gloo ranks; with a GPU, init_process_group on NCCL too) and bench_comm over NCCL
+# on this GPU as a world of one (the NCCL collectives' cost per call; a ring needs two GPUs). The
+# NCCL collective tests themselves are in the cuda suite (the test step).
+step_dist() {
+  ember_build >/dev/null || return
+  local rc=0
+  ./ember test --build-dir="$BUILD_DIR" --suite dist --print-errorlogs || rc=$?
+  if [[ -z "$HAVE_GPU" ]]; then
+    echo "skipped: no GPU for bench_comm over NCCL (the dist suite ran)"
+    return "$rc"
+  fi
+  mkdir -p "$OUT/bench"
+  timeout --kill-after=10 120 "$BUILD_DIR/bench/bench_comm" --backend=nccl \
+    --benchmark_filter='comm/nccl/(all_reduce|reduce_scatter|all_gather)/' \
+    --benchmark_out="$OUT/bench/bench_comm_nccl.json" --benchmark_out_format=json || rc=$?
+  return "$rc"
+}
+
 # ---- the driver
 
 if [[ "${1:-}" == --run-step ]]; then  # a child: run one step function
@@ -249,7 +270,8 @@ deps="${EMBER_DEPS_ROOT:-}"
 [[ -z "$deps" && -d .deps ]] && deps=.deps
 [[ -n "$deps" ]] && use_deps_root "$deps"
 command -v nvcc >/dev/null 2>&1 || export PATH="$PATH:/usr/local/cuda/bin"
-use_cudnn_wheel
+use_wheel_library cudnn "conv2d on CUDA"
+use_wheel_library nccl "process groups of CUDA tensors"
 ARCH="$(gpu_arch)"
 HAVE_GPU="${ARCH:+yes}"
 if [[ -z "$HAVE_GPU" ]]; then
