@@ -25,8 +25,12 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
       const bool exclusive = g.use_count() == 1 && g.storage()->use_count() == 1 && !g.impl()->autograd;
       meta.grad = exclusive ? g : g.detach().clone();
     }
+  } else if (GradMode::is_enabled() || meta.grad.requires_grad()) {
+    meta.grad = add(meta.grad, g);  // create_graph, or a .grad with history: keep both out of place
   } else {
-    meta.grad = GradMode::is_enabled() ? add(meta.grad, g) : add(meta.grad, g).detach();
+    // In place, as PyTorch accumulates: .grad keeps its storage, so a .grad that is a view into a
+    // flat buffer (DDP's buckets) stays one.
+    add_(meta.grad, g);
   }
   for (const auto& hook : meta.post_accumulate_grad_hooks) hook(variable_);
   return {};

@@ -14,6 +14,8 @@ namespace ember::autograd {
 namespace {
 
 thread_local const BackwardObserver* current_observer = nullptr;
+// The callbacks of the backward pass running on this thread (null outside one).
+thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
 
 struct EdgeKey {
   Node* fn;
@@ -44,7 +46,7 @@ void check_backward_outputs(const Node& node, const std::vector<Tensor>& grads) 
   }
 }
 
-void execute(Run& run) {
+void execute_graph(Run& run) {
   const bool capturing = !run.captures.empty();
 
   // Count, for every reachable node, how many edges point at it.
@@ -147,6 +149,21 @@ void execute(Run& run) {
   }
 }
 
+// Runs the graph, then the callbacks queued meanwhile (a nested backward, from a hook, has its own).
+void execute(Run& run) {
+  std::vector<std::function<void()>> callbacks;
+  struct Scope {
+    std::vector<std::function<void()>>* previous;
+    ~Scope() { current_callbacks = previous; }
+  } scope{current_callbacks};
+  current_callbacks = &callbacks;
+  execute_graph(run);
+  for (size_t i = 0; i < callbacks.size(); ++i) {
+    auto callback = std::move(callbacks[i]);  // it may queue more: callbacks may grow
+    callback();
+  }
+}
+
 void prepare_roots(Run& run, const std::vector<Tensor>& roots, const std::vector<Tensor>& grads) {
   if (!grads.empty() && grads.size() != roots.size())
     throw AutogradError("backward: got " + std::to_string(roots.size()) + " tensors but " +
@@ -172,6 +189,11 @@ void prepare_roots(Run& run, const std::vector<Tensor>& roots, const std::vector
 }
 
 }  // namespace
+
+void queue_callback(std::function<void()> callback) {
+  if (!current_callbacks) throw AutogradError("queue_callback: no backward pass is running on this thread");
+  current_callbacks->push_back(std::move(callback));
+}
 
 BackwardObserverGuard::BackwardObserverGuard(BackwardObserver observer)
     : observer_(std::move(observer)), prev_(current_observer) {

@@ -31,6 +31,12 @@ class BackwardObserverGuard {
   const BackwardObserver* prev_;
 };
 
+// Runs callback once the backward pass running on this thread has finished, after every node
+// (PyTorch's Variable._execution_engine.queue_callback): callbacks run in the order queued, and one
+// may queue another. DDP waits for its gradient reductions there. A callback's exception leaves
+// backward(); a failed backward drops its callbacks. AutogradError outside a backward pass.
+void queue_callback(std::function<void()> callback);
+
 // Accumulates d(sum of roots * grads)/d(leaf) into every leaf's .grad. An empty grads entry means
 // ones for a one-element root. retain_graph keeps saved tensors for another backward; create_graph
 // records the backward itself (for higher derivatives) and implies retain_graph.

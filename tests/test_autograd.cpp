@@ -217,6 +217,52 @@ TEST_CASE("autograd: post-accumulate-grad hooks see the updated .grad") {
   CHECK_THROWS_AS((w * 2).register_post_accumulate_grad_hook([](const Tensor&) {}), AutogradError);
 }
 
+TEST_CASE("autograd: .grad accumulates in place, so a view into a flat buffer stays one") {
+  Tensor flat = zeros({5});
+  Tensor w = leaf({1, 2});
+  w.set_grad(flat.narrow(0, 1, 2));  // as DDP's buckets hold gradients
+  (w * 3).sum().backward();
+  (w * 4).sum().backward();
+  CHECK(values(flat) == std::vector<double>{0, 7, 7, 0, 0});
+  CHECK(w.grad().raw_data() == flat.narrow(0, 1, 2).raw_data());
+  // create_graph keeps accumulating out of place (the result has history).
+  Tensor v = leaf({2});
+  (v * v).sum().backward({}, false, true);
+  (v * v).sum().backward({}, false, true);
+  CHECK(v.grad().requires_grad());
+  CHECK(values(v.grad()) == std::vector<double>{8});
+}
+
+TEST_CASE("autograd: queue_callback runs after every node of the backward pass, in order") {
+  Tensor a = leaf({1, 2}), b = leaf({3});
+  std::vector<std::string> log;
+  a.register_post_accumulate_grad_hook([&](const Tensor&) {
+    log.push_back("a");
+    autograd::queue_callback([&] {
+      log.push_back("first callback: b.grad " + std::to_string(values(b.grad())[0]));
+      autograd::queue_callback([&] { log.push_back("queued by a callback"); });
+    });
+    autograd::queue_callback([&] { log.push_back("second callback"); });
+  });
+  b.register_post_accumulate_grad_hook([&](const Tensor&) { log.push_back("b"); });
+  ((a * 2).sum() * b).sum().backward();  // a's accumulator runs before b's or after: the callbacks after both
+  REQUIRE(log.size() == 5);
+  CHECK(log[2] == "first callback: b.grad 6.000000");
+  CHECK(log[3] == "second callback");
+  CHECK(log[4] == "queued by a callback");
+  CHECK_THROWS_AS(autograd::queue_callback([] {}), AutogradError);  // no backward running
+  // A callback's error leaves backward; the next backward starts without callbacks.
+  Tensor c = leaf({1});
+  bool armed = true;
+  c.register_post_accumulate_grad_hook([&](const Tensor&) {
+    if (armed) autograd::queue_callback([] { throw ValueError("callback failed"); });
+  });
+  CHECK_THROWS_WITH_AS((c * 2).sum().backward(), "callback failed", ValueError);
+  armed = false;
+  (c * 2).sum().backward();
+  CHECK(values(c.grad()) == std::vector<double>{4});
+}
+
 TEST_CASE("autograd: retain_grad keeps a non-leaf's gradient") {
   Tensor x = leaf({1, 2});
   Tensor y = x * 2;

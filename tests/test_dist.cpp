@@ -1,14 +1,8 @@
 // dist/: the stores (TCP and file), host lists and launcher environments, and every collective of
 // the Gloo process group and ember's ring all-reduce run by real forked ranks (2, 3 and 4) against
 // single-process references; failures: a rank that exits mid-collective, mismatched collectives,
-// argument errors.
-//
-// Ranks are fork()ed children that report through a pipe ("" = passed, else what failed); the
-// parent bounds every wait and kills them on a deadline, so a bug never hangs the suite. The
-// parent serves each test's TCP store on a free port the kernel picks.
-#include <poll.h>
+// argument errors; the NCCL group on one GPU (the cuda suite). Ranks: tests/dist_ranks.h.
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -24,6 +18,7 @@
 #include "dist/tcp_store.h"
 #include "tensor/cuda_stream.h"
 #include "tensor/host_sync.h"
+#include "tests/dist_ranks.h"
 #include "tests/helpers.h"
 
 using namespace ember;
@@ -32,91 +27,6 @@ using namespace ember_test;
 using std::chrono::milliseconds;
 
 namespace {
-
-constexpr milliseconds kRankTimeout(5000);  // each collective in the tests; failures use 2 s
-
-// What a rank reports: "" when everything it checked held, else the first thing that did not.
-using RankBody = std::function<std::string(int rank, int world, int store_port)>;
-
-// Forks `world` ranks running body and returns their reports ("<no report> (how it ended)" for a
-// rank that exited without one). Kills every rank still running after `limit`.
-std::vector<std::string> run_ranks(int world, const RankBody& body, milliseconds limit = milliseconds(30000)) {
-  TCPStore server("127.0.0.1", 0, {true, kRankTimeout});
-  std::vector<pid_t> pids;
-  std::vector<int> pipes;
-  for (int r = 0; r < world; ++r) {
-    int fds[2];
-    REQUIRE(::pipe(fds) == 0);
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::close(fds[0]);
-      std::string report;
-      try {
-        report = body(r, world, server.port());
-      } catch (const std::exception& e) {
-        report = std::string("rank ") + std::to_string(r) + " threw: " + e.what();
-      }
-      report = "R" + report;  // a leading mark tells an empty report from none
-      if (::write(fds[1], report.data(), report.size()) < 0) ::_exit(2);
-      ::_exit(0);  // no destructors or doctest teardown of the parent's state in the child
-    }
-    ::close(fds[1]);
-    pids.push_back(pid);
-    pipes.push_back(fds[0]);
-  }
-  std::vector<std::string> reports(world);
-  std::vector<bool> open(world, true);
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  for (int left = world; left > 0;) {
-    std::vector<pollfd> fds;
-    for (int r = 0; r < world; ++r)
-      if (open[r]) fds.push_back({pipes[r], POLLIN, 0});
-    const int wait_ms = static_cast<int>(std::max<int64_t>(
-        0, std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now()).count()));
-    if (::poll(fds.data(), fds.size(), wait_ms) <= 0) break;
-    for (int r = 0; r < world; ++r) {
-      if (!open[r]) continue;
-      pollfd p{pipes[r], POLLIN, 0};
-      if (::poll(&p, 1, 0) <= 0) continue;
-      char buf[4096];
-      const ssize_t n = ::read(pipes[r], buf, sizeof(buf));
-      if (n > 0) {
-        reports[r].append(buf, static_cast<size_t>(n));
-      } else {
-        open[r] = false;
-        --left;
-      }
-    }
-  }
-  for (int r = 0; r < world; ++r) {
-    if (open[r]) {
-      ::kill(pids[r], SIGKILL);
-      reports[r] = "Rrank " + std::to_string(r) + " was still running after " + std::to_string(limit.count()) + " ms";
-    }
-    int status = 0;
-    ::waitpid(pids[r], &status, 0);
-    ::close(pipes[r]);
-    const std::string ending = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
-                                                   : "exit status " + std::to_string(WEXITSTATUS(status));
-    reports[r] = reports[r].empty() ? "<no report> (" + ending + ")" : reports[r].substr(1);
-  }
-  return reports;
-}
-
-void check_all_passed(const std::vector<std::string>& reports) {
-  for (size_t r = 0; r < reports.size(); ++r) CHECK_MESSAGE(reports[r].empty(), "rank ", r, ": ", reports[r]);
-}
-
-std::shared_ptr<ProcessGroup> join_group(int rank, int world, int port, milliseconds timeout = kRankTimeout,
-                                         bool debug = true) {
-  auto store = std::make_shared<TCPStore>("127.0.0.1", port, TCPStoreOptions{false, timeout});
-  GlooOptions options;
-  options.timeout = timeout;
-  options.debug = debug;
-  options.master_addr = "127.0.0.1";
-  return make_gloo_process_group(store, rank, world, options);
-}
 
 // Rank r's deterministic input of n elements in dtype d: small integers, exact in every dtype, so
 // sums in any order agree and 16-bit results are exact too.

@@ -1,0 +1,367 @@
+#include "dist/distributed_data_parallel.h"
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_set>
+
+#include "autograd/accumulate_grad.h"
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "dist/ring_all_reduce.h"
+#include "tensor/cuda_stream.h"
+
+namespace ember::dist {
+
+namespace {
+
+int64_t bytes_of_mb(double mb) { return static_cast<int64_t>(mb * 1024 * 1024); }
+
+// Broadcasts tensors from rank 0 with one collective per dtype and device: each group of tensors
+// is packed into one flat buffer, broadcast, and unpacked.
+void broadcast_coalesced(ProcessGroup& group, const std::vector<Tensor>& tensors) {
+  std::map<std::pair<DType, std::string>, std::vector<Tensor>> groups;
+  for (const Tensor& t : tensors) groups[{t.dtype(), t.device().str()}].push_back(t.detach());
+  for (auto& [key, members] : groups) {
+    int64_t total = 0;
+    for (const Tensor& t : members) total += t.numel();
+    Tensor flat = empty({total}, TensorOptions(key.first).with_device(members.front().device()));
+    int64_t at = 0;
+    for (const Tensor& t : members) {
+      Tensor slot = flat.narrow(0, at, t.numel());
+      copy_(slot, t.reshape({t.numel()}));
+      at += t.numel();
+    }
+    group.broadcast(flat, 0);
+    at = 0;
+    for (Tensor t : members) {
+      copy_(t, flat.narrow(0, at, t.numel()).view(t.shape()));
+      at += t.numel();
+    }
+  }
+}
+
+}  // namespace
+
+struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
+  struct Bucket {
+    Tensor flat;                  // its parameters' gradients back to back
+    std::vector<size_t> members;  // indices into params
+    size_t pending = 0;           // members whose gradient has not arrived in this backward
+  };
+
+  std::shared_ptr<ProcessGroup> group;
+  DDPOptions options;
+  std::vector<std::pair<std::string, Tensor>> params;  // those requiring grad, in registration order
+  std::vector<Tensor> views;                           // params[i]'s .grad: a view into its bucket
+  std::vector<size_t> bucket_of;
+  std::vector<Bucket> buckets;  // in launch order: the last registered parameters first
+
+  // Per backward (the thread running backward only).
+  bool sync = true;  // false under no_sync()
+  bool started = false;  // a hook fired: the end-of-backward callback is queued
+  std::vector<bool> ready;
+  size_t next_launch = 0;
+
+  // The communication thread: it averages the buckets it is handed, in order.
+  std::mutex mutex;
+  std::condition_variable changed;
+  struct Job {
+    size_t bucket;
+    std::shared_ptr<cuda::Event> produced;  // CUDA: where backward wrote the bucket
+  };
+  std::deque<Job> queue;
+  size_t reduced = 0;  // buckets averaged in this backward
+  std::exception_ptr error;
+  bool stopping = false;
+  std::thread worker;
+
+  ~State() {
+    if (!worker.joinable()) return;
+    {
+      std::lock_guard lock(mutex);
+      stopping = true;
+    }
+    changed.notify_all();
+    worker.join();
+  }
+
+  void build_buckets() {
+    const int64_t first_cap = bytes_of_mb(options.first_bucket_mb), cap = bytes_of_mb(options.bucket_cap_mb);
+    struct Pending {
+      std::vector<size_t> members;
+      int64_t numel = 0;
+    } current;
+    const auto close = [&] {
+      if (current.members.empty()) return;
+      const Tensor& p = params[current.members.front()].second;
+      Bucket b;
+      b.flat = zeros({current.numel}, TensorOptions(p.dtype()).with_device(p.device()));
+      b.members = current.members;
+      int64_t at = 0;
+      for (size_t i : b.members) {
+        const Tensor& q = params[i].second;
+        views[i] = b.flat.narrow(0, at, q.numel()).view(q.shape());
+        bucket_of[i] = buckets.size();
+        at += q.numel();
+      }
+      buckets.push_back(std::move(b));
+      current = {};
+    };
+    for (size_t k = params.size(); k-- > 0;) {
+      const Tensor& p = params[k].second;
+      if (!current.members.empty()) {
+        const Tensor& head = params[current.members.front()].second;
+        const int64_t limit = buckets.empty() ? first_cap : cap;
+        const bool other_kind = head.dtype() != p.dtype() || !(head.device() == p.device());
+        if (other_kind || (current.numel + p.numel()) * dtype_size(p.dtype()) > limit) close();
+      }
+      current.members.push_back(k);
+      current.numel += p.numel();
+    }
+    close();
+  }
+
+  // Before a forward that will be differentiated: every .grad is its bucket view (zero_grad may
+  // have set it to none; a gradient held elsewhere is copied in), and the per-backward state is fresh.
+  void prepare() {
+    finish_abandoned_backward();
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Tensor& p = params[i].second;
+      const Tensor g = p.grad();
+      if (g.defined() && g.raw_data() == views[i].raw_data()) continue;
+      if (g.defined()) copy_(views[i], g);
+      else zero_(views[i]);
+      p.set_grad(views[i]);
+    }
+    ready.assign(params.size(), false);
+    for (Bucket& b : buckets) b.pending = b.members.size();
+    next_launch = 0;
+  }
+
+  // A backward that failed midway left buckets in flight: let them finish before the next one.
+  void finish_abandoned_backward() {
+    if (!started) return;
+    started = false;
+    std::unique_lock lock(mutex);
+    changed.wait(lock, [&] { return reduced == next_launch; });
+    error = nullptr;
+    reduced = 0;
+  }
+
+  // Parameters the forward's graph does not reach get no gradient: ready now (zeros in the bucket).
+  void mark_unused(const Tensor& output) {
+    std::unordered_set<const TensorImpl*> reached;
+    std::unordered_set<const autograd::Node*> seen;
+    std::vector<const autograd::Node*> stack;
+    if (output.grad_fn()) stack.push_back(output.grad_fn().get());
+    else if (output.requires_grad()) reached.insert(output.impl());
+    while (!stack.empty()) {
+      const autograd::Node* node = stack.back();
+      stack.pop_back();
+      if (!seen.insert(node).second) continue;
+      if (const auto* leaf = dynamic_cast<const autograd::AccumulateGrad*>(node)) reached.insert(leaf->variable().impl());
+      for (const autograd::Edge& e : node->next_edges())
+        if (e.valid()) stack.push_back(e.fn.get());
+    }
+    for (size_t i = 0; i < params.size(); ++i)
+      if (!reached.count(params[i].second.impl())) mark_ready(i);
+  }
+
+  // The hook of parameter i: its gradient is complete in this backward.
+  void on_gradient(size_t i) {
+    if (!sync) return;
+    if (!started) {
+      started = true;
+      std::weak_ptr<State> weak = weak_from_this();
+      autograd::queue_callback([weak] {
+        if (auto self = weak.lock()) self->end_of_backward();
+      });
+    }
+    // AccumulateGrad writes into the view; a .grad replaced meanwhile is copied back into it.
+    const Tensor& p = params[i].second;
+    if (p.grad().raw_data() != views[i].raw_data()) {
+      copy_(views[i], p.grad());
+      p.set_grad(views[i]);
+    }
+    mark_ready(i);
+  }
+
+  void mark_ready(size_t i) {
+    if (ready[i]) return;
+    ready[i] = true;
+    --buckets[bucket_of[i]].pending;
+    while (next_launch < buckets.size() && buckets[next_launch].pending == 0) launch(next_launch++);
+  }
+
+  void launch(size_t b) {
+    Job job{b, nullptr};
+    if (buckets[b].flat.device().is_cuda()) {  // the communication stream waits for backward's
+      job.produced = std::make_shared<cuda::Event>(false);
+      job.produced->record(buckets[b].flat.device().index);
+    }
+    {
+      std::lock_guard lock(mutex);
+      if (!worker.joinable()) worker = std::thread([this] { communicate(); });
+      queue.push_back(std::move(job));
+    }
+    changed.notify_all();
+  }
+
+  void communicate() {
+    autograd::NoGradGuard no_grad;
+    std::unique_ptr<cuda::Stream> stream;
+    std::unique_ptr<cuda::StreamGuard> on_stream;
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock lock(mutex);
+        changed.wait(lock, [&] { return stopping || !queue.empty(); });
+        if (queue.empty()) return;
+        job = std::move(queue.front());
+        queue.pop_front();
+      }
+      std::exception_ptr failure;
+      try {
+        Tensor& flat = buckets[job.bucket].flat;
+        if (job.produced) {
+          if (!stream) {
+            stream = std::make_unique<cuda::Stream>(flat.device().index);
+            on_stream = std::make_unique<cuda::StreamGuard>(*stream);
+          }
+          stream->wait(*job.produced);
+        }
+        if (options.use_ring) ring_all_reduce(*group, flat, ReduceOp::avg);
+        else group->all_reduce(flat, ReduceOp::avg);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      {
+        std::lock_guard lock(mutex);
+        if (failure && !error) error = failure;
+        ++reduced;
+      }
+      changed.notify_all();
+    }
+  }
+
+  // The autograd callback: waits for every bucket; raises what the reductions raised, or names the
+  // parameters that got no gradient.
+  void end_of_backward() {
+    started = false;
+    std::exception_ptr failure;
+    {
+      std::unique_lock lock(mutex);
+      changed.wait(lock, [&] { return reduced == next_launch; });
+      failure = error;
+      error = nullptr;
+      reduced = 0;
+    }
+    if (failure) std::rethrow_exception(failure);
+    if (next_launch < buckets.size()) {
+      std::string names;
+      for (size_t i = 0; i < params.size(); ++i)
+        if (!ready[i]) names += (names.empty() ? "" : ", ") + params[i].first;
+      throw ValueError("DistributedDataParallel: rank " + std::to_string(group->rank()) +
+                       ": parameter(s) got no gradient in this backward, so their buckets were never reduced: " +
+                       names + ". Make every parameter take part in the loss, or pass find_unused_parameters = true");
+    }
+  }
+};
+
+DistributedDataParallel::NoSync::NoSync(std::shared_ptr<void> state, bool* sync, bool previous)
+    : state_(std::move(state)), sync_(sync), previous_(previous) {}
+
+DistributedDataParallel::NoSync::NoSync(NoSync&& other) noexcept
+    : state_(std::move(other.state_)), sync_(other.sync_), previous_(other.previous_) {
+  other.sync_ = nullptr;
+}
+
+DistributedDataParallel::NoSync::~NoSync() {
+  if (sync_) *sync_ = previous_;
+}
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::UnaryModule> module, std::shared_ptr<ProcessGroup> group,
+                                                 DDPOptions options)
+    : module_(std::move(module)), state_(std::make_shared<State>()) {
+  if (!module_) throw ValueError("DistributedDataParallel: the module is null");
+  if (!group) throw ValueError("DistributedDataParallel: the process group is null");
+  if (!(options.bucket_cap_mb > 0) || !(options.first_bucket_mb > 0))
+    throw ValueError("DistributedDataParallel: bucket_cap_mb (" + std::to_string(options.bucket_cap_mb) +
+                     ") and first_bucket_mb (" + std::to_string(options.first_bucket_mb) + ") must be positive");
+  register_module("module", module_);
+  State& s = *state_;
+  s.group = std::move(group);
+  s.options = options;
+  for (auto& [name, p] : module_->named_parameters())
+    if (p.requires_grad()) s.params.emplace_back(name, p);
+  if (s.params.empty()) throw ValueError("DistributedDataParallel: the module has no parameter that requires grad");
+  for (const auto& [name, p] : s.params)
+    if (!(p.device() == s.group->device()))
+      throw DeviceError("DistributedDataParallel: parameter " + name + " is on " + p.device().str() + " but the " +
+                        s.group->backend_name() + " group serves " + s.group->device().str() +
+                        " tensors: move the module first");
+  s.views.resize(s.params.size());
+  s.bucket_of.resize(s.params.size());
+  s.build_buckets();
+
+  // Every rank starts from rank 0's parameters and buffers.
+  if (s.group->size() > 1) {
+    autograd::NoGradGuard no_grad;
+    std::vector<Tensor> state = module_->parameters();
+    for (const Tensor& b : module_->buffers()) state.push_back(b);
+    broadcast_coalesced(*s.group, state);
+  }
+  std::weak_ptr<State> weak = state_;
+  for (size_t i = 0; i < s.params.size(); ++i)
+    s.params[i].second.register_post_accumulate_grad_hook([weak, i](const Tensor&) {
+      if (auto self = weak.lock()) self->on_gradient(i);
+    });
+}
+
+DistributedDataParallel::~DistributedDataParallel() = default;
+
+ProcessGroup& DistributedDataParallel::process_group() const { return *state_->group; }
+
+std::string DistributedDataParallel::extra_repr() const {
+  return "world_size=" + std::to_string(state_->group->size()) + ", buckets=" + std::to_string(state_->buckets.size()) +
+         ", " + (state_->options.use_ring ? "ring_all_reduce" : state_->group->backend_name() + " all_reduce");
+}
+
+Tensor DistributedDataParallel::forward(const Tensor& x) {
+  State& s = *state_;
+  if (s.options.broadcast_buffers && s.group->size() > 1) {
+    const std::vector<Tensor> buffers = module_->buffers();
+    if (!buffers.empty()) {
+      autograd::NoGradGuard no_grad;
+      broadcast_coalesced(*s.group, buffers);
+    }
+  }
+  const bool differentiated = autograd::GradMode::is_enabled();
+  if (differentiated) s.prepare();
+  Tensor y = (*module_)(x);
+  if (differentiated && s.sync && s.options.find_unused_parameters) s.mark_unused(y);
+  return y;
+}
+
+DistributedDataParallel::NoSync DistributedDataParallel::no_sync() {
+  const bool previous = state_->sync;
+  state_->sync = false;
+  return NoSync(state_, &state_->sync, previous);
+}
+
+std::vector<DistributedDataParallel::Bucket> DistributedDataParallel::buckets() const {
+  std::vector<Bucket> out;
+  for (const auto& b : state_->buckets) {
+    Bucket info{{}, b.flat.numel(), b.flat.dtype()};
+    for (size_t i : b.members) info.parameters.push_back(state_->params[i].first);
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+}  // namespace ember::dist

@@ -1,0 +1,83 @@
+// DistributedDataParallel: one model trained by every rank of a process group on its own part of
+// the batch, gradients averaged across ranks during backward, as PyTorch's DDP does it
+// (REFERENCE.md §9b):
+// - At construction rank 0's parameters and buffers are broadcast, so every rank starts equal.
+// - Gradients live in flat buckets, one dtype and device each, filled in reverse registration order
+//   (the order backward produces them): the first bucket holds up to first_bucket_mb, the others up
+//   to bucket_cap_mb. Each parameter's .grad is a view into its bucket, so no copy is made.
+// - Each parameter's post-accumulate-grad hook marks it ready; once a bucket's parameters are all
+//   ready, and every bucket before it was launched, it is averaged across ranks on a communication
+//   thread (on its own CUDA stream for CUDA tensors) while backward goes on. Buckets launch in the
+//   same order on every rank, whatever order their gradients arrive in.
+// - When backward ends (an autograd callback), it waits for every bucket: the optimizer step that
+//   follows sees averaged gradients. A parameter that got no gradient raises ValueError naming it,
+//   unless find_unused_parameters (which walks the forward's graph to find them; costly).
+// - Buffers (batch-norm statistics) are broadcast from rank 0 before each forward, as PyTorch does.
+// Wrap the module after moving it to its device; build the optimizer from the wrapper's (the
+// module's) parameters. Every rank must call forward and backward in step.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/process_group.h"
+#include "nn/module.h"
+
+namespace ember::dist {
+
+struct DDPOptions {
+  double bucket_cap_mb = 25;       // PyTorch's bucket_cap_mb
+  double first_bucket_mb = 1;      // the first bucket (the last layers) small, so communication starts early
+  bool find_unused_parameters = false;
+  bool broadcast_buffers = true;   // rank 0's buffers before each forward
+  bool use_ring = true;            // ember's ring_all_reduce; false: the backend's own all_reduce
+};
+
+class DistributedDataParallel : public nn::UnaryModule {
+ public:
+  // Raises ValueError for a module without parameters that require grad, or a bad bucket size.
+  DistributedDataParallel(std::shared_ptr<nn::UnaryModule> module, std::shared_ptr<ProcessGroup> group,
+                          DDPOptions options = {});
+  ~DistributedDataParallel() override;
+
+  std::string name() const override { return "DistributedDataParallel"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+
+  const std::shared_ptr<nn::UnaryModule>& module() const { return module_; }
+  ProcessGroup& process_group() const;
+
+  // Gradient accumulation: while the guard lives, backward only accumulates into the buckets; the
+  // first backward after it averages the sum (PyTorch's no_sync()).
+  class NoSync {
+   public:
+    ~NoSync();
+    NoSync(NoSync&&) noexcept;
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    friend class DistributedDataParallel;
+    explicit NoSync(std::shared_ptr<void> state, bool* sync, bool previous);
+    std::shared_ptr<void> state_;  // keeps the flag alive
+    bool* sync_;
+    bool previous_;
+  };
+  NoSync no_sync();
+
+  // The buckets in launch order: the dotted names of their parameters, elements, dtype.
+  struct Bucket {
+    std::vector<std::string> parameters;
+    int64_t numel;
+    DType dtype;
+  };
+  std::vector<Bucket> buckets() const;
+
+ private:
+  struct State;  // shared with the parameters' hooks, which hold it weakly
+  std::shared_ptr<nn::UnaryModule> module_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace ember::dist
