@@ -9,6 +9,7 @@
 #include "data/cifar10.h"
 #include "data/dataloader.h"
 #include "data/dataset.h"
+#include "data/distributed_sampler.h"
 #include "data/idx.h"
 #include "data/transforms.h"
 #include "tests/helpers.h"
@@ -206,6 +207,53 @@ TEST_CASE("FashionMNIST: finds the standard names, gzip or not, and says what is
   expect_error<DataError>("label range", [&] { FashionMNIST(dir.path.string(), false); }, {"is 11", "0..9"});
   write_bytes(dir / "t10k-images-idx3-ubyte", idx_bytes({5, 28, 27}, ramp(5 * 28 * 27)));
   expect_error<DataError>("28x28", [&] { FashionMNIST(dir.path.string(), false); }, {"28x27"});
+}
+
+TEST_CASE("distributed_sampler: disjoint equal shares of one order per epoch, padding or drop_last") {
+  const auto shares = [](int world, int64_t size, int64_t epoch, bool shuffle, bool drop_last) {
+    std::vector<std::vector<int64_t>> out;
+    for (int r = 0; r < world; ++r)
+      out.push_back(data::distributed_sampler({.rank = r, .world_size = world, .shuffle = shuffle, .seed = 9,
+                                               .drop_last = drop_last})(size, epoch));
+    return out;
+  };
+  // 10 examples on 3 ranks: 12 indices, the first two of the order repeated; each share 4 long.
+  const auto padded = shares(3, 10, 0, true, false);
+  std::vector<int64_t> all;
+  for (const auto& s : padded) {
+    CHECK(s.size() == 4);
+    all.insert(all.end(), s.begin(), s.end());
+  }
+  std::multiset<int64_t> counts(all.begin(), all.end());
+  for (int64_t i = 0; i < 10; ++i) CHECK(counts.count(i) >= 1);
+  CHECK(all.size() == 12);
+  // Interleaved from one permutation, as every rank draws the same one: rank r holds order[r::3].
+  const auto order = data::permutation(10, 9, 0);
+  CHECK(padded[1][0] == order[1]);
+  CHECK(padded[2][2] == order[8]);
+  CHECK(padded[1][3] == order[0]);  // position 10 of the padded order: the order's first again
+  CHECK(padded[2][3] == order[1]);
+  // drop_last: 9 of the 10, 3 each, disjoint.
+  const auto dropped = shares(3, 10, 0, true, true);
+  std::set<int64_t> distinct;
+  for (const auto& s : dropped) {
+    CHECK(s.size() == 3);
+    distinct.insert(s.begin(), s.end());
+  }
+  CHECK(distinct.size() == 9);
+  // Another epoch, another order; no shuffle, 0..n-1 interleaved.
+  CHECK(shares(3, 10, 1, true, false)[0] != padded[0]);
+  CHECK(shares(2, 5, 0, false, false)[1] == std::vector<int64_t>{1, 3, 0});
+  // Fewer examples than ranks: padded by repetition.
+  CHECK(shares(4, 2, 0, false, false)[3] == std::vector<int64_t>{1});
+  expect_error<ValueError>("rank", [] { data::distributed_sampler({.rank = 2, .world_size = 2}); }, {"rank 2", "[0, 2)"});
+  expect_error<ValueError>("world", [] { data::distributed_sampler({.rank = 0, .world_size = 0}); }, {"world_size", "0"});
+  // Through a DataLoader: rank 1 of 2 over 7 examples gets 1, 3, 5 and the padding 0, in batches of 2.
+  DataLoaderOptions loader_options;
+  loader_options.batch_size = 2;
+  loader_options.sampler = data::distributed_sampler({.rank = 1, .world_size = 2, .shuffle = false});
+  DataLoader loader(index_dataset(7), loader_options);
+  CHECK(epoch_labels(loader) == std::vector<std::vector<int64_t>>{{1, 3}, {5, 0}});
 }
 
 TEST_CASE("DataLoader: batch count, drop_last and sizes") {
