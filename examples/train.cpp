@@ -1,7 +1,10 @@
 // ember's training program: one of the model zoo's networks on Fashion-MNIST or CIFAR-10, with the
 // Runner's MMEngine-style log, checkpoints and exact resume. `train --help` lists every flag.
+// `--strategy ddp` trains data-parallel on every rank of a job (./ember launch -n N, torchrun, srun,
+// mpirun; alone, a world of one), --batch-size images per rank.
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -11,6 +14,9 @@
 #include <string>
 
 #include "data/dataset.h"
+#include "data/distributed_sampler.h"
+#include "dist/distributed_data_parallel.h"
+#include "dist/init.h"
 #include "data/transforms.h"
 #include "optim/adam.h"
 #include "optim/lr_scheduler.h"
@@ -54,6 +60,8 @@ struct Flags {
   bool deterministic = false;
   bool no_locate_nonfinite = false;
   std::string precision = "fp32";
+  std::string strategy = "none";
+  double dist_timeout = 600;  // seconds: each collective's bound (PyTorch's default, 10 minutes)
   // Loss-scaler knobs (amp_fp16: GradScaler's; naive_fp16: DynamicLossScaler's), defaults as in
   // PyTorch and Colossal-AI / DeepSpeed (REFERENCE.md §2, §4-5).
   double init_scale = 65536.0;
@@ -141,6 +149,7 @@ CLI::Validator at_least(double low) {
 }
 
 train::Runner* g_runner = nullptr;
+std::string g_error_prefix = "train: error: ";  // "train: rank 1: error: " in a data-parallel job
 volatile std::sig_atomic_t g_stop_signal = 0;
 
 // First Ctrl-C (or SIGTERM from a scheduler): finish the iteration, checkpoint, exit. A second one
@@ -162,7 +171,7 @@ int main(int argc, char** argv) {
   app.add_option("--data", f.data_dir,
                  "data directory (default: /usr/share/datasets/fashion-mnist for fashion-mnist; required for cifar10)");
   app.add_option("--epochs", f.epochs, "epochs to train")->check(at_least(1));
-  app.add_option("--batch-size", f.batch_size, "images per iteration")->check(at_least(1));
+  app.add_option("--batch-size", f.batch_size, "images per iteration (per rank with --strategy ddp)")->check(at_least(1));
   app.add_option("--lr", f.lr, "base learning rate (0: 0.1 for sgd, 1e-3 for adamw and lamb)")->check(at_least(0));
   app.add_option("--optimizer", f.optimizer, "optimizer")->check(CLI::IsMember({"sgd", "adamw", "lamb"}));
   app.add_option("--momentum", f.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
@@ -195,6 +204,12 @@ int main(int argc, char** argv) {
   app.add_option("--precision", f.precision, "fp32, tf32 (GPU), amp_fp16/amp_bf16 (autocast), naive_fp16/naive_bf16 "
                                              "(half model + fp32 masters), pure_bf16")
       ->check(CLI::IsMember(train::precision_names()));
+  app.add_option("--strategy", f.strategy,
+                 "none: one process; ddp: data parallel over the job's ranks (DistributedDataParallel, every rank "
+                 "its share of each epoch)")
+      ->check(CLI::IsMember({"none", "ddp"}));
+  app.add_option("--dist-timeout", f.dist_timeout, "ddp: seconds before a collective that gets no answer fails")
+      ->check(CLI::Range(0.1, 86400.0));
   app.add_option("--init-scale", f.init_scale, "amp_fp16: GradScaler's first scale; naive_fp16: rounded down to a power of 2")
       ->check(CLI::PositiveNumber);
   app.add_option("--growth-factor", f.growth_factor, "amp_fp16: scale growth factor (> 1)")->check(CLI::Range(1.0 + 1e-9, 1e9));
@@ -220,7 +235,17 @@ int main(int argc, char** argv) {
     if (f.device.empty()) f.device = has_gpu ? "cuda" : "cpu";
     if (f.device == "cuda" && !has_gpu)
       throw DeviceError("--device cuda: no CUDA device is available (no GPU is visible, or ember was built without CUDA)");
-    const Device device = Device::parse(f.device);
+    Device device = Device::parse(f.device);
+    std::shared_ptr<dist::ProcessGroup> group;  // --strategy ddp
+    if (f.strategy == "ddp") {
+      dist::InitOptions io;
+      io.backend = device.is_cuda() ? "nccl" : "gloo";
+      io.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.dist_timeout * 1000));
+      group = dist::init_process_group(io);
+      device = group->device();  // cuda:LOCAL_RANK for NCCL
+    }
+    const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
+    if (group) g_error_prefix = "train: rank " + std::to_string(rank) + ": error: ";
     if (f.threads > 0) set_num_threads(f.threads);
     set_deterministic(f.deterministic);  // before the model: its initialisation draws numbers
     const DatasetSpec spec = dataset_spec(f.dataset);
@@ -244,6 +269,10 @@ int main(int argc, char** argv) {
       b.images = data::normalize(x, spec.mean, spec.std);
     };
     val_loader.transform = [&spec](data::Batch& b, Generator&) { b.images = data::normalize(b.images, spec.mean, spec.std); };
+    if (group) {  // each rank its share of every epoch: the same shuffle everywhere, cut in world parts
+      loader.sampler = data::distributed_sampler({rank, world, true, f.seed, false});
+      val_loader.sampler = data::distributed_sampler({rank, world, false, 0, false});
+    }
     auto train_loader = std::make_shared<data::DataLoader>(train_set, loader);
     auto val = std::make_shared<data::DataLoader>(val_set, val_loader);
 
@@ -274,17 +303,25 @@ int main(int argc, char** argv) {
     if (app.count("--resume")) ro.resume = f.resume;
     ro.max_iters = f.max_iters;
     ro.device = device;
+    ro.group = group;
     ro.info = {{"model", f.model},         {"dataset", f.dataset},     {"optimizer", f.optimizer},
                {"scheduler", f.scheduler}, {"precision", f.precision},
-               {"deterministic", f.deterministic ? "true" : "false"}};
-    std::cout << "train: " << f.model << " (" << model->num_parameters() << " parameters) on " << f.dataset << " ("
+               {"deterministic", f.deterministic ? "true" : "false"}, {"strategy", f.strategy}};
+    std::shared_ptr<nn::UnaryModule> trained = model;
+    if (group) trained = std::make_shared<dist::DistributedDataParallel>(model, group);
+    if (rank == 0)
+      std::cout << "train: " << f.model << " (" << model->num_parameters() << " parameters) on " << f.dataset << " ("
               << train_set->size() << " train / " << val_set->size() << " val images), " << f.optimizer << " lr "
               << (f.lr > 0 ? f.lr : default_lr(f.optimizer)) << ", " << f.epochs << " epochs of "
               << train_loader->size() << " iterations on " << device.str() << " in " << f.precision << ", "
               << get_num_threads() << " threads" << (f.deterministic ? ", deterministic" : "") << ", CPU GEMM "
-              << cpu_gemm_name() << "; work dir " << f.work_dir << std::endl;
+              << cpu_gemm_name() << "; work dir " << f.work_dir
+              << (group ? "; ddp on " + std::to_string(world) + " ranks (" + group->backend_name() + "), global batch " +
+                              std::to_string(f.batch_size * world)
+                        : std::string())
+              << std::endl;
 
-    train::Runner runner(model, precision, scheduler, train_loader, val, ro);
+    train::Runner runner(trained, precision, scheduler, train_loader, val, ro);
     g_runner = &runner;
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
@@ -296,14 +333,14 @@ int main(int argc, char** argv) {
       seconds += e.seconds;
       data_seconds += e.data_seconds;
     }
-    if (!s.epochs.empty())
+    if (!s.epochs.empty() && rank == 0)
       std::printf("train: %s after %lld iterations; best accuracy/top1 %.4f; %.2f s per epoch, data_time %.1f%% of it%s\n",
                   s.stopped_early ? "stopped" : "done", static_cast<long long>(s.iterations), s.best_top1,
                   seconds / double(s.epochs.size()), seconds > 0 ? 100.0 * data_seconds / seconds : 0.0,
                   s.skipped_steps ? (", " + std::to_string(s.skipped_steps) + " steps skipped").c_str() : "");
     return g_stop_signal ? 128 + g_stop_signal : 0;  // the shell's code for a signalled program
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "train: error: %s\n", e.what());
+    std::fprintf(stderr, "%s%s\n", g_error_prefix.c_str(), e.what());
     return 1;
   }
 }

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "autograd/grad_mode.h"
+#include "dist/distributed_data_parallel.h"
 #include "nn/loss.h"
 #include "optim/clip_grad.h"
 #include "tensor/atomic_file.h"
@@ -36,6 +37,12 @@ int64_t epoch_file_number(const std::string& name) {
   const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
   if (!std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) return -1;
   return std::stoll(digits);
+}
+
+// Where the other ranks of a data-parallel job print: nowhere.
+std::ostream& discarded_output() {
+  static std::ostream nowhere(nullptr);
+  return nowhere;
 }
 
 // `model` moved to `device` (null stays null).
@@ -87,7 +94,8 @@ Runner::Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<TrainingP
       train_loader_(std::move(train_loader)),
       val_loader_(std::move(val_loader)),
       opts_(std::move(options)),
-      console_(opts_.console ? *opts_.console : std::cout),
+      console_(opts_.group && opts_.group->rank() != 0 ? discarded_output()
+                                                      : opts_.console ? *opts_.console : std::cout),
       best_top1_(kNaN),
       log_window_(std::make_unique<Window>(opts_.device)),
       log_nonfinite_(std::make_unique<NonFiniteWindow>(opts_.device)) {
@@ -103,12 +111,26 @@ Runner::Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<TrainingP
       throw DeviceError("Runner: a model parameter is on " + p.device().str() + ", the run on " + opts_.device.str() +
                         " (move the model before building its TrainingPrecision)");
   if (opts_.locate_nonfinite) locator_ = std::make_unique<NonFiniteLocator>(*model_);
-  if (!opts_.work_dir.empty()) fs::create_directories(opts_.work_dir);
+  if (!opts_.work_dir.empty() && writes_files()) fs::create_directories(opts_.work_dir);
 }
 
 Runner::~Runner() = default;
 
 std::string Runner::work_path(const std::string& file_name) const { return (fs::path(opts_.work_dir) / file_name).string(); }
+
+bool Runner::writes_files() const { return !opts_.group || opts_.group->rank() == 0; }
+
+nn::Module& Runner::checkpointed_module() const {
+  if (const auto* ddp = dynamic_cast<const dist::DistributedDataParallel*>(model_.get())) return *ddp->module();
+  return *model_;
+}
+
+std::vector<double> Runner::over_ranks(std::vector<double> values, dist::ReduceOp op) const {
+  if (!opts_.group || opts_.group->size() == 1) return values;
+  Tensor t = from_vector(values, {static_cast<int64_t>(values.size())}).to(opts_.group->device());
+  opts_.group->all_reduce(t, op);
+  return t.to_vector<double>();
+}
 
 void Runner::train_iteration(const data::Batch& batch, Window& window, Window& epoch_window, double data_time,
                              double started) {
@@ -151,12 +173,16 @@ void Runner::log_train(Window& window, const Window& epoch_window, int64_t batch
     if (scales) parts.push_back(precision_->loss_scale().to(DType::f64).reshape({1}));
     v = cat(parts).to_vector<double>();  // the one synchronisation of the interval
   }
-  const auto skipped = static_cast<int64_t>(v[2]);
+  const auto skipped = static_cast<int64_t>(v[2]);  // the same on every rank: all judge the averaged gradients
   if (skipped > 0 && scheduler_) scheduler_->rewind(skipped);
   skipped_steps_ += skipped;
+  const std::vector<double> losses = over_ranks({v[0], v[3]}, dist::ReduceOp::avg);
+  v[0] = losses[0];
+  v[3] = losses[1];
   epoch_mean_loss_ = v[3] / std::max(epoch_window.count, 1.0);
   const double n = window.count;
-  const double memory = std::floor(static_cast<double>(backend::max_memory_allocated(opts_.device)) / kMiB);
+  const double memory = over_ranks(
+      {std::floor(static_cast<double>(backend::max_memory_allocated(opts_.device)) / kMiB)}, dist::ReduceOp::max)[0];
   backend::reset_peak_memory_stats(opts_.device);
   std::vector<LogField> fields = {
       {"lr", lr, FieldFormat::scientific},
@@ -191,7 +217,7 @@ RunSummary Runner::run() {
     restore(load_checkpoint(path));
     console_ << "Resumed from " << path << " at epoch " << epoch_ << ", iteration " << iteration_ << std::endl;
   }
-  if (!log_) log_ = std::make_unique<MetricLog>(console_, opts_.work_dir.empty() ? "" : work_path("scalars.json"));
+  if (!log_) log_ = std::make_unique<MetricLog>(console_, opts_.work_dir.empty() || !writes_files() ? "" : work_path("scalars.json"));
 
   RunSummary summary;
   const int64_t iters_per_epoch = train_loader_->size();
@@ -259,7 +285,7 @@ RunSummary Runner::run() {
 
 double Runner::evaluate() {
   if (!val_loader_) throw ValueError("Runner::evaluate: no validation loader was given");
-  if (!log_) log_ = std::make_unique<MetricLog>(console_, opts_.work_dir.empty() ? "" : work_path("scalars.json"));
+  if (!log_) log_ = std::make_unique<MetricLog>(console_, opts_.work_dir.empty() || !writes_files() ? "" : work_path("scalars.json"));
   NoGradGuard no_grad;
   const bool was_training = model_->is_training();
   model_->eval();
@@ -284,8 +310,11 @@ double Runner::evaluate() {
     started = now_seconds();
   }
   model_->train(was_training);
-  if (seen == 0) throw ValueError("Runner::evaluate: the validation loader yields no example");
-  const double top1 = 100.0 * static_cast<double>(correct.item<int64_t>()) / static_cast<double>(seen);
+  // Data parallel: every rank counted its own share.
+  const std::vector<double> counts =
+      over_ranks({static_cast<double>(correct.item<int64_t>()), static_cast<double>(seen)}, dist::ReduceOp::sum);
+  if (counts[1] == 0) throw ValueError("Runner::evaluate: the validation loader yields no example");
+  const double top1 = 100.0 * counts[0] / counts[1];
   const double n = static_cast<double>(iters);
   log_->write({"val", epoch_, iters, val_loader_->size()}, epoch_,
               {{"accuracy/top1", top1}, {"data_time", data_time / n}, {"time", time / n}});
@@ -294,7 +323,7 @@ double Runner::evaluate() {
 
 Checkpoint Runner::checkpoint() const {
   Checkpoint c;
-  c.model = model_->state_dict();
+  c.model = checkpointed_module().state_dict();
   c.optimizer = precision_->optimizer().state_dict();
   c.precision = precision_->state_dict();
   if (scheduler_) c.scheduler = scheduler_->state_dict();
@@ -344,7 +373,7 @@ void Runner::restore(const Checkpoint& c) {
   const double best = runner_value("best_top1");
   const auto skipped = static_cast<int64_t>(runner_value("skipped_steps"));
   // Everything that can fail is checked before anything changes; the loads below validate first too.
-  model_->load_state_dict(c.model);
+  checkpointed_module().load_state_dict(c.model);
   precision_->optimizer().load_state_dict(c.optimizer);
   precision_->load_state_dict(c.precision);
   if (scheduler_) scheduler_->load_state_dict(c.scheduler);
@@ -359,6 +388,7 @@ void Runner::restore(const Checkpoint& c) {
 }
 
 void Runner::save(const std::string& file_name) {
+  if (!writes_files()) return;  // rank 0 writes the job's checkpoints
   const std::string path = fs::absolute(work_path(file_name)).string();
   save_checkpoint(path, checkpoint());
   const std::string pointer = path + "\n";
@@ -371,6 +401,7 @@ bool Runner::save_epoch_checkpoints(double top1) {
   if (best) best_top1_ = top1;
   const bool due = opts_.save_interval > 0 && (epoch_ % opts_.save_interval == 0 || epoch_ == opts_.epochs);
   if (due) save("epoch_" + std::to_string(epoch_) + ".safetensors");
+  if (!writes_files()) return due;
   if (best) save_checkpoint(work_path("best_accuracy_top1.safetensors"), checkpoint());
   if (opts_.keep_checkpoints == 0) return due;
   std::vector<std::pair<int64_t, fs::path>> epoch_files;

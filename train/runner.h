@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "data/dataloader.h"
+#include "dist/process_group.h"
 #include "nn/module.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
@@ -57,6 +58,12 @@ struct RunnerOptions {
   Device device = kCPU;
   std::ostream* console = nullptr;           // log lines; null: std::cout
   std::map<std::string, std::string> info;   // saved in each checkpoint's metadata
+  // Data parallel: the group of the job, whose every rank runs a Runner over its own share of the
+  // data (the model a dist::DistributedDataParallel). Rank 0 alone prints and writes files; the
+  // logged loss is the mean over the ranks, memory the largest rank's, accuracy over every rank's
+  // share. Checkpoints hold the wrapped module's state, so plain one-process runs resume them.
+  // Null: one process.
+  std::shared_ptr<dist::ProcessGroup> group;
 };
 
 struct EpochSummary {
@@ -119,6 +126,12 @@ class Runner {
   // epoch_N when due (and prunes old ones), best_accuracy_top1 on a new best; true when epoch_N was written.
   bool save_epoch_checkpoints(double top1);
   std::string work_path(const std::string& file_name) const;
+  // Whether this process writes the work dir's files: rank 0 of a data-parallel job, or the one process.
+  bool writes_files() const;
+  // The module whose state checkpoints hold: the model, or the module a DDP wrapper wraps.
+  nn::Module& checkpointed_module() const;
+  // Sums (avg) or maxima (max) of values over the job's ranks; values itself for one process.
+  std::vector<double> over_ranks(std::vector<double> values, dist::ReduceOp op) const;
 
   std::shared_ptr<nn::UnaryModule> model_;
   std::shared_ptr<TrainingPrecision> precision_;

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""The training program with --strategy ddp on 2 ranks over Gloo: rank 0 alone logs and writes the
+work dir, a plain one-process run resumes its checkpoint, and a rank killed mid-epoch makes the other
+exit non-zero within the timeout, naming it, with the last checkpoint still loadable. Fashion-MNIST
+from /usr/share/datasets/fashion-mnist (skipped without it). Every run is bounded by a timeout.
+
+It prints doctest's summary lines because `./ember test` counts test cases from them; `--count`
+prints the number of cases without running them.
+
+Usage: tests/test_train_ddp.py TRAIN_PROGRAM [--count]"""
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path("/usr/share/datasets/fashion-mnist")
+RUN_LIMIT_S = 90
+DIST_TIMEOUT_S = 3  # --dist-timeout of the fault case
+TINY = ["--model", "mlp", "--train-samples", "1024", "--val-samples", "256", "--batch-size", "32",
+        "--num-workers", "0", "--threads", "1", "--log-interval", "8"]
+CASES = []
+TRAIN = None
+
+
+def case(fn):
+    CASES.append(fn)
+    return fn
+
+
+def run(args, **kw):
+    r = subprocess.run(args, capture_output=True, text=True, timeout=RUN_LIMIT_S, **kw)
+    return r.returncode, r.stdout, r.stderr
+
+
+def launch_train(n, *args):
+    return run([sys.executable, str(ROOT / "tools" / "launch.py"), "-n", str(n), "--timeout", str(RUN_LIMIT_S - 10),
+                TRAIN, *args])
+
+
+@case
+def rank_0_alone_logs_and_writes_and_one_process_resumes():
+    with tempfile.TemporaryDirectory() as wd:
+        code, out, err = launch_train(2, "--strategy", "ddp", "--epochs", "1", "--work-dir", wd, *TINY)
+        assert code == 0, f"exit status {code}: {err}"
+        assert "ddp on 2 ranks (gloo), global batch 64" in out, out
+        assert out.count("Epoch(val)") == 1 and out.count("Epoch(train)  [1][16/16]") == 1, out
+        assert out.count("train: done") == 1, out
+        names = sorted(os.listdir(wd))
+        assert names == ["best_accuracy_top1.safetensors", "epoch_1.safetensors", "last_checkpoint", "scalars.json"], names
+        # The checkpoint holds the module's state, not DDP's: plain train resumes it.
+        code, out, err = run([TRAIN, "--epochs", "2", "--work-dir", wd, "--resume", *TINY])
+        assert code == 0, f"exit status {code}: {err}"
+        assert "Resumed from" in out and "at epoch 1, iteration 16" in out, out
+        assert "Epoch(val) [2]" in out, out
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@case
+def a_killed_rank_makes_the_other_fail_within_the_timeout_and_checkpoints_stay_loadable():
+    with tempfile.TemporaryDirectory() as wd:
+        port = free_port()
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), EMBER_STORE_PORT=str(free_port()),
+                   WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", OMP_NUM_THREADS="1")
+        args = [TRAIN, "--strategy", "ddp", "--epochs", "3", "--work-dir", wd, "--dist-timeout", str(DIST_TIMEOUT_S),
+                *TINY[:2], "--train-samples", "4096", *TINY[4:]]
+        ranks = [subprocess.Popen(args, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+        try:
+            # Kill rank 1 once rank 0 is in epoch 2 (epoch 1's checkpoint written).
+            for line in ranks[0].stdout:
+                if line.startswith("Epoch(train)  [2]"):
+                    break
+            else:
+                raise AssertionError("rank 0 never reached epoch 2: " + ranks[0].stderr.read())
+            ranks[1].kill()
+            killed = time.monotonic()
+            _, err = ranks[0].communicate(timeout=DIST_TIMEOUT_S + 15)
+            took = time.monotonic() - killed
+        finally:
+            for p in ranks:
+                p.kill()
+                p.wait()
+        assert ranks[0].returncode != 0, "rank 0 exited 0 after its peer died"
+        assert "train: rank 0: error:" in err and ("rank 1 did not answer" in err or "rank(s) 1 did not answer" in err), err
+        assert took < DIST_TIMEOUT_S + 10, f"rank 0 took {took:.1f} s to fail"
+        print(f"  rank 0 failed {took:.2f} s after rank 1 was killed")
+        pointer = Path(wd, "last_checkpoint").read_text().strip()
+        assert pointer.endswith("epoch_1.safetensors"), pointer
+        code, out, err = run([TRAIN, "--epochs", "2", "--work-dir", wd, "--resume", *TINY[:2], "--train-samples", "4096",
+                              *TINY[4:]])
+        assert code == 0 and "at epoch 1, iteration 64" in out, f"exit status {code}: {out}{err}"
+
+
+def main(argv):
+    global TRAIN
+    if "--count" in argv:
+        print(f"[doctest] test cases passing the current filters: {len(CASES)}")
+        return 0
+    if not argv:
+        print(__doc__)
+        return 2
+    TRAIN = argv[0]
+    if not DATA.is_dir():
+        print(f"{DATA} is missing (Debian: dataset-fashion-mnist): skipped")
+        print(f"[doctest] test cases: {len(CASES)} | 0 passed | 0 failed | {len(CASES)} skipped")
+        return 77
+    failed = 0
+    for fn in CASES:
+        start = time.monotonic()
+        try:
+            fn()
+            print(f"ok      {fn.__name__} ({time.monotonic() - start:.2f} s)")
+        except (AssertionError, subprocess.SubprocessError, OSError) as e:
+            failed += 1
+            print(f"FAILED  {fn.__name__}: {type(e).__name__}: {e}")
+    passed = len(CASES) - failed
+    print(f"[doctest] test cases: {len(CASES)} | {passed} passed | {failed} failed | 0 skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
