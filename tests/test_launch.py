@@ -3,8 +3,7 @@
 ports, a failing rank ending the job within seconds, signals, and the errors for bad arguments.
 Every launcher run is bounded by a timeout, so that a broken launcher fails the test, never hangs it.
 
-It prints doctest's summary lines because `./ember test` counts test cases from them; `--count`
-prints the number of cases without running them, as doctest does.
+Its summary lines and `--count` are doctest's (tests/script_cases.py).
 
 Usage: tests/test_launch.py [--count]"""
 import contextlib
@@ -18,17 +17,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from script_cases import Cases
+
 EMBER = Path(__file__).resolve().parent.parent / "ember"
 RUN_LIMIT_S = 15     # no launcher run here may take longer
 FAIL_FAST_S = 2.0    # from a rank's failure to the launcher's exit
 GRACE_S = 3.0        # the launcher's SIGTERM-to-SIGKILL grace (tools/launch.py)
 STARTUP_S = 1.0      # the launcher's own start, where a bound counts from it (CI runs tests 2 at a time)
-CASES = []
-
-
-def case(fn):
-    CASES.append(fn)
-    return fn
+CASES = Cases()
+case = CASES.case
 
 
 def launch(*args, env=None, **kw):
@@ -252,21 +249,7 @@ def timeout_ends_the_job():
 
 
 def main(argv):
-    if "--count" in argv:
-        print(f"[doctest] test cases passing the current filters: {len(CASES)}")
-        return 0
-    failed = 0
-    for fn in CASES:
-        start = time.monotonic()
-        try:
-            fn()
-            print(f"ok      {fn.__name__} ({time.monotonic() - start:.2f} s)")
-        except (AssertionError, subprocess.SubprocessError, OSError) as e:
-            failed += 1
-            print(f"FAILED  {fn.__name__}: {type(e).__name__}: {e}")
-    passed = len(CASES) - failed
-    print(f"[doctest] test cases: {len(CASES)} | {passed} passed | {failed} failed | 0 skipped")
-    return 1 if failed else 0
+    return 0 if CASES.count_requested(argv) else CASES.run()
 
 
 if __name__ == "__main__":

@@ -4,8 +4,7 @@ work dir, a plain one-process run resumes its checkpoint, and a rank killed mid-
 exit non-zero within the timeout, naming it, with the last checkpoint still loadable. Fashion-MNIST
 from /usr/share/datasets/fashion-mnist (skipped without it). Every run is bounded by a timeout.
 
-It prints doctest's summary lines because `./ember test` counts test cases from them; `--count`
-prints the number of cases without running them.
+Its summary lines and `--count` are doctest's (tests/script_cases.py).
 
 Usage: tests/test_train_ddp.py TRAIN_PROGRAM [--count]"""
 import os
@@ -16,19 +15,17 @@ import tempfile
 import time
 from pathlib import Path
 
+from script_cases import Cases
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path("/usr/share/datasets/fashion-mnist")
 RUN_LIMIT_S = 90
 DIST_TIMEOUT_S = 3  # --dist-timeout of the fault case
 TINY = ["--model", "mlp", "--train-samples", "1024", "--val-samples", "256", "--batch-size", "32",
         "--num-workers", "0", "--threads", "1", "--log-interval", "8"]
-CASES = []
+CASES = Cases()
+case = CASES.case
 TRAIN = None
-
-
-def case(fn):
-    CASES.append(fn)
-    return fn
 
 
 def run(args, **kw):
@@ -102,29 +99,15 @@ def a_killed_rank_makes_the_other_fail_within_the_timeout_and_checkpoints_stay_l
 
 def main(argv):
     global TRAIN
-    if "--count" in argv:
-        print(f"[doctest] test cases passing the current filters: {len(CASES)}")
+    if CASES.count_requested(argv):
         return 0
     if not argv:
         print(__doc__)
         return 2
     TRAIN = argv[0]
     if not DATA.is_dir():
-        print(f"{DATA} is missing (Debian: dataset-fashion-mnist): skipped")
-        print(f"[doctest] test cases: {len(CASES)} | 0 passed | 0 failed | {len(CASES)} skipped")
-        return 77
-    failed = 0
-    for fn in CASES:
-        start = time.monotonic()
-        try:
-            fn()
-            print(f"ok      {fn.__name__} ({time.monotonic() - start:.2f} s)")
-        except (AssertionError, subprocess.SubprocessError, OSError) as e:
-            failed += 1
-            print(f"FAILED  {fn.__name__}: {type(e).__name__}: {e}")
-    passed = len(CASES) - failed
-    print(f"[doctest] test cases: {len(CASES)} | {passed} passed | {failed} failed | 0 skipped")
-    return 1 if failed else 0
+        return CASES.skip(f"{DATA} is missing (Debian: dataset-fashion-mnist)")
+    return CASES.run()
 
 
 if __name__ == "__main__":
