@@ -25,8 +25,10 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
       const bool exclusive = g.use_count() == 1 && g.storage()->use_count() == 1 && !g.impl()->autograd;
       meta.grad = exclusive ? g : g.detach().clone();
     }
-  } else if (GradMode::is_enabled() || meta.grad.requires_grad()) {
-    meta.grad = add(meta.grad, g);  // create_graph, or a .grad with history: keep both out of place
+  } else if (GradMode::is_enabled() || meta.grad.requires_grad() || !meta.grad.is_contiguous()) {
+    // create_graph, a .grad with history, or one whose elements may share memory (a broadcast
+    // gradient kept from the first backward has stride 0): a new tensor.
+    meta.grad = add(meta.grad, g);
   } else {
     // In place, as PyTorch accumulates: .grad keeps its storage, so a .grad that is a view into a
     // flat buffer (DDP's buckets) stays one.

@@ -138,6 +138,11 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
       else zero_(views[i]);
       p.set_grad(views[i]);
     }
+    reset_readiness();
+  }
+
+  // No parameter ready, no bucket launched: the state at the start of a backward.
+  void reset_readiness() {
     ready.assign(params.size(), false);
     for (Bucket& b : buckets) b.pending = b.members.size();
     next_launch = 0;
@@ -261,11 +266,14 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
       error = nullptr;
       reduced = 0;
     }
+    // Ready for another backward, even one without a forward before it (retain_graph).
+    const bool complete = next_launch == buckets.size();
+    std::string names;
+    for (size_t i = 0; i < params.size(); ++i)
+      if (!ready[i]) names += (names.empty() ? "" : ", ") + params[i].first;
+    reset_readiness();
     if (failure) std::rethrow_exception(failure);
-    if (next_launch < buckets.size()) {
-      std::string names;
-      for (size_t i = 0; i < params.size(); ++i)
-        if (!ready[i]) names += (names.empty() ? "" : ", ") + params[i].first;
+    if (!complete) {
       throw ValueError("DistributedDataParallel: rank " + std::to_string(group->rank()) +
                        ": parameter(s) got no gradient in this backward, so their buckets were never reduced: " +
                        names + ". Make every parameter take part in the loss, or pass find_unused_parameters = true");

@@ -231,6 +231,13 @@ TEST_CASE("autograd: .grad accumulates in place, so a view into a flat buffer st
   (v * v).sum().backward({}, false, true);
   CHECK(v.grad().requires_grad());
   CHECK(values(v.grad()) == std::vector<double>{8});
+  // A gradient that arrives broadcast (sum's backward expands one value) is not added into in place.
+  Tensor s = leaf({1, 2, 3});
+  s.sum().backward();
+  s.sum().backward();
+  CHECK(values(s.grad()) == std::vector<double>{2, 2, 2});
+  s.sum().backward();
+  CHECK(values(s.grad()) == std::vector<double>{3, 3, 3});
 }
 
 TEST_CASE("autograd: queue_callback runs after every node of the backward pass, in order") {

@@ -178,7 +178,13 @@ TEST_CASE("DDP: buckets in reverse registration order, .grad a view into its buc
     if (buckets[1].parameters.back() != "0.weight" || buckets[1].numel != 20 * 32 + 32 + 32 * 16 + 16)
       return "second bucket: " + std::to_string(buckets[1].numel) + " elements ending with " + buckets[1].parameters.back();
     const Batch b = global_batch({20}, 4, 0);
-    cross_entropy(ddp(b.x), b.y).backward();
+    Tensor loss = cross_entropy(ddp(b.x), b.y);
+    loss.backward({}, true);
+    const auto once = ddp.module()->parameters()[0].grad().to_vector<double>();
+    loss.backward();  // a second backward without a forward (retain_graph) reduces again
+    const auto twice = ddp.module()->parameters()[0].grad().to_vector<double>();
+    for (size_t i = 0; i < once.size(); ++i)
+      if (std::abs(twice[i] - 2 * once[i]) > 1e-6) return "second backward: gradient " + std::to_string(twice[i]);
     // The gradients of module.4 sit back to back: bias, then weight.
     const auto p = ddp.module()->named_parameters();
     const Tensor bias_grad = p[5].second.grad(), weight_grad = p[4].second.grad();
