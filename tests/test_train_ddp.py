@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The training program with --strategy ddp on 2 ranks over Gloo: rank 0 alone logs and writes the
-work dir, a plain one-process run resumes its checkpoint, and a rank killed mid-epoch makes the other
+work dir, a plain one-process run resumes its checkpoint, every CPU precision mode trains, and a
+rank killed mid-epoch makes the other
 exit non-zero within the timeout, naming it, with the last checkpoint still loadable. Fashion-MNIST
 from /usr/share/datasets/fashion-mnist (skipped without it). Every run is bounded by a timeout.
 
@@ -43,7 +44,7 @@ def rank_0_alone_logs_and_writes_and_one_process_resumes():
     with tempfile.TemporaryDirectory() as wd:
         code, out, err = launch_train(2, "--strategy", "ddp", "--epochs", "1", "--work-dir", wd, *TINY)
         assert code == 0, f"exit status {code}: {err}"
-        assert "ddp on 2 ranks (gloo), global batch 64" in out, out
+        assert "ddp on 2 ranks (gloo), global batch 64" in out and "global_batch: 64" in out, out
         assert out.count("Epoch(val)") == 1 and out.count("Epoch(train)  [1][16/16]") == 1, out
         assert out.count("train: done") == 1, out
         names = sorted(os.listdir(wd))
@@ -53,6 +54,19 @@ def rank_0_alone_logs_and_writes_and_one_process_resumes():
         assert code == 0, f"exit status {code}: {err}"
         assert "Resumed from" in out and "at epoch 1, iteration 16" in out, out
         assert "Epoch(val) [2]" in out, out
+
+
+@case
+def every_cpu_precision_mode_trains_under_ddp():
+    # tf32 changes only GPU kernels; the others run on the CPU, 16-bit buckets included (naive_*, pure_bf16).
+    for precision in ("fp32", "amp_fp16", "amp_bf16", "naive_fp16", "naive_bf16", "pure_bf16"):
+        with tempfile.TemporaryDirectory() as wd:
+            code, out, err = launch_train(2, "--strategy", "ddp", "--precision", precision, "--epochs", "1",
+                                          "--work-dir", wd, *TINY)
+            assert code == 0, f"{precision}: exit status {code}: {err}"
+            assert out.count("Epoch(val)") == 1 and "accuracy/top1" in out, f"{precision}: {out}"
+            losses = [float(line.split("loss: ")[1].split()[0]) for line in out.splitlines() if "loss: " in line]
+            assert losses and all(0 < x < 10 for x in losses), f"{precision}: losses {losses}"
 
 
 def free_port():

@@ -193,6 +193,9 @@ void Runner::log_train(Window& window, const Window& epoch_window, int64_t batch
       {"loss", v[0] / n},
       {"grad_norm", v[1] / n},
   };
+  if (opts_.group)  // data parallel: the images one optimizer step sees, over every rank
+    fields.push_back({"global_batch", static_cast<double>(train_loader_->options().batch_size * opts_.group->size()),
+                      FieldFormat::integer});
   if (scales) fields.push_back({"loss_scale", v[8]});
   fields.push_back({"skipped_steps", static_cast<double>(skipped_steps_), FieldFormat::integer});
   if (const auto bad = log_nonfinite_->report(&v[6])) {

@@ -61,7 +61,7 @@ struct RunnerOptions {
   // Data parallel: the group of the job, whose every rank runs a Runner over its own share of the
   // data (the model a dist::DistributedDataParallel). Rank 0 alone prints and writes files; the
   // logged loss is the mean over the ranks, memory the largest rank's, accuracy over every rank's
-  // share. Checkpoints hold the wrapped module's state, so plain one-process runs resume them.
+  // share, and train lines add global_batch (the per-rank batch x the ranks). Checkpoints hold the wrapped module's state, so plain one-process runs resume them.
   // Null: one process.
   std::shared_ptr<dist::ProcessGroup> group;
 };
