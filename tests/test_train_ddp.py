@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The training program with --strategy ddp on 2 ranks over Gloo: rank 0 alone logs and writes the
-work dir, a plain one-process run resumes its checkpoint, every CPU precision mode trains, and a
-rank killed mid-epoch makes the other
+work dir, a plain one-process run resumes its checkpoint, every CPU precision mode trains, SIGTERM
+stops every rank at the same step with a checkpoint, and a rank killed mid-epoch makes the other
 exit non-zero within the timeout, naming it, with the last checkpoint still loadable. Fashion-MNIST
 from /usr/share/datasets/fashion-mnist (skipped without it). Every run is bounded by a timeout.
 
@@ -9,6 +9,7 @@ Its summary lines and `--count` are doctest's (tests/script_cases.py).
 
 Usage: tests/test_train_ddp.py TRAIN_PROGRAM [--count]"""
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -67,6 +68,34 @@ def every_cpu_precision_mode_trains_under_ddp():
             assert out.count("Epoch(val)") == 1 and "accuracy/top1" in out, f"{precision}: {out}"
             losses = [float(line.split("loss: ")[1].split()[0]) for line in out.splitlines() if "loss: " in line]
             assert losses and all(0 < x < 10 for x in losses), f"{precision}: losses {losses}"
+
+
+@case
+def sigterm_stops_every_rank_at_the_same_step_with_a_checkpoint():
+    with tempfile.TemporaryDirectory() as wd:
+        args = [sys.executable, str(ROOT / "tools" / "launch.py"), "-n", "2", "--timeout", str(RUN_LIMIT_S - 10), TRAIN,
+                "--strategy", "ddp", "--epochs", "8", "--work-dir", wd, "--dist-timeout", str(DIST_TIMEOUT_S),
+                *TINY[:2], "--train-samples", "4096", *TINY[4:6], "--batch-size", "32", "--num-workers", "0",
+                "--threads", "1", "--log-interval", "4"]
+        job = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            for line in job.stdout:
+                if line.startswith("Epoch(train)  [1]"):
+                    break
+            job.send_signal(signal.SIGTERM)  # the launcher forwards it to every rank
+            out, err = job.communicate(timeout=30)
+        finally:
+            job.kill()
+            job.wait()
+        assert job.returncode == 128 + signal.SIGTERM, f"exit status {job.returncode}: {err}"
+        assert "error" not in err, err  # no rank failed waiting for another
+        pointer = Path(wd, "last_checkpoint").read_text().strip()
+        assert Path(pointer).name.startswith("iter_"), pointer
+        stopped_at = int(Path(pointer).name[len("iter_"):-len(".safetensors")])
+        assert stopped_at % 4 == 0, f"stopped after iteration {stopped_at}, not at a log line"
+        code, out, err = run([TRAIN, "--epochs", "1", "--work-dir", wd, "--resume", *TINY[:2], "--train-samples", "4096",
+                              *TINY[4:]])
+        assert code == 0 and f"iteration {stopped_at}" in out, f"exit status {code}: {out}{err}"
 
 
 def free_port():

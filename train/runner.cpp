@@ -118,6 +118,14 @@ Runner::~Runner() = default;
 
 std::string Runner::work_path(const std::string& file_name) const { return (fs::path(opts_.work_dir) / file_name).string(); }
 
+bool Runner::stop_agreed(bool log_line) const {
+  if (!opts_.group || opts_.group->size() == 1) return stop_requested_.load();
+  // Every rank must stop after the same step, or the others would wait for it until the timeout:
+  // the ranks agree at log lines, where they synchronise anyway.
+  if (!log_line) return false;
+  return over_ranks({stop_requested_.load() ? 1.0 : 0.0}, dist::ReduceOp::max)[0] > 0;
+}
+
 bool Runner::writes_files() const { return !opts_.group || opts_.group->rank() == 0; }
 
 nn::Module& Runner::checkpointed_module() const {
@@ -242,11 +250,12 @@ RunSummary Runner::run() {
       const int64_t batch_index = train_loader_->position().batch - 1;
       const double lr = precision_->optimizer().param_groups().front().lr();  // the lr this step uses
       train_iteration(*batch, *log_window_, epoch_window, data_time, started);
-      if ((batch_index + 1) % opts_.log_interval == 0 || batch_index + 1 == iters_per_epoch) {
+      const bool log_line = (batch_index + 1) % opts_.log_interval == 0 || batch_index + 1 == iters_per_epoch;
+      if (log_line) {
         const double per_iter = (now_seconds() - run_started) / static_cast<double>(iteration_ - first_iteration);
         log_train(*log_window_, epoch_window, batch_index, lr, per_iter * static_cast<double>(total_iters - iteration_));
       }
-      if (stop_requested_.load() || (opts_.max_iters > 0 && iteration_ >= opts_.max_iters)) {
+      if (stop_agreed(log_line) || (opts_.max_iters > 0 && iteration_ >= opts_.max_iters)) {
         // At the epoch's last batch the epoch ends as usual (evaluation, checkpoints) first.
         stop_at_epoch_end = true;
         if (batch_index + 1 < iters_per_epoch) {

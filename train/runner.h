@@ -98,7 +98,9 @@ class Runner {
   // Trains (after resuming, when options.resume is set) until the last epoch, max_iters or a stop
   // request; then the state is in a checkpoint when a work dir is set.
   RunSummary run();
-  // Asks run() to stop after the current iteration and checkpoint there. Safe from a signal handler.
+  // Asks run() to stop after the current iteration and checkpoint there; in a data-parallel job,
+  // after the next log line, where the ranks agree on it (so a signal that reaches them at different
+  // steps stops them all at the same one). Safe from a signal handler.
   void request_stop() { stop_requested_.store(true); }
 
   // Top-1 accuracy in percent over the validation loader; logs the Epoch(val) line.
@@ -126,6 +128,8 @@ class Runner {
   // epoch_N when due (and prunes old ones), best_accuracy_top1 on a new best; true when epoch_N was written.
   bool save_epoch_checkpoints(double top1);
   std::string work_path(const std::string& file_name) const;
+  // Whether run() stops after this iteration at the request of request_stop() (on any rank).
+  bool stop_agreed(bool log_line) const;
   // Whether this process writes the work dir's files: rank 0 of a data-parallel job, or the one process.
   bool writes_files() const;
   // The module whose state checkpoints hold: the model, or the module a DDP wrapper wraps.
