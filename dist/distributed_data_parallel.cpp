@@ -281,16 +281,10 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   }
 };
 
-DistributedDataParallel::NoSync::NoSync(std::shared_ptr<void> state, bool* sync, bool previous)
-    : state_(std::move(state)), sync_(sync), previous_(previous) {}
-
-DistributedDataParallel::NoSync::NoSync(NoSync&& other) noexcept
-    : state_(std::move(other.state_)), sync_(other.sync_), previous_(other.previous_) {
-  other.sync_ = nullptr;
-}
+DistributedDataParallel::NoSync::NoSync(NoSync&& other) noexcept = default;
 
 DistributedDataParallel::NoSync::~NoSync() {
-  if (sync_) *sync_ = previous_;
+  if (state_) state_->sync = previous_;
 }
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::UnaryModule> module, std::shared_ptr<ProcessGroup> group,
@@ -359,7 +353,7 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
 DistributedDataParallel::NoSync DistributedDataParallel::no_sync() {
   const bool previous = state_->sync;
   state_->sync = false;
-  return NoSync(state_, &state_->sync, previous);
+  return NoSync(state_, previous);
 }
 
 std::vector<DistributedDataParallel::Bucket> DistributedDataParallel::buckets() const {

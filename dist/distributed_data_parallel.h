@@ -35,6 +35,8 @@ struct DDPOptions {
 };
 
 class DistributedDataParallel : public nn::UnaryModule {
+  struct State;  // shared with the parameters' hooks, which hold it weakly
+
  public:
   // Raises ValueError for a module without parameters that require grad, or a bad bucket size.
   DistributedDataParallel(std::shared_ptr<nn::UnaryModule> module, std::shared_ptr<ProcessGroup> group,
@@ -59,9 +61,8 @@ class DistributedDataParallel : public nn::UnaryModule {
 
    private:
     friend class DistributedDataParallel;
-    explicit NoSync(std::shared_ptr<void> state, bool* sync, bool previous);
-    std::shared_ptr<void> state_;  // keeps the flag alive
-    bool* sync_;
+    NoSync(std::shared_ptr<State> state, bool previous) : state_(std::move(state)), previous_(previous) {}
+    std::shared_ptr<State> state_;  // null once moved from
     bool previous_;
   };
   NoSync no_sync();
@@ -75,7 +76,6 @@ class DistributedDataParallel : public nn::UnaryModule {
   std::vector<Bucket> buckets() const;
 
  private:
-  struct State;  // shared with the parameters' hooks, which hold it weakly
   std::shared_ptr<nn::UnaryModule> module_;
   std::shared_ptr<State> state_;
 };

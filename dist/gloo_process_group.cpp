@@ -143,8 +143,7 @@ class GlooProcessGroup : public ProcessGroup {
       context->connectFullMesh(rendezvous, device);
       context_ = std::move(context);
     } catch (const gloo::Exception& e) {
-      throw DistributedError("rank " + std::to_string(rank) + "/" + std::to_string(size) +
-                             ": connecting the Gloo group failed: " + gloo_message(e));
+      throw DistributedError(rank_text() + ": connecting the Gloo group failed: " + gloo_message(e));
     }
     worker_ = std::thread([this] { work_loop(); });
   }
@@ -376,8 +375,8 @@ class GlooProcessGroup : public ProcessGroup {
 
   std::shared_ptr<Work> post_transfer(const Tensor& tensor, int peer, int tag, milliseconds timeout, bool is_recv) {
     const std::string what = std::string(is_recv ? "recv from" : "send to") + " rank " + std::to_string(peer) + " (tag " +
-                             std::to_string(tag) + ", " + dtype_name(tensor.dtype()) + " " + to_string(tensor.shape()) + ")";
-    const std::string description = "rank " + std::to_string(rank()) + "/" + std::to_string(size()) + ": " + what;
+                             std::to_string(tag) + ", " + tensor_text(tensor) + ")";
+    const std::string description = rank_text() + ": " + what;
     if (const std::string reason = broken_reason(); !reason.empty())
       throw DistributedError(description + ": the group is broken by an earlier failure: " + reason);
     Tensor staging = staged(tensor);

@@ -241,14 +241,14 @@ class NcclProcessGroup : public ProcessGroup {
     for (const P2POp& op : ops) {
       const bool send = op.kind == P2POp::Kind::send;
       what += (what.empty() ? "" : ", ") + std::string(send ? "send to rank " : "recv from rank ") + std::to_string(op.peer) +
-              " (" + dtype_name(op.tensor.dtype()) + " " + to_string(op.tensor.shape()) + ")";
+              " (" + tensor_text(op.tensor) + ")";
       if (std::find(peers.begin(), peers.end(), op.peer) == peers.end()) peers.push_back(op.peer);
       tensors.push_back(op.tensor);
     }
     std::string silent = "rank(s) ";
     for (size_t i = 0; i < peers.size(); ++i) silent += (i ? ", " : "") + std::to_string(peers[i]);
     silent += " did not answer";
-    const std::string description = "rank " + std::to_string(rank()) + "/" + std::to_string(size()) + ": " + what;
+    const std::string description = rank_text() + ": " + what;
     return launch(description, timeout, [silent] { return silent; }, std::move(tensors),
                   [this, ops](cudaStream_t stream, clock::time_point deadline) {
                     std::vector<Tensor> buffers;
@@ -276,8 +276,7 @@ class NcclProcessGroup : public ProcessGroup {
   // non-blocking communicator forms within the timeout or is aborted, naming who did not join.
   void form_communicator(milliseconds timeout) {
     const auto deadline = clock::now() + timeout;
-    const std::string where = "rank " + std::to_string(rank()) + "/" + std::to_string(size()) + ": forming the NCCL communicator on cuda:" +
-                              std::to_string(device_);
+    const std::string where = rank_text() + ": forming the NCCL communicator on cuda:" + std::to_string(device_);
     store()->set("nccl/joined/" + std::to_string(rank()), "1");
     ncclUniqueId id{};
     if (rank() == 0) {

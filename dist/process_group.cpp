@@ -13,8 +13,6 @@ namespace {
 constexpr milliseconds kFailureGrace(1000);
 constexpr milliseconds kFailurePoll(20);
 
-std::string tensor_text(const Tensor& t) { return std::string(dtype_name(t.dtype())) + " " + to_string(t.shape()); }
-
 std::string ranks_text(const std::vector<int>& ranks) {
   std::string out;
   for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
@@ -38,6 +36,8 @@ void check_same_dtype(const Tensor& a, const char* a_name, const Tensor& b, cons
 }
 
 }  // namespace
+
+std::string tensor_text(const Tensor& t) { return std::string(dtype_name(t.dtype())) + " " + to_string(t.shape()); }
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
@@ -179,12 +179,12 @@ std::shared_ptr<Work> ProcessGroup::run_batch(const std::vector<P2POp>& ops, mil
     parts.push_back(send ? run_send(op.tensor, op.peer, op.tag, timeout) : run_recv(op.tensor, op.peer, op.tag, timeout));
     what += (what.empty() ? "" : ", ") + std::string(send ? "send to " : "recv from ") + std::to_string(op.peer);
   }
-  return std::make_shared<WorkList>("rank " + std::to_string(rank_) + "/" + std::to_string(size_) + ": batch (" + what + ")",
+  return std::make_shared<WorkList>(rank_text() + ": batch (" + what + ")",
                                     std::move(parts));
 }
 
 std::string ProcessGroup::describe(const Collective& c) const {
-  return "rank " + std::to_string(rank_) + "/" + std::to_string(size_) + ": " + c.name + " #" +
+  return rank_text() + ": " + c.name + " #" +
          std::to_string(c.sequence) + " of " + c.tensor;
 }
 

@@ -32,6 +32,8 @@ namespace ember::dist {
 
 enum class ReduceOp { sum, avg, max, min };
 const char* reduce_op_name(ReduceOp op);  // "sum", "avg", ...
+// How messages name a tensor: "float32 (4, 3)".
+std::string tensor_text(const Tensor& t);
 
 // One transfer of a batch_isend_irecv.
 struct P2POp {
@@ -55,6 +57,8 @@ class ProcessGroup {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // How messages name this rank: "rank 1/4".
+  std::string rank_text() const { return "rank " + std::to_string(rank_) + "/" + std::to_string(size_); }
   milliseconds timeout() const { return timeout_.load(); }
   void set_timeout(milliseconds timeout);
   bool debug() const { return debug_; }

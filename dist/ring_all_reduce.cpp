@@ -202,9 +202,8 @@ class Ring {
 }  // namespace
 
 void ring_all_reduce(ProcessGroup& group, const Tensor& tensor, ReduceOp op, const RingOptions& options) {
-  const std::string what = "rank " + std::to_string(group.rank()) + "/" + std::to_string(group.size()) +
-                           ": ring_all_reduce of " + dtype_name(tensor.dtype()) + " " + to_string(tensor.shape()) +
-                           " " + reduce_op_name(op);
+  const std::string what =
+      group.rank_text() + ": ring_all_reduce of " + tensor_text(tensor) + " " + reduce_op_name(op);
   if (op != ReduceOp::sum && op != ReduceOp::avg)
     throw ValueError(what + ": the ring sums (sum, avg); use the group's all_reduce for " + reduce_op_name(op));
   if (tensor.dtype() == DType::boolean) throw DTypeError(what + ": bool is not summed by the ring");
