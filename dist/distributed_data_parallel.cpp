@@ -1,49 +1,16 @@
 #include "dist/distributed_data_parallel.h"
 
-#include <condition_variable>
-#include <deque>
-#include <map>
-#include <mutex>
-#include <optional>
-#include <thread>
-#include <unordered_set>
-
-#include "autograd/accumulate_grad.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
-#include "autograd/node.h"
+#include "dist/comm_thread.h"
+#include "dist/data_parallel_common.h"
 #include "dist/ring_all_reduce.h"
-#include "tensor/cuda_stream.h"
 
 namespace ember::dist {
 
 namespace {
 
 int64_t bytes_of_mb(double mb) { return static_cast<int64_t>(mb * 1024 * 1024); }
-
-// Broadcasts tensors from rank 0 with one collective per dtype and device: each group of tensors
-// is packed into one flat buffer, broadcast, and unpacked.
-void broadcast_coalesced(ProcessGroup& group, const std::vector<Tensor>& tensors) {
-  std::map<std::pair<DType, std::string>, std::vector<Tensor>> groups;
-  for (const Tensor& t : tensors) groups[{t.dtype(), t.device().str()}].push_back(t.detach());
-  for (auto& [key, members] : groups) {
-    int64_t total = 0;
-    for (const Tensor& t : members) total += t.numel();
-    Tensor flat = empty({total}, TensorOptions(key.first).with_device(members.front().device()));
-    int64_t at = 0;
-    for (const Tensor& t : members) {
-      Tensor slot = flat.narrow(0, at, t.numel());
-      copy_(slot, t.reshape({t.numel()}));
-      at += t.numel();
-    }
-    group.broadcast(flat, 0);
-    at = 0;
-    for (Tensor t : members) {
-      copy_(t, flat.narrow(0, at, t.numel()).view(t.shape()));
-      at += t.numel();
-    }
-  }
-}
 
 }  // namespace
 
@@ -67,28 +34,8 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   std::vector<bool> ready;
   size_t next_launch = 0;
 
-  // The communication thread: it averages the buckets it is handed, in order.
-  std::mutex mutex;
-  std::condition_variable changed;
-  struct Job {
-    size_t bucket;
-    std::shared_ptr<cuda::Event> produced;  // CUDA: where backward wrote the bucket
-  };
-  std::deque<Job> queue;
-  size_t reduced = 0;  // buckets averaged in this backward
-  std::exception_ptr error;
-  bool stopping = false;
-  std::thread worker;
-
-  ~State() {
-    if (!worker.joinable()) return;
-    {
-      std::lock_guard lock(mutex);
-      stopping = true;
-    }
-    changed.notify_all();
-    worker.join();
-  }
+  // Averages the launched buckets, in order, while backward goes on.
+  CommThread comm;
 
   void build_buckets() {
     const int64_t first_cap = bytes_of_mb(options.first_bucket_mb), cap = bytes_of_mb(options.bucket_cap_mb);
@@ -152,27 +99,12 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   void finish_abandoned_backward() {
     if (!started) return;
     started = false;
-    std::unique_lock lock(mutex);
-    changed.wait(lock, [&] { return reduced == next_launch; });
-    error = nullptr;
-    reduced = 0;
+    comm.drain();  // the failure was raised already, by that backward
   }
 
   // Parameters the forward's graph does not reach get no gradient: ready now (zeros in the bucket).
   void mark_unused(const Tensor& output) {
-    std::unordered_set<const TensorImpl*> reached;
-    std::unordered_set<const autograd::Node*> seen;
-    std::vector<const autograd::Node*> stack;
-    if (output.grad_fn()) stack.push_back(output.grad_fn().get());
-    else if (output.requires_grad()) reached.insert(output.impl());
-    while (!stack.empty()) {
-      const autograd::Node* node = stack.back();
-      stack.pop_back();
-      if (!seen.insert(node).second) continue;
-      if (const auto* leaf = dynamic_cast<const autograd::AccumulateGrad*>(node)) reached.insert(leaf->variable().impl());
-      for (const autograd::Edge& e : node->next_edges())
-        if (e.valid()) stack.push_back(e.fn.get());
-    }
+    const auto reached = leaves_reached(output);
     for (size_t i = 0; i < params.size(); ++i)
       if (!reached.count(params[i].second.impl())) mark_ready(i);
   }
@@ -204,68 +136,18 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   }
 
   void launch(size_t b) {
-    Job job{b, nullptr};
-    if (buckets[b].flat.device().is_cuda()) {  // the communication stream waits for backward's
-      job.produced = std::make_shared<cuda::Event>(false);
-      job.produced->record(buckets[b].flat.device().index);
-    }
-    {
-      std::lock_guard lock(mutex);
-      if (!worker.joinable()) worker = std::thread([this] { communicate(); });
-      queue.push_back(std::move(job));
-    }
-    changed.notify_all();
-  }
-
-  void communicate() {
-    autograd::NoGradGuard no_grad;
-    std::unique_ptr<cuda::Stream> stream;
-    std::unique_ptr<cuda::StreamGuard> on_stream;
-    for (;;) {
-      Job job;
-      {
-        std::unique_lock lock(mutex);
-        changed.wait(lock, [&] { return stopping || !queue.empty(); });
-        if (queue.empty()) return;
-        job = std::move(queue.front());
-        queue.pop_front();
-      }
-      std::exception_ptr failure;
-      try {
-        Tensor& flat = buckets[job.bucket].flat;
-        if (job.produced) {
-          if (!stream) {
-            stream = std::make_unique<cuda::Stream>(flat.device().index);
-            on_stream = std::make_unique<cuda::StreamGuard>(*stream);
-          }
-          stream->wait(*job.produced);
-        }
-        if (options.use_ring) ring_all_reduce(*group, flat, ReduceOp::avg);
-        else group->all_reduce(flat, ReduceOp::avg);
-      } catch (...) {
-        failure = std::current_exception();
-      }
-      {
-        std::lock_guard lock(mutex);
-        if (failure && !error) error = failure;
-        ++reduced;
-      }
-      changed.notify_all();
-    }
+    const Tensor flat = buckets[b].flat;
+    comm.post([this, flat] {
+      if (options.use_ring) ring_all_reduce(*group, flat, ReduceOp::avg);
+      else group->all_reduce(flat, ReduceOp::avg);
+    }, flat.device());
   }
 
   // The autograd callback: waits for every bucket; raises what the reductions raised, or names the
   // parameters that got no gradient.
   void end_of_backward() {
     started = false;
-    std::exception_ptr failure;
-    {
-      std::unique_lock lock(mutex);
-      changed.wait(lock, [&] { return reduced == next_launch; });
-      failure = error;
-      error = nullptr;
-      reduced = 0;
-    }
+    const std::exception_ptr failure = comm.drain();
     // Ready for another backward, even one without a forward before it (retain_graph).
     const bool complete = next_launch == buckets.size();
     std::string names;

@@ -1,0 +1,58 @@
+// CommThread: runs communication jobs one at a time, in the order they were posted, on a thread of
+// its own, so that gradient reductions overlap the backward pass that produces them (PyTorch DDP's
+// reducer and DeepSpeed's overlap_comm do the same). A job on CUDA tensors runs on a stream of the
+// thread's own that first waits, by an event, for the work queued so far on the poster's current
+// stream: the bytes it sends are the ones backward wrote. Shared by DistributedDataParallel and
+// ZeroPartition.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "tensor/device.h"
+
+namespace ember::cuda {
+class Event;
+}
+
+namespace ember::dist {
+
+class CommThread {
+ public:
+  CommThread() = default;
+  // Lets the posted jobs finish, then ends the thread.
+  ~CommThread();
+  CommThread(const CommThread&) = delete;
+  CommThread& operator=(const CommThread&) = delete;
+
+  // Queues `job`, whose tensors live on `device`; the thread starts with the first post. The job runs
+  // under NoGradGuard; an exception it throws is kept for drain().
+  void post(std::function<void()> job, Device device);
+  // Waits until every posted job has run; returns the first failure since the last drain (null if
+  // none) and forgets it.
+  std::exception_ptr drain();
+
+ private:
+  struct Job {
+    std::function<void()> run;
+    std::shared_ptr<cuda::Event> produced;  // CUDA: where the poster's stream stood
+    int device = -1;
+  };
+  void loop();
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Job> queue_;
+  size_t posted_ = 0, finished_ = 0;
+  std::exception_ptr error_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace ember::dist
