@@ -17,20 +17,32 @@ CommThread::~CommThread() {
   worker_.join();
 }
 
-void CommThread::post(std::function<void()> job, Device device) {
+size_t CommThread::post(std::function<void()> job, Device device) {
   Job j{std::move(job), nullptr, -1};
   if (device.is_cuda()) {
     j.device = device.index;
     j.produced = std::make_shared<cuda::Event>(false);
     j.produced->record(device.index);
   }
+  size_t ticket;
   {
     std::lock_guard lock(mutex_);
     if (!worker_.joinable()) worker_ = std::thread([this] { loop(); });
     queue_.push_back(std::move(j));
-    ++posted_;
+    ticket = ++posted_;
   }
   changed_.notify_all();
+  return ticket;
+}
+
+void CommThread::wait(size_t ticket) {
+  std::exception_ptr failure;
+  {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return finished_ >= ticket; });
+    std::swap(failure, error_);
+  }
+  if (failure) std::rethrow_exception(failure);
 }
 
 std::exception_ptr CommThread::drain() {

@@ -31,11 +31,13 @@ class CommThread {
   CommThread(const CommThread&) = delete;
   CommThread& operator=(const CommThread&) = delete;
 
-  // Queues `job`, whose tensors live on `device`; the thread starts with the first post. The job runs
-  // under NoGradGuard; an exception it throws is kept for drain().
-  void post(std::function<void()> job, Device device);
-  // Waits until every posted job has run; returns the first failure since the last drain (null if
-  // none) and forgets it.
+  // Queues `job`, whose tensors live on `device`, and returns its number for wait(); the thread starts
+  // with the first post. The job runs under NoGradGuard; an exception it throws is kept.
+  size_t post(std::function<void()> job, Device device);
+  // Waits until job `ticket` and every one before it have run; raises the first failure kept (and
+  // forgets it).
+  void wait(size_t ticket);
+  // Waits until every posted job has run; returns the first failure kept (null if none) and forgets it.
   std::exception_ptr drain();
 
  private:

@@ -97,12 +97,16 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
     throw ValueError("clip_grad_norm_: the total norm of order " + std::to_string(norm_type) + " of " +
                      std::to_string(grads_of(params).size()) + " gradients is " +
                      std::to_string(total.item<double>()) + " (pass error_if_nonfinite = false to return it instead)");
+  clip_grads_to_norm_(params, total, max_norm);
+  return total;
+}
+
+void clip_grads_to_norm_(const std::vector<Tensor>& params, const Tensor& total, double max_norm) {
   std::vector<Tensor> grads = grads_of(params);
-  if (grads.empty()) return total;
+  if (grads.empty()) return;
   NoGradGuard no_grad;
   const Tensor coef = where(is_finite(total), minimum(max_norm / add(total, 1e-6), 1.0), ones_like(total));
   for (auto& g : grads) mul_(g, coef);
-  return total;
 }
 
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {

@@ -31,6 +31,9 @@ void mark_first_nonfinite(const Tensor& first, int32_t slot, const std::vector<T
 Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
                        bool error_if_nonfinite = false);
 
+// The scaling of clip_grad_norm_ for a total computed already (over several processes, say).
+void clip_grads_to_norm_(const std::vector<Tensor>& params, const Tensor& total, double max_norm);
+
 // Clamps every gradient element to [-clip_value, clip_value].
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
 

@@ -1,5 +1,7 @@
 #include "tensor/storage.h"
 
+#include "tensor/error.h"
+
 namespace ember {
 
 Storage::Storage(size_t nbytes, Device device)
@@ -15,6 +17,25 @@ Storage::~Storage() {
     backend::deallocate_pinned(data_);
   else
     backend::deallocate(device_, data_, nbytes_);
+}
+
+void Storage::release_memory() {
+  if (pinned_) throw ValueError("Storage::release_memory: pinned memory cannot be released");
+  if (released_) return;
+  if (data_) backend::deallocate(device_, data_, nbytes_);
+  data_ = nullptr;
+  released_ = true;
+}
+
+void Storage::restore_memory() {
+  if (!released_) return;
+  data_ = nbytes_ ? backend::allocate(device_, nbytes_) : nullptr;
+  released_ = false;
+}
+
+void Storage::throw_released() {
+  throw StateError("this tensor's memory was released (Storage::release_memory): a ZeRO stage 3 parameter is only "
+                   "whole during its module's forward and backward, or under ZeroPartition::gathered()");
 }
 
 }  // namespace ember

@@ -63,16 +63,34 @@ class Storage final : public RefCounted {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  void* data() const { return data_; }
+  // StateError while the memory is released.
+  void* data() const {
+    if (released_) throw_released();
+    return data_;
+  }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
   bool is_pinned() const { return pinned_; }
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
 
+  // Frees the memory but keeps the Storage, and so every tensor that views it, alive (PyTorch's
+  // untyped_storage().resize_(0), which FSDP uses to drop a layer's gathered parameters between its
+  // forward and its backward). Not for pinned memory (ValueError).
+  void release_memory();
+  // Allocates nbytes() again after release_memory() (contents undefined); a no-op otherwise.
+  void restore_memory();
+  bool is_released() const { return released_; }
+  // Puts the version counter back, after writes that restored the very values tensors saved for
+  // backward hold (a parameter gathered again before its backward).
+  void restore_version(uint64_t version) { version_ = version; }
+
  private:
+  [[noreturn]] static void throw_released();
+
   void* data_ = nullptr;
   size_t nbytes_ = 0;
+  bool released_ = false;
   Device device_;
   bool pinned_ = false;
   uint64_t version_ = 0;

@@ -6,8 +6,8 @@
 
 #include "dist/distributed_data_parallel.h"
 #include "nn/loss.h"
-#include "nn/models/mlp.h"
 #include "optim/sgd.h"
+#include "tests/data_parallel_models.h"
 #include "tests/dist_ranks.h"
 #include "tests/helpers.h"
 
@@ -16,37 +16,6 @@ using namespace ember::dist;
 using namespace ember_test;
 
 namespace {
-
-// The global batch of a step: `global` samples of the model's input shape, labels in [0, 10).
-struct Batch {
-  Tensor x, y;
-};
-Batch global_batch(const Shape& sample, int64_t global, uint64_t step) {
-  Generator gen(4242 + step);
-  Shape shape = {global};
-  for (int64_t d : sample) shape.push_back(d);
-  return {randn(shape, {}, &gen), randint(0, 10, {global}, DType::i64, &gen)};
-}
-Batch shard(const Batch& b, int rank, int world) {
-  const int64_t n = b.x.shape()[0] / world;
-  return {b.x.narrow(0, rank * n, n), b.y.narrow(0, rank * n, n)};
-}
-
-std::shared_ptr<nn::UnaryModule> make_model(const std::string& kind, uint64_t seed) {
-  manual_seed(seed);
-  if (kind == "mlp") return std::make_shared<nn::MLP>(20, std::vector<int64_t>{32, 16}, 10);
-  return std::make_shared<nn::SmallCNN>(10, 1, 12);
-}
-Shape sample_shape(const std::string& kind) { return kind == "mlp" ? Shape{20} : Shape{1, 12, 12}; }
-
-double max_difference(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const auto x = a[i].to_vector<double>(), y = b[i].to_vector<double>();
-    for (size_t k = 0; k < x.size(); ++k) worst = std::max(worst, std::abs(x[k] - y[k]));
-  }
-  return worst;
-}
 
 constexpr int kSteps = 3;
 constexpr int64_t kGlobalBatch = 8;
@@ -92,17 +61,6 @@ std::string ddp_equals_one_process(int rank, int world, int port, const std::str
   if (!(diff <= kTolerance)) return kind + ": parameters differ from one process by " + std::to_string(diff);
   return "";
 }
-
-// A module whose second layer takes no part in the output.
-class HalfUsed : public nn::UnaryModule {
- public:
-  HalfUsed() {
-    used = register_module("used", std::make_shared<nn::Linear>(4, 3));
-    unused = register_module("unused", std::make_shared<nn::Linear>(4, 3));
-  }
-  Tensor forward(const Tensor& x) override { return (*used)(x); }
-  std::shared_ptr<nn::Linear> used, unused;
-};
 
 }  // namespace
 

@@ -1,0 +1,45 @@
+// ZeroOptimizer: any ember optimizer run under ZeRO (REFERENCE.md §7): a ZeroPartition of the
+// model over the group, and the optimizer built over this rank's pieces only, so its state (and
+// its memory) is divided by the number of ranks. The loop stays a plain one:
+//
+//   dist::ZeroOptimizer zero(model, group, [](std::vector<Tensor> p) {
+//     return std::make_unique<optim::AdamW>(std::move(p), opts); }, {.stage = 2});
+//   loss = cross_entropy(model(x), y); loss.backward(); zero.step(); zero.zero_grad();
+//
+// The mixed-precision modes combine the partition with their scaler and master weights themselves
+// (train::TrainingPrecision).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "dist/zero_partition.h"
+#include "optim/optimizer.h"
+
+namespace ember::dist {
+
+class ZeroOptimizer {
+ public:
+  // Builds the inner optimizer over the tensors it is to step (this rank's pieces).
+  using InnerFactory = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor> pieces)>;
+
+  ZeroOptimizer(nn::Module& module, std::shared_ptr<ProcessGroup> group, const InnerFactory& make_inner,
+                ZeroOptions options = {});
+
+  // Clips every rank's gradients together to a 2-norm of max_norm (the global norm, as one
+  // process over the whole batch would) and returns that norm, before clipping.
+  Tensor clip_grad_norm_(double max_norm);
+  // Steps this rank's pieces with the averaged gradients, then gathers the updated parameters.
+  void step(const optim::StepInputs& inputs = {});
+  void zero_grad();
+
+  optim::Optimizer& inner() { return *inner_; }
+  ZeroPartition& partition() { return partition_; }
+
+ private:
+  ZeroPartition partition_;
+  std::unique_ptr<optim::Optimizer> inner_;
+};
+
+}  // namespace ember::dist
