@@ -79,6 +79,7 @@ void CommThread::loop() {
     } catch (...) {
       failure = std::current_exception();
     }
+    job = Job();  // the tensors it captured are freed before anyone learns that it finished
     {
       std::lock_guard lock(mutex_);
       if (failure && !error_) error_ = failure;

@@ -335,7 +335,9 @@ class GlooProcessGroup : public ProcessGroup {
           continue;
         }
       }
-      job.work->finish(execute(job));
+      const std::exception_ptr error = execute(job);
+      job.body = nullptr;  // the tensors it holds are freed before the caller learns that it finished
+      job.work->finish(error);
     }
   }
 

@@ -4,10 +4,18 @@
 
 namespace ember::dist {
 
+void check_shardable(const optim::Optimizer& optimizer) {
+  if (!optimizer.is_elementwise())
+    throw NotImplementedError(std::string("ZeRO: ") + optimizer.name() +
+                              " updates each parameter from norms of the whole parameter, but ZeRO gives each rank "
+                              "slices of parameters to step: use SGD, Adam or AdamW, or DDP");
+}
+
 ZeroOptimizer::ZeroOptimizer(nn::Module& module, std::shared_ptr<ProcessGroup> group, const InnerFactory& make_inner,
                              ZeroOptions options)
     : partition_(module, std::move(group), options), inner_(make_inner(partition_.pieces())) {
   if (!inner_) throw ValueError("ZeroOptimizer: the factory returned no optimizer");
+  check_shardable(*inner_);
 }
 
 Tensor ZeroOptimizer::clip_grad_norm_(double max_norm) {

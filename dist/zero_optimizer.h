@@ -19,6 +19,9 @@
 
 namespace ember::dist {
 
+// NotImplementedError for an optimizer that cannot step shards (one that is not elementwise: LAMB).
+void check_shardable(const optim::Optimizer& optimizer);
+
 class ZeroOptimizer {
  public:
   // Builds the inner optimizer over the tensors it is to step (this rank's pieces).

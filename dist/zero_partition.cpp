@@ -25,6 +25,10 @@ void rebind(const Tensor& param, const Tensor& flat, int64_t offset) {
   impl->offset = flat.offset() + offset;
 }
 
+// Each parameter starts on a 64-byte boundary of its unit, as a tensor of its own would: kernels
+// may pick their vector paths, and so their order of summation, by alignment.
+constexpr int64_t kParameterAlignment = 64;
+
 int64_t bytes_of(const Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(dtype_size(t.dtype())) : 0; }
 
 }  // namespace
@@ -121,6 +125,8 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
       Unit u;
       u.members = std::move(members);
       for (size_t i : u.members) {
+        const int64_t align = kParameterAlignment / static_cast<int64_t>(dtype_size(params[i].second.dtype()));
+        u.numel = (u.numel + align - 1) / align * align;
         u.offsets.push_back(u.numel);
         u.numel += params[i].second.numel();
         unit_of[i] = units.size();
@@ -150,9 +156,13 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
         u.own = u.own.clone();
         release(u);
       }
-      u.shard_grads = zeros({u.shard}, opts);
       u.loose.assign(u.members.size(), Tensor());
-      if (options.stage == 1) u.grads = zeros({u.shard * ranks}, opts);
+      if (options.stage == 1) {  // the whole gradients stay; the average of this rank's shard lands in place
+        u.grads = zeros({u.shard * ranks}, opts);
+        u.shard_grads = u.grads.narrow(0, rank * u.shard, u.shard);
+      } else {
+        u.shard_grads = zeros({u.shard}, opts);
+      }
     }
     // Pieces in parameter order.
     std::vector<std::tuple<size_t, size_t, int64_t, int64_t>> found;  // parameter, unit, start in the unit, length
@@ -350,7 +360,7 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
       } else {
         group->all_reduce(grads, ReduceOp::avg);
         Tensor out = shard_grads;
-        copy_(out, grads.narrow(0, start, out.numel()));
+        if (out.raw_data() != grads.narrow(0, start, out.numel()).raw_data()) copy_(out, grads.narrow(0, start, out.numel()));
       }
     }, grads.device());
     if (!options.overlap_comm) comm.wait(ticket);
@@ -528,7 +538,8 @@ ZeroPartition::Memory ZeroPartition::memory() const {
   for (const auto& u : state_->units) {
     if (!u.full.storage()->is_released()) m.parameters += bytes_of(u.full);
     if (!u.persistent) m.parameters += bytes_of(u.own);
-    m.gradients += bytes_of(u.grads) + bytes_of(u.shard_grads);
+    m.gradients += bytes_of(u.grads);
+    if (state_->options.stage > 1) m.gradients += bytes_of(u.shard_grads);  // at stage 1 a view of grads
     for (const Tensor& g : u.loose) m.gradients += bytes_of(g);
   }
   return m;

@@ -2,7 +2,8 @@
 // process group, for one model trained by every rank on its own part of the batch.
 //
 // The parameters that require grad are grouped into units, one dtype each, and each unit is one
-// flat buffer padded to a multiple of the world size N and cut into N equal shards: rank r owns
+// flat buffer (each parameter 64-byte aligned in it) padded to a multiple of the world size N and
+// cut into N equal shards: rank r owns
 // shard r of every unit (its "pieces" of the parameters it overlaps). What each stage partitions:
 //   stage 1  optimizer state: every rank keeps whole parameters and whole gradients (each .grad a
 //            view into its unit's gradient buffer); the gradients are reduce-scattered so that each
@@ -102,7 +103,8 @@ class ZeroPartition {
   };
   Gathered gathered();
 
-  // The units in reduction order: their parameters' names, elements (before padding), dtype and
+  // The units in reduction order: their parameters' names, elements (with the alignment gaps, before
+  // the padding to the ranks), dtype and
   // whether the parameters stay whole between uses.
   struct Unit {
     std::vector<std::string> parameters;

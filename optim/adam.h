@@ -27,11 +27,11 @@ class Adam : public Optimizer {
  public:
   // ValueError on lr < 0, eps < 0, weight_decay < 0 or a beta outside [0, 1).
   Adam(std::vector<Tensor> params, AdamOptions options = {});
+  const char* name() const override { return decoupled_ ? "AdamW" : "Adam"; }
 
  protected:
   Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled);
   void step_group(const ParamGroup& group, const Batch& batch) override;
-  const char* name() const override { return decoupled_ ? "AdamW" : "Adam"; }
 
  private:
   bool decoupled_;
@@ -54,10 +54,11 @@ struct LAMBOptions {
 class LAMB final : public Optimizer {
  public:
   LAMB(std::vector<Tensor> params, LAMBOptions options = {});
+  const char* name() const override { return "LAMB"; }
+  bool is_elementwise() const override { return false; }  // the trust ratio: whole-parameter norms
 
  protected:
   void step_group(const ParamGroup& group, const Batch& batch) override;
-  const char* name() const override { return "LAMB"; }
 };
 
 }  // namespace ember::optim

@@ -62,6 +62,12 @@ class Optimizer {
   const ParamState& state(int64_t index) const;
   int64_t num_params() const;
   int64_t steps_taken() const { return steps_taken_; }  // calls of step() (skipped ones too)
+  // Whether each element's update depends only on that element's gradient and state, so that any
+  // slice of a parameter can be stepped alone (ZeRO steps shards): all but LAMB, whose trust ratio
+  // takes whole-parameter norms.
+  virtual bool is_elementwise() const { return true; }
+  // The optimizer's name: "SGD", "Adam", "AdamW", "LAMB".
+  virtual const char* name() const = 0;
 
   // Flat names, PyTorch's layout with dotted keys:
   //   "state.<i>.<name>"          per-parameter state, i counted across groups ("state.3.exp_avg",
@@ -87,7 +93,6 @@ class Optimizer {
   };
   // Updates one group's batch in place (one step primitive over all of it).
   virtual void step_group(const ParamGroup& group, const Batch& batch) = 0;
-  virtual const char* name() const = 0;
 
   // The tensors a step primitive updates, in the order of optim/primitives/steps.h's StepLayout: the
   // parameters, then state `keys` of every parameter in turn (zeros like it on first use), then the

@@ -21,10 +21,10 @@ class SGD final : public Optimizer {
   // ValueError on a negative lr, momentum or weight_decay, and on nesterov without momentum > 0
   // and dampening == 0.
   SGD(std::vector<Tensor> params, SGDOptions options = {});
+  const char* name() const override { return "SGD"; }
 
  protected:
   void step_group(const ParamGroup& group, const Batch& batch) override;
-  const char* name() const override { return "SGD"; }
 };
 
 }  // namespace ember::optim

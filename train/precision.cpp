@@ -1,6 +1,7 @@
 #include "train/precision.h"
 
 #include "autograd/grad_mode.h"
+#include "dist/zero_optimizer.h"
 #include "nn/layers/normalization.h"
 #include "optim/clip_grad.h"
 #include "tensor/cuda_settings.h"
@@ -52,20 +53,30 @@ TrainingPrecision::TrainingPrecision(PrecisionOptions options, nn::Module& model
     cuda::set_matmul_allow_tf32(true);
     cuda::set_conv_allow_tf32(true);
   }
-  if (is_naive(p)) {
-    // Apex O2's keep_batchnorm_fp32: batch norm keeps float32 parameters and statistics.
+  // Apex O2's keep_batchnorm_fp32: batch norm keeps float32 parameters and statistics.
+  if (is_naive(p))
     model.to(p == Precision::naive_fp16 ? DType::f16 : DType::bf16,
              [](const nn::Module& m) { return dynamic_cast<const nn::BatchNorm2d*>(&m) != nullptr; });
-    masters_ = std::make_unique<amp::MasterWeightOptimizer>(model.parameters(), make_optimizer);
+  if (p == Precision::pure_bf16) model.to(DType::bf16);
+  // What the optimizer (or the masters) covers: the model's parameters, or under ZeRO this rank's pieces.
+  std::vector<Tensor> params;
+  if (options_.zero_group) {
+    zero_ = std::make_unique<dist::ZeroPartition>(model, options_.zero_group, options_.zero);
+    params = zero_->pieces();
+  } else {
+    params = model.parameters();
+  }
+  if (is_naive(p)) {
+    masters_ = std::make_unique<amp::MasterWeightOptimizer>(params, make_optimizer);
     optimizer_ = std::shared_ptr<optim::Optimizer>(std::shared_ptr<void>(), &masters_->inner());
     stepped_ = masters_->masters();
     if (p == Precision::naive_fp16) loss_scaler_ = std::make_unique<amp::DynamicLossScaler>(options_.loss_scaler);
-    return;
+  } else {
+    if (p == Precision::amp_fp16) grad_scaler_ = std::make_unique<amp::GradScaler>(options_.grad_scaler);
+    stepped_ = params;
+    optimizer_ = make_optimizer(stepped_);
   }
-  if (p == Precision::pure_bf16) model.to(DType::bf16);
-  if (p == Precision::amp_fp16) grad_scaler_ = std::make_unique<amp::GradScaler>(options_.grad_scaler);
-  stepped_ = model.parameters();
-  optimizer_ = make_optimizer(stepped_);
+  if (zero_) dist::check_shardable(*optimizer_);
 }
 
 TrainingPrecision::TrainingPrecision(std::shared_ptr<optim::Optimizer> optimizer) : optimizer_(std::move(optimizer)) {
@@ -94,16 +105,22 @@ void TrainingPrecision::zero_grad() {
   else optimizer_->zero_grad();
 }
 
+Tensor TrainingPrecision::grad_norm(double clip_grad_norm) {
+  Tensor total = optim::total_grad_norm(stepped_);
+  if (zero_) total = zero_->total_norm(total);
+  if (clip_grad_norm > 0) optim::clip_grads_to_norm_(stepped_, total, clip_grad_norm);
+  return total;
+}
+
 StepOutcome TrainingPrecision::backward_and_step(const Tensor& loss, double clip_grad_norm) {
-  const auto norm_of = [&] {
-    return clip_grad_norm > 0 ? optim::clip_grad_norm_(stepped_, clip_grad_norm) : optim::total_grad_norm(stepped_);
-  };
   StepOutcome out;
   if (grad_scaler_) {
     grad_scaler_->scale(loss).backward();
     grad_scaler_->unscale_(*optimizer_);
-    out.grad_norm = norm_of();
+    if (zero_) zero_->agree_on_overflow(grad_scaler_->found_inf(*optimizer_));
+    out.grad_norm = grad_norm(clip_grad_norm);
     grad_scaler_->step(*optimizer_);  // a non-finite norm implies found_inf here
+    if (zero_) zero_->gather_updated_parameters();
     out.skipped = grad_scaler_->found_inf(*optimizer_);
     grad_scaler_->update();
     return out;
@@ -118,16 +135,19 @@ StepOutcome TrainingPrecision::backward_and_step(const Tensor& loss, double clip
       loss.backward();
     }
     out.skipped = masters_->unscale_grads(inv_scale);
-    out.grad_norm = norm_of();
+    if (zero_) zero_->agree_on_overflow(out.skipped);
+    out.grad_norm = grad_norm(clip_grad_norm);
     masters_->step(out.skipped);
+    if (zero_) zero_->gather_updated_parameters();
     if (loss_scaler_) loss_scaler_->update(out.skipped);
     return out;
   }
   loss.backward();
-  out.grad_norm = norm_of();
+  out.grad_norm = grad_norm(clip_grad_norm);  // the same on every rank under ZeRO: so is the decision
   NoGradGuard no_grad;
   out.skipped = logical_not(optim::is_finite(out.grad_norm)).to(DType::f32);
   optimizer_->step(optim::StepInputs{out.skipped, Tensor()});
+  if (zero_) zero_->gather_updated_parameters();
   return out;
 }
 

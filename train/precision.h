@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/zero_partition.h"
 #include "nn/module.h"
 #include "optim/amp/grad_scaler.h"
 #include "optim/amp/loss_scaler.h"
@@ -36,6 +37,11 @@ struct PrecisionOptions {
   Precision precision = Precision::fp32;
   amp::GradScalerOptions grad_scaler;         // amp_fp16
   amp::DynamicLossScalerOptions loss_scaler;  // naive_fp16 (its defaults are Colossal-AI's)
+  // ZeRO over this group when set (dist/zero_partition.h): the optimizer, and in the naive modes the
+  // float32 masters, cover this rank's shard only; overflow and the gradient norm are agreed over
+  // the ranks, so every rank skips or steps together and clips by the global norm.
+  std::shared_ptr<dist::ProcessGroup> zero_group;
+  dist::ZeroOptions zero;
 };
 
 // Builds the optimizer over the tensors it is to step.
@@ -50,8 +56,8 @@ struct StepOutcome {
 class TrainingPrecision {
  public:
   // Casts `model` (already on its device) as the mode asks and builds the optimizer over what it
-  // steps: the float32 masters in the naive modes, the model's parameters otherwise. tf32 turns on
-  // ember::cuda's matmul and conv TF32 switches for the process.
+  // steps: the float32 masters in the naive modes, the model's parameters otherwise (under ZeRO:
+  // of this rank's pieces). tf32 turns on ember::cuda's matmul and conv TF32 switches for the process.
   TrainingPrecision(PrecisionOptions options, nn::Module& model, const OptimizerFactory& make_optimizer);
   // fp32 over an optimizer built already.
   explicit TrainingPrecision(std::shared_ptr<optim::Optimizer> optimizer);
@@ -76,6 +82,9 @@ class TrainingPrecision {
   // The current loss scale (0-dim float32 on the device); 1 in the modes that do not scale.
   Tensor loss_scale() const;
 
+  // The ZeRO partition of the model, or null.
+  dist::ZeroPartition* zero() const { return zero_.get(); }
+
   // The scaler's state ("grad_scaler.<key>" or "loss_scaler.<key>") and the masters' own
   // ("master.<i>", ...); empty in fp32, tf32, amp_bf16 and pure_bf16.
   StateDict state_dict() const;
@@ -83,7 +92,11 @@ class TrainingPrecision {
   void load_state_dict(const StateDict& dict);
 
  private:
+  // The gradient norm of the stepped tensors (over every rank under ZeRO), clipped to clip_grad_norm when > 0.
+  Tensor grad_norm(double clip_grad_norm);
+
   PrecisionOptions options_;
+  std::unique_ptr<dist::ZeroPartition> zero_;
   std::shared_ptr<optim::Optimizer> optimizer_;  // in the naive modes a view of masters_->inner()
   std::unique_ptr<amp::MasterWeightOptimizer> masters_;
   std::unique_ptr<amp::GradScaler> grad_scaler_;
