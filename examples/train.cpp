@@ -1,7 +1,9 @@
 // ember's training program: one of the model zoo's networks on Fashion-MNIST or CIFAR-10, with the
 // Runner's MMEngine-style log, checkpoints and exact resume. `train --help` lists every flag.
-// `--strategy ddp` trains data-parallel on every rank of a job (./ember launch -n N, torchrun, srun,
-// mpirun; alone, a world of one), --batch-size images per rank.
+// `--strategy ddp|zero1|zero2|zero3` trains data-parallel on every rank of a job (./ember launch -n N,
+// torchrun, srun, mpirun; alone, a world of one), --batch-size images per rank; the ZeRO stages
+// shard optimizer state, gradients and parameters (dist/zero_partition.h), with DeepSpeed's knobs as
+// flags, and save checkpoints that resume on any number of ranks, or in one process.
 #include <CLI/CLI.hpp>
 
 #include <chrono>
@@ -11,12 +13,14 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "data/dataset.h"
 #include "data/distributed_sampler.h"
 #include "dist/distributed_data_parallel.h"
 #include "dist/init.h"
+#include "dist/zero_partition.h"
 #include "data/transforms.h"
 #include "optim/adam.h"
 #include "optim/lr_scheduler.h"
@@ -62,6 +66,8 @@ struct Flags {
   std::string precision = "fp32";
   std::string strategy = "none";
   double dist_timeout = 600;  // seconds: each collective's bound (PyTorch's default, 10 minutes)
+  dist::ZeroOptions zero;     // --strategy zero<stage>: DeepSpeed's zero_optimization knobs
+  std::optional<bool> overlap_comm;  // unset: DeepSpeed's default (on at stage 3 only)
   // Loss-scaler knobs (amp_fp16: GradScaler's; naive_fp16: DynamicLossScaler's), defaults as in
   // PyTorch and Colossal-AI / DeepSpeed (REFERENCE.md §2, §4-5).
   double init_scale = 65536.0;
@@ -171,7 +177,7 @@ int main(int argc, char** argv) {
   app.add_option("--data", f.data_dir,
                  "data directory (default: /usr/share/datasets/fashion-mnist for fashion-mnist; required for cifar10)");
   app.add_option("--epochs", f.epochs, "epochs to train")->check(at_least(1));
-  app.add_option("--batch-size", f.batch_size, "images per iteration (per rank with --strategy ddp)")->check(at_least(1));
+  app.add_option("--batch-size", f.batch_size, "images per iteration (per rank with --strategy ddp or zero*)")->check(at_least(1));
   app.add_option("--lr", f.lr, "base learning rate (0: 0.1 for sgd, 1e-3 for adamw and lamb)")->check(at_least(0));
   app.add_option("--optimizer", f.optimizer, "optimizer")->check(CLI::IsMember({"sgd", "adamw", "lamb"}));
   app.add_option("--momentum", f.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
@@ -206,10 +212,25 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(train::precision_names()));
   app.add_option("--strategy", f.strategy,
                  "none: one process; ddp: data parallel over the job's ranks (DistributedDataParallel, every rank "
-                 "its share of each epoch)")
-      ->check(CLI::IsMember({"none", "ddp"}));
-  app.add_option("--dist-timeout", f.dist_timeout, "ddp: seconds before a collective that gets no answer fails")
+                 "its share of each epoch); zero1, zero2, zero3: data parallel with ZeRO's stages (optimizer state, "
+                 "+ gradients, + parameters sharded over the ranks)")
+      ->check(CLI::IsMember({"none", "ddp", "zero1", "zero2", "zero3"}));
+  app.add_option("--dist-timeout", f.dist_timeout, "ddp, zero: seconds before a collective that gets no answer fails")
       ->check(CLI::Range(0.1, 86400.0));
+  const auto elements = CLI::Range(int64_t(1), int64_t(1) << 40);
+  app.add_option("--reduce-bucket-size", f.zero.reduce_bucket_size, "zero: elements per gradient reduction")->check(elements);
+  app.add_option("--allgather-bucket-size", f.zero.allgather_bucket_size, "zero: elements per parameter all-gather")
+      ->check(elements);
+  app.add_option("--overlap-comm", f.overlap_comm,
+                 "zero: reduce gradients on a communication thread while backward runs (default: true at stage 3 only)");
+  app.add_option("--contiguous-gradients", f.zero.contiguous_gradients,
+                 "zero: copy each gradient into its unit's buffer as it arrives");
+  app.add_option("--reduce-scatter", f.zero.reduce_scatter, "zero: reduce-scatter gradients (false: all-reduce)");
+  app.add_option("--stage3-prefetch-bucket-size", f.zero.stage3_prefetch_bucket_size,
+                 "zero3: parameter elements gathered ahead of use")->check(elements);
+  app.add_option("--stage3-param-persistence-threshold", f.zero.stage3_param_persistence_threshold,
+                 "zero3: modules with at most this many parameter elements keep them whole")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   app.add_option("--init-scale", f.init_scale, "amp_fp16: GradScaler's first scale; naive_fp16: rounded down to a power of 2")
       ->check(CLI::PositiveNumber);
   app.add_option("--growth-factor", f.growth_factor, "amp_fp16: scale growth factor (> 1)")->check(CLI::Range(1.0 + 1e-9, 1e9));
@@ -235,9 +256,14 @@ int main(int argc, char** argv) {
     if (f.device.empty()) f.device = has_gpu ? "cuda" : "cpu";
     if (f.device == "cuda" && !has_gpu)
       throw DeviceError("--device cuda: no CUDA device is available (no GPU is visible, or ember was built without CUDA)");
+    for (const char* knob : {"--reduce-bucket-size", "--allgather-bucket-size", "--overlap-comm", "--contiguous-gradients",
+                             "--reduce-scatter", "--stage3-prefetch-bucket-size", "--stage3-param-persistence-threshold"})
+      if (app.count(knob) && (!f.strategy.starts_with("zero") || (std::string(knob).starts_with("--stage3") && f.strategy != "zero3")))
+        throw ValueError(std::string(knob) + " applies to --strategy " +
+                         (std::string(knob).starts_with("--stage3") ? "zero3" : "zero1, zero2 or zero3") + ", not " + f.strategy);
     Device device = Device::parse(f.device);
-    std::shared_ptr<dist::ProcessGroup> group;  // --strategy ddp
-    if (f.strategy == "ddp") {
+    std::shared_ptr<dist::ProcessGroup> group;  // --strategy ddp, zero*
+    if (f.strategy != "none") {
       dist::InitOptions io;
       io.backend = device.is_cuda() ? "nccl" : "gloo";
       io.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.dist_timeout * 1000));
@@ -288,6 +314,12 @@ int main(int argc, char** argv) {
     po.loss_scaler.loss_scale_window = f.loss_scale_window;
     po.loss_scaler.hysteresis = f.hysteresis;
     po.loss_scaler.min_loss_scale = f.min_loss_scale;
+    if (f.strategy.starts_with("zero")) {
+      po.zero_group = group;
+      po.zero = f.zero;
+      po.zero.stage = f.strategy.back() - '0';
+      po.zero.overlap_comm = f.overlap_comm.value_or(po.zero.stage == 3);
+    }
     auto precision = std::make_shared<train::TrainingPrecision>(
         po, *model, [&f](std::vector<Tensor> params) { return make_optimizer(f, std::move(params)); });
     auto scheduler = make_scheduler(f, precision->optimizer(), f.epochs * train_loader->size());
@@ -308,7 +340,7 @@ int main(int argc, char** argv) {
                {"scheduler", f.scheduler}, {"precision", f.precision},
                {"deterministic", f.deterministic ? "true" : "false"}, {"strategy", f.strategy}};
     std::shared_ptr<nn::UnaryModule> trained = model;
-    if (group) trained = std::make_shared<dist::DistributedDataParallel>(model, group);
+    if (f.strategy == "ddp") trained = std::make_shared<dist::DistributedDataParallel>(model, group);
     if (rank == 0)
       std::cout << "train: " << f.model << " (" << model->num_parameters() << " parameters) on " << f.dataset << " ("
               << train_set->size() << " train / " << val_set->size() << " val images), " << f.optimizer << " lr "
@@ -316,7 +348,7 @@ int main(int argc, char** argv) {
               << train_loader->size() << " iterations on " << device.str() << " in " << f.precision << ", "
               << get_num_threads() << " threads" << (f.deterministic ? ", deterministic" : "") << ", CPU GEMM "
               << cpu_gemm_name() << "; work dir " << f.work_dir
-              << (group ? "; ddp on " + std::to_string(world) + " ranks (" + group->backend_name() + "), global batch " +
+              << (group ? "; " + f.strategy + " on " + std::to_string(world) + " ranks (" + group->backend_name() + "), global batch " +
                               std::to_string(f.batch_size * world)
                         : std::string())
               << std::endl;

@@ -16,6 +16,7 @@
 #include "tensor/ops.h"
 #include "tensor/storage.h"
 #include "train/log.h"
+#include "train/sharded_state.h"
 
 namespace ember::train {
 
@@ -126,6 +127,10 @@ bool Runner::stop_agreed(bool log_line) const {
   return over_ranks({stop_requested_.load() ? 1.0 : 0.0}, dist::ReduceOp::max)[0] > 0;
 }
 
+int64_t Runner::global_batch() const {
+  return train_loader_->options().batch_size * (opts_.group ? opts_.group->size() : 1);
+}
+
 bool Runner::writes_files() const { return !opts_.group || opts_.group->rank() == 0; }
 
 nn::Module& Runner::checkpointed_module() const {
@@ -202,8 +207,7 @@ void Runner::log_train(Window& window, const Window& epoch_window, int64_t batch
       {"grad_norm", v[1] / n},
   };
   if (opts_.group)  // data parallel: the images one optimizer step sees, over every rank
-    fields.push_back({"global_batch", static_cast<double>(train_loader_->options().batch_size * opts_.group->size()),
-                      FieldFormat::integer});
+    fields.push_back({"global_batch", static_cast<double>(global_batch()), FieldFormat::integer});
   if (scales) fields.push_back({"loss_scale", v[8]});
   fields.push_back({"skipped_steps", static_cast<double>(skipped_steps_), FieldFormat::integer});
   if (const auto bad = log_nonfinite_->report(&v[6])) {
@@ -335,11 +339,16 @@ double Runner::evaluate() {
 
 Checkpoint Runner::checkpoint() const {
   Checkpoint c;
-  c.model = checkpointed_module().state_dict();
-  c.optimizer = precision_->optimizer().state_dict();
-  c.precision = precision_->state_dict();
+  if (precision_->zero()) {
+    add_sharded_state(c, *precision_, checkpointed_module());
+  } else {
+    c.model = checkpointed_module().state_dict();
+    c.optimizer = precision_->optimizer().state_dict();
+    c.precision = precision_->state_dict();
+  }
   if (scheduler_) c.scheduler = scheduler_->state_dict();
   c.runner["best_top1"] = optim::scalar_f64(best_top1_);
+  c.runner["global_batch"] = optim::scalar_f64(static_cast<double>(global_batch()));
   c.runner["skipped_steps"] = optim::scalar_f64(static_cast<double>(skipped_steps_));
   const std::vector<double> sums = cat({log_window_->sums, log_nonfinite_->codes()}).to_vector<double>();
   for (size_t i = 0; i < std::size(kWindowSums); ++i)
@@ -359,9 +368,22 @@ Checkpoint Runner::checkpoint() const {
 }
 
 void Runner::restore(const Checkpoint& c) {
-  if (c.loader.epoch != c.epoch || c.loader.batch >= train_loader_->size())
+  // A job of another size (or batch) goes on from the same image of the epoch: the batch index is
+  // scaled by the saved global batch over this run's.
+  int64_t batch = c.loader.batch;
+  if (const auto saved = c.runner.find("global_batch"); saved != c.runner.end()) {
+    const double images = static_cast<double>(batch) * saved->second.item<double>();
+    const double now = static_cast<double>(global_batch());
+    if (std::fmod(images, now) != 0)
+      throw ValueError("Runner: the checkpoint stopped after " + std::to_string(static_cast<int64_t>(images)) +
+                       " images of epoch " + std::to_string(c.loader.epoch + 1) + ", which is no whole number of this run's "
+                       "global batches of " + std::to_string(global_batch()) + ": resume at an epoch's end, or with a "
+                       "global batch that divides it");
+    batch = static_cast<int64_t>(images / now);
+  }
+  if (c.loader.epoch != c.epoch || batch >= train_loader_->size())
     throw ValueError("Runner: checkpoint position epoch " + std::to_string(c.loader.epoch) + ", batch " +
-                     std::to_string(c.loader.batch) + " does not fit a loader of " +
+                     std::to_string(batch) + " does not fit a loader of " +
                      std::to_string(train_loader_->size()) + " batches per epoch at epoch " + std::to_string(c.epoch));
   if (c.scheduler.empty() != !scheduler_)
     throw ValueError(std::string("Runner: the checkpoint ") + (scheduler_ ? "has no" : "has a") +
@@ -385,26 +407,49 @@ void Runner::restore(const Checkpoint& c) {
   const double best = runner_value("best_top1");
   const auto skipped = static_cast<int64_t>(runner_value("skipped_steps"));
   // Everything that can fail is checked before anything changes; the loads below validate first too.
-  checkpointed_module().load_state_dict(c.model);
-  precision_->optimizer().load_state_dict(c.optimizer);
-  precision_->load_state_dict(c.precision);
+  if (precision_->zero()) {
+    restore_sharded_state(c, *precision_, checkpointed_module());
+  } else {
+    checkpointed_module().load_state_dict(c.model);
+    precision_->optimizer().load_state_dict(c.optimizer);
+    precision_->load_state_dict(c.precision);
+  }
   if (scheduler_) scheduler_->load_state_dict(c.scheduler);
-  default_generator().set_state(c.rng);
+  // A sharded checkpoint of as many ranks holds each rank's generator; else every rank takes rank 0's.
+  const int rank = opts_.group ? opts_.group->rank() : 0;
+  const bool own_rng = opts_.group && c.rank_rngs.size() == static_cast<size_t>(opts_.group->size());
+  default_generator().set_state(own_rng ? c.rank_rngs[static_cast<size_t>(rank)] : c.rng);
   *log_window_ = window;
   *log_nonfinite_ = nonfinite;
   best_top1_ = best;
   skipped_steps_ = skipped;
   epoch_ = c.epoch;
   iteration_ = c.iteration;
-  next_batch_ = c.loader.batch;
+  next_batch_ = batch;
 }
 
 void Runner::save(const std::string& file_name) {
-  if (!writes_files()) return;  // rank 0 writes the job's checkpoints
   const std::string path = fs::absolute(work_path(file_name)).string();
-  save_checkpoint(path, checkpoint());
+  write_checkpoint(path);
+  if (!writes_files()) return;
   const std::string pointer = path + "\n";
   write_file_atomic(work_path("last_checkpoint"), pointer.data(), pointer.size());
+}
+
+void Runner::write_checkpoint(const std::string& path) {
+  // The pending log window's loss as the mean over the ranks, which every rank of a resumed job
+  // starts from (the logged loss is the ranks' mean, and the mean is linear).
+  const double loss_sum = over_ranks({log_window_->sums.narrow(0, 0, 1).item<double>()}, dist::ReduceOp::avg)[0];
+  const auto job_checkpoint = [&] {
+    Checkpoint c = checkpoint();
+    c.runner["log_window.loss"] = optim::scalar_f64(loss_sum);
+    return c;
+  };
+  if (precision_->zero()) {  // every rank writes its shard
+    save_checkpoint(path, job_checkpoint(), precision_->zero()->process_group());
+    return;
+  }
+  if (writes_files()) save_checkpoint(path, job_checkpoint());  // rank 0 writes the job's checkpoints
 }
 
 bool Runner::save_epoch_checkpoints(double top1) {
@@ -413,16 +458,16 @@ bool Runner::save_epoch_checkpoints(double top1) {
   if (best) best_top1_ = top1;
   const bool due = opts_.save_interval > 0 && (epoch_ % opts_.save_interval == 0 || epoch_ == opts_.epochs);
   if (due) save("epoch_" + std::to_string(epoch_) + ".safetensors");
-  if (!writes_files()) return due;
-  if (best) save_checkpoint(work_path("best_accuracy_top1.safetensors"), checkpoint());
-  if (opts_.keep_checkpoints == 0) return due;
+  if (best) write_checkpoint(work_path("best_accuracy_top1.safetensors"));
+  if (!writes_files() || opts_.keep_checkpoints == 0) return due;
   std::vector<std::pair<int64_t, fs::path>> epoch_files;
   for (const auto& entry : fs::directory_iterator(opts_.work_dir)) {
     const int64_t n = epoch_file_number(entry.path().filename().string());
     if (n >= 0) epoch_files.emplace_back(n, entry.path());
   }
   std::sort(epoch_files.rbegin(), epoch_files.rend());
-  for (size_t i = static_cast<size_t>(opts_.keep_checkpoints); i < epoch_files.size(); ++i) fs::remove(epoch_files[i].second);
+  for (size_t i = static_cast<size_t>(opts_.keep_checkpoints); i < epoch_files.size(); ++i)
+    remove_checkpoint(epoch_files[i].second.string());
   return due;
 }
 

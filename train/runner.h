@@ -125,11 +125,15 @@ class Runner {
   void log_train(Window& window, const Window& epoch_window, int64_t batch_index, double lr, double eta);
   // Writes the checkpoint to the work dir and points last_checkpoint at it.
   void save(const std::string& file_name);
+  // Writes the checkpoint to `path`: rank 0 alone, or under ZeRO every rank its shard (a collective).
+  void write_checkpoint(const std::string& path);
   // epoch_N when due (and prunes old ones), best_accuracy_top1 on a new best; true when epoch_N was written.
   bool save_epoch_checkpoints(double top1);
   std::string work_path(const std::string& file_name) const;
   // Whether run() stops after this iteration at the request of request_stop() (on any rank).
   bool stop_agreed(bool log_line) const;
+  // The images one optimizer step sees, over every rank.
+  int64_t global_batch() const;
   // Whether this process writes the work dir's files: rank 0 of a data-parallel job, or the one process.
   bool writes_files() const;
   // The module whose state checkpoints hold: the model, or the module a DDP wrapper wraps.

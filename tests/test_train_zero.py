@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""The training program with --strategy zero1|zero2|zero3 over Gloo: it trains as DDP does, bit for
+bit; its sharded checkpoints resume bit for bit on the same ranks (mid-epoch, data position
+included) and on any other number of ranks, stage, or one process, exactly as DDP's checkpoint of
+the same state does; every CPU precision mode trains under every stage; a rank killed mid-epoch
+makes the other fail within the timeout, naming it, with the last checkpoint still loadable; knobs
+that do not apply and LAMB are refused. Fashion-MNIST from /usr/share/datasets/fashion-mnist
+(skipped without it). Every run is bounded by a timeout.
+
+Its summary lines and `--count` are doctest's (tests/script_cases.py).
+
+Usage: tests/test_train_zero.py TRAIN_PROGRAM [--count]"""
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from script_cases import Cases
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path("/usr/share/datasets/fashion-mnist")
+RUN_LIMIT_S = 90
+DIST_TIMEOUT_S = 3  # --dist-timeout of the fault case
+GLOBAL_BATCH = 48   # 48 images per step on 1, 2, 3 or 4 ranks
+SETTINGS = {"--model": "mlp", "--train-samples": "480", "--val-samples": "192", "--num-workers": "0", "--threads": "1",
+            "--log-interval": "5", "--optimizer": "adamw"}
+
+
+def common(**overrides):
+    """SETTINGS as flags, with overrides given as train_samples="192"."""
+    settings = dict(SETTINGS, **{"--" + k.replace("_", "-"): v for k, v in overrides.items()})
+    return [x for item in settings.items() for x in item]
+CASES = Cases()
+case = CASES.case
+TRAIN = None
+
+
+def run(args, **kw):
+    r = subprocess.run(args, capture_output=True, text=True, timeout=RUN_LIMIT_S, **kw)
+    return r.returncode, r.stdout, r.stderr
+
+
+def train(ranks, strategy, *args):
+    """`train` on `ranks` processes (one without the launcher), GLOBAL_BATCH images per step; args
+    include common()'s flags."""
+    flags = ["--strategy", strategy, "--batch-size", str(GLOBAL_BATCH // ranks), *args]
+    if ranks == 1 and strategy == "none":
+        code, out, err = run([TRAIN, *flags])
+    else:
+        code, out, err = run([sys.executable, str(ROOT / "tools" / "launch.py"), "-n", str(ranks), "--timeout",
+                              str(RUN_LIMIT_S - 10), TRAIN, *flags])
+    assert code == 0, f"{strategy} on {ranks}: exit status {code}: {err}"
+    return out
+
+
+def trajectory(out):
+    """The values of the train and val lines that a run must reproduce: loss, grad_norm, accuracy."""
+    values = []
+    for line in out.splitlines():
+        m = re.match(r"Epoch\((train|val)\)\s+\[(\d+)\]\[\s*(\d+)/", line)
+        if not m:
+            continue
+        kept = re.findall(r"(loss|grad_norm|accuracy/top1): (\S+)", line)
+        values.append((m.group(1), int(m.group(2)), int(m.group(3)), tuple(kept)))
+    return values
+
+
+def safetensors_content(path):
+    """A safetensors file's metadata and each tensor's header entry and bytes."""
+    data = Path(path).read_bytes()
+    size = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + size])
+    meta = header.pop("__metadata__", {})
+    body = data[8 + size:]
+    return meta, {k: (v["dtype"], v["shape"], body[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in header.items()}
+
+
+def checkpoint_bytes(path):
+    """What a checkpoint holds, bit for bit: the index's content, then each shard's by rank (their file
+    names, which hold a token of the save, left out)."""
+    path = Path(path)
+    meta, tensors = safetensors_content(path)
+    shards = [safetensors_content(path.parent / meta.pop(f"shard.{r}")) for r in range(int(meta.get("shards", 0)))]
+    return [(meta, tensors)] + shards
+
+
+@case
+def zero_trains_as_ddp_and_resumes_mid_epoch_bit_for_bit():
+    with tempfile.TemporaryDirectory() as ddp_wd:
+        ddp = trajectory(train(2, "ddp", "--epochs", "2", "--work-dir", ddp_wd, *common()))
+        for stage in ("zero1", "zero2", "zero3"):
+            with tempfile.TemporaryDirectory() as wd:
+                straight = trajectory(train(2, stage, "--epochs", "2", "--work-dir", wd, *common()))
+                assert straight == ddp, f"{stage}: {straight}\n!= DDP's {ddp}"
+                final = checkpoint_bytes(Path(wd, "epoch_2.safetensors"))
+            with tempfile.TemporaryDirectory() as wd:
+                train(2, stage, "--epochs", "2", "--work-dir", wd, "--max-iters", "7", *common())  # stops mid-epoch 1
+                pointer = Path(wd, "last_checkpoint").read_text().strip()
+                assert pointer.endswith("iter_7.safetensors") and Path(pointer[:-len(".safetensors")] + ".shards").is_dir(), pointer
+                resumed = trajectory(train(2, stage, "--epochs", "2", "--work-dir", wd, "--resume", *common()))
+                tail = [v for v in straight if not (v[0] == "train" and v[1] == 1 and v[2] < 10)]  # lines after iteration 7
+                assert resumed == tail, f"{stage}: resumed {resumed}\n!= {tail}"
+                assert checkpoint_bytes(Path(wd, "epoch_2.safetensors")) == final, f"{stage}: the final checkpoints differ"
+
+
+@case
+def a_sharded_checkpoint_resumes_on_other_ranks_stages_and_one_process_as_ddps_does():
+    with tempfile.TemporaryDirectory() as root:
+        saved = {}
+        for strategy in ("ddp", "zero1", "zero2", "zero3"):
+            wd = Path(root, strategy)
+            train(2, strategy, "--epochs", "1", "--work-dir", str(wd), *common())
+            saved[strategy] = str(wd / "epoch_1.safetensors")
+        for source, ranks, target in (("zero1", 1, "none"), ("zero2", 3, "zero3"), ("zero3", 4, "zero2"),
+                                      ("zero3", 3, "zero1")):
+            runs, finals = [], []
+            for checkpoint in (saved[source], saved["ddp"]):
+                with tempfile.TemporaryDirectory() as wd:
+                    out = train(ranks, target, "--epochs", "2", "--work-dir", wd, "--resume", checkpoint, *common())
+                    assert "at epoch 1, iteration 10" in out, out
+                    runs.append(trajectory(out))
+                    finals.append(checkpoint_bytes(Path(wd, "epoch_2.safetensors")))
+            assert runs[0] == runs[1], (f"{source} on 2 ranks resumed as {target} on {ranks}: {runs[0]}\n"
+                                        f"!= DDP's checkpoint resumed the same way: {runs[1]}")
+            assert finals[0] == finals[1], f"{source} resumed as {target} on {ranks}: the final checkpoints differ from DDP's"
+
+
+@case
+def every_cpu_precision_mode_trains_under_every_stage():
+    for precision in ("fp32", "amp_fp16", "amp_bf16", "naive_fp16", "naive_bf16", "pure_bf16"):
+        for stage in ("zero1", "zero2", "zero3"):
+            with tempfile.TemporaryDirectory() as wd:
+                out = train(2, stage, "--precision", precision, "--epochs", "1", "--work-dir", wd,
+                            *common(train_samples="192"))
+                losses = [float(v) for _, _, _, kept in trajectory(out) for k, v in kept if k == "loss"]
+                assert losses and all(0 < x < 10 for x in losses), f"{precision} {stage}: losses {losses}"
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@case
+def a_killed_rank_makes_the_other_fail_within_the_timeout_and_the_sharded_checkpoint_stays_loadable():
+    with tempfile.TemporaryDirectory() as wd:
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), EMBER_STORE_PORT=str(free_port()),
+                   WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", OMP_NUM_THREADS="1")
+        args = [TRAIN, "--strategy", "zero2", "--epochs", "3", "--work-dir", wd, "--dist-timeout", str(DIST_TIMEOUT_S),
+                "--batch-size", "24", *common(train_samples="1920")]
+        ranks = [subprocess.Popen(args, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+        try:
+            for line in ranks[0].stdout:  # kill rank 1 once rank 0 is in epoch 2 (epoch 1's checkpoint written)
+                if line.startswith("Epoch(train)  [2]"):
+                    break
+            else:
+                raise AssertionError("rank 0 never reached epoch 2: " + ranks[0].stderr.read())
+            ranks[1].kill()
+            killed = time.monotonic()
+            _, err = ranks[0].communicate(timeout=DIST_TIMEOUT_S + 15)
+            took = time.monotonic() - killed
+        finally:
+            for p in ranks:
+                p.kill()
+                p.wait()
+        assert ranks[0].returncode != 0, "rank 0 exited 0 after its peer died"
+        assert "train: rank 0: error:" in err and "rank(s) 1 did not answer" in err, err
+        assert took < DIST_TIMEOUT_S + 10, f"rank 0 took {took:.1f} s to fail"
+        print(f"  rank 0 failed {took:.2f} s after rank 1 was killed")
+        pointer = Path(wd, "last_checkpoint").read_text().strip()
+        assert pointer.endswith("epoch_1.safetensors"), pointer
+        code, out, err = run([TRAIN, "--epochs", "2", "--work-dir", wd, "--resume", "--batch-size", "48",
+                              *common(train_samples="1920")])
+        assert code == 0 and "at epoch 1, iteration 40" in out, f"exit status {code}: {out}{err}"
+
+
+@case
+def knobs_that_do_not_apply_and_lamb_are_refused_by_name():
+    code, _, err = run([TRAIN, "--strategy", "ddp", "--reduce-bucket-size", "100", *common()])
+    assert code != 0 and "--reduce-bucket-size applies to --strategy zero1, zero2 or zero3, not ddp" in err, err
+    code, _, err = run([TRAIN, "--strategy", "zero2", "--stage3-prefetch-bucket-size", "100", *common()])
+    assert code != 0 and "--stage3-prefetch-bucket-size applies to --strategy zero3, not zero2" in err, err
+    code, _, err = run([sys.executable, str(ROOT / "tools" / "launch.py"), "-n", "1", "--timeout", "60", TRAIN,
+                        "--strategy", "zero1", *common(optimizer="lamb")])
+    assert code != 0 and "LAMB" in err and "SGD, Adam or AdamW" in err, err
+
+
+def main(argv):
+    global TRAIN
+    if CASES.count_requested(argv):
+        return 0
+    if not argv:
+        print(__doc__)
+        return 2
+    TRAIN = argv[0]
+    if not DATA.is_dir():
+        return CASES.skip(f"{DATA} is missing (Debian: dataset-fashion-mnist)")
+    return CASES.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
