@@ -14,6 +14,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "data/dataset.h"
@@ -27,6 +28,7 @@
 #include "optim/sgd.h"
 #include "tensor/ops.h"
 #include "tensor/storage.h"
+#include "train/deepspeed_config.h"
 #include "train/model_zoo.h"
 #include "train/precision.h"
 #include "train/runner.h"
@@ -68,6 +70,9 @@ struct Flags {
   double dist_timeout = 600;  // seconds: each collective's bound (PyTorch's default, 10 minutes)
   dist::ZeroOptions zero;     // --strategy zero<stage>: DeepSpeed's zero_optimization knobs
   std::optional<bool> overlap_comm;  // unset: DeepSpeed's default (on at stage 3 only)
+  std::string deepspeed_config;      // a DeepSpeed JSON config mapped onto the flags above
+  double static_loss_scale = 0;      // its fp16.loss_scale: > 0 a fixed scale (naive_fp16)
+  std::optional<int64_t> ds_train_batch_size;  // its train_batch_size, checked once the ranks are known
   // Loss-scaler knobs (amp_fp16: GradScaler's; naive_fp16: DynamicLossScaler's), defaults as in
   // PyTorch and Colossal-AI / DeepSpeed (REFERENCE.md §2, §4-5).
   double init_scale = 65536.0;
@@ -113,6 +118,79 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, std::vector<Ten
   o.lr = lr;
   o.weight_decay = f.weight_decay;
   return std::make_unique<optim::LAMB>(std::move(params), o);
+}
+
+// A value from the DeepSpeed config for `flag`: taken, unless the flag was given with another value.
+template <class T>
+void take(const CLI::App& app, const char* flag, T& field, const std::optional<T>& value, const std::string& key) {
+  if (!value) return;
+  if (app.count(flag) && !(field == *value)) {
+    std::ostringstream given, configured;
+    given << field;
+    configured << *value;
+    throw ValueError(std::string(flag) + " " + given.str() + " disagrees with the DeepSpeed config's " + key + " " +
+                     configured.str());
+  }
+  field = *value;
+}
+
+// Maps a DeepSpeed JSON config onto the flags (train/deepspeed_config.h); returns its warnings.
+std::vector<std::string> apply_deepspeed_config(const CLI::App& app, Flags& f) {
+  train::DeepSpeedConfig ds = train::read_deepspeed_config(f.deepspeed_config);
+  if (ds.zero_stage) {
+    const std::string strategy = *ds.zero_stage == 0 ? "ddp" : "zero" + std::to_string(*ds.zero_stage);
+    take(app, "--strategy", f.strategy, std::optional(strategy), "zero_optimization.stage");
+  }
+  const bool zero = f.strategy.starts_with("zero");
+  for (const auto& knob : ds.zero_knobs)
+    if (!zero || (knob.starts_with("stage3_") && f.strategy != "zero3"))
+      ds.warnings.push_back(f.deepspeed_config + ": zero_optimization." + knob + " has no effect with --strategy " + f.strategy);
+  // The knobs the file set; flags given on the command line must agree.
+  const auto knob = [&](const char* key, const char* flag, auto& field, const auto& value) {
+    if (ds.zero_knobs.count(key)) take(app, flag, field, std::optional(value), std::string("zero_optimization.") + key);
+  };
+  knob("reduce_bucket_size", "--reduce-bucket-size", f.zero.reduce_bucket_size, ds.zero.reduce_bucket_size);
+  knob("allgather_bucket_size", "--allgather-bucket-size", f.zero.allgather_bucket_size, ds.zero.allgather_bucket_size);
+  knob("contiguous_gradients", "--contiguous-gradients", f.zero.contiguous_gradients, ds.zero.contiguous_gradients);
+  knob("reduce_scatter", "--reduce-scatter", f.zero.reduce_scatter, ds.zero.reduce_scatter);
+  knob("stage3_prefetch_bucket_size", "--stage3-prefetch-bucket-size", f.zero.stage3_prefetch_bucket_size,
+       ds.zero.stage3_prefetch_bucket_size);
+  knob("stage3_param_persistence_threshold", "--stage3-param-persistence-threshold",
+       f.zero.stage3_param_persistence_threshold, ds.zero.stage3_param_persistence_threshold);
+  if (ds.zero_knobs.count("overlap_comm")) {
+    if (app.count("--overlap-comm") && f.overlap_comm != ds.zero.overlap_comm)
+      throw ValueError("--overlap-comm disagrees with the DeepSpeed config's zero_optimization.overlap_comm");
+    f.overlap_comm = ds.zero.overlap_comm;
+  }
+  if (ds.precision) {
+    take(app, "--precision", f.precision, std::optional<std::string>(train::precision_name(*ds.precision)),
+         *ds.precision == train::Precision::naive_fp16 ? "fp16.enabled" : "bf16.enabled");
+    if (*ds.precision == train::Precision::naive_fp16) {
+      take(app, "--init-scale", f.init_scale, std::optional(std::ldexp(1.0, ds.loss_scaler.initial_scale_power)),
+           "fp16.initial_scale_power");
+      take(app, "--loss-scale-window", f.loss_scale_window, std::optional(ds.loss_scaler.loss_scale_window),
+           "fp16.loss_scale_window");
+      take(app, "--hysteresis", f.hysteresis, std::optional(ds.loss_scaler.hysteresis), "fp16.hysteresis");
+      take(app, "--min-loss-scale", f.min_loss_scale, std::optional(ds.loss_scaler.min_loss_scale), "fp16.min_loss_scale");
+      f.static_loss_scale = ds.loss_scaler.loss_scale;
+    }
+  }
+  take(app, "--clip-grad", f.clip_grad, ds.gradient_clipping, "gradient_clipping");
+  take(app, "--batch-size", f.batch_size, ds.micro_batch_size, "train_micro_batch_size_per_gpu");
+  take(app, "--optimizer", f.optimizer, ds.optimizer, "optimizer.type");
+  take(app, "--lr", f.lr, ds.lr, "optimizer.params.lr");
+  take(app, "--weight-decay", f.weight_decay, ds.weight_decay, "optimizer.params.weight_decay");
+  take(app, "--momentum", f.momentum, ds.momentum, "optimizer.params.momentum");
+  f.ds_train_batch_size = ds.train_batch_size;
+  return ds.warnings;
+}
+
+// DeepSpeed's train_batch_size = micro batch x accumulation steps (1) x ranks.
+void check_deepspeed_batch(const Flags& f, int world) {
+  if (f.ds_train_batch_size && *f.ds_train_batch_size != f.batch_size * world)
+    throw ValueError(f.deepspeed_config + ": train_batch_size " + std::to_string(*f.ds_train_batch_size) +
+                     " is not the batch per rank " + std::to_string(f.batch_size) + " x " + std::to_string(world) +
+                     " ranks = " + std::to_string(f.batch_size * world));
 }
 
 // Stepped once per optimizer step: an optional linear warmup from lr/1000 (MMEngine's usual
@@ -242,6 +320,10 @@ int main(int argc, char** argv) {
   app.add_option("--hysteresis", f.hysteresis, "naive_fp16: overflows tolerated before the scale backs off")
       ->check(at_least(1));
   app.add_option("--min-loss-scale", f.min_loss_scale, "naive_fp16: the scale's floor")->check(CLI::PositiveNumber);
+  app.add_option("--deepspeed-config", f.deepspeed_config,
+                 "a DeepSpeed JSON config: its zero_optimization, fp16/bf16, gradient_clipping, micro batch and "
+                 "optimizer settings become the flags above (a flag given too must agree)")
+      ->check(CLI::ExistingFile);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -252,6 +334,8 @@ int main(int argc, char** argv) {
   }
 
   try {
+    std::vector<std::string> warnings;
+    if (!f.deepspeed_config.empty()) warnings = apply_deepspeed_config(app, f);
     const bool has_gpu = backend::cuda_device_count() > 0;
     if (f.device.empty()) f.device = has_gpu ? "cuda" : "cpu";
     if (f.device == "cuda" && !has_gpu)
@@ -272,6 +356,9 @@ int main(int argc, char** argv) {
     }
     const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
     if (group) g_error_prefix = "train: rank " + std::to_string(rank) + ": error: ";
+    if (rank == 0)
+      for (const auto& w : warnings) std::cerr << "train: warning: " << w << "\n";
+    if (!f.deepspeed_config.empty()) check_deepspeed_batch(f, world);
     if (f.threads > 0) set_num_threads(f.threads);
     set_deterministic(f.deterministic);  // before the model: its initialisation draws numbers
     const DatasetSpec spec = dataset_spec(f.dataset);
@@ -314,6 +401,7 @@ int main(int argc, char** argv) {
     po.loss_scaler.loss_scale_window = f.loss_scale_window;
     po.loss_scaler.hysteresis = f.hysteresis;
     po.loss_scaler.min_loss_scale = f.min_loss_scale;
+    po.loss_scaler.loss_scale = f.static_loss_scale;
     if (f.strategy.starts_with("zero")) {
       po.zero_group = group;
       po.zero = f.zero;

@@ -27,6 +27,7 @@
 #include "tensor/host_sync.h"
 #include "tests/helpers.h"
 #include "train/checkpoint.h"
+#include "train/deepspeed_config.h"
 #include "train/log.h"
 #include "train/model_zoo.h"
 #include "train/runner.h"
@@ -885,6 +886,64 @@ TEST_CASE("train program: --deterministic gives the same checkpoint at 1 and 2 t
     all_equal = all_equal && std::memcmp(u.raw_data(), v.raw_data(), size_t(v.numel()) * dtype_size(v.dtype())) == 0;
   }
   CHECK_FALSE(all_equal);
+}
+
+TEST_CASE("DeepSpeed config: the committed example maps onto ZeRO-2, naive_fp16 and its scaler, clipping, batch, AdamW") {
+  const train::DeepSpeedConfig c = train::read_deepspeed_config(std::string(EMBER_SOURCE_DIR) + "/examples/ds_config.json");
+  CHECK(c.warnings.empty());
+  REQUIRE(c.zero_stage);
+  CHECK(*c.zero_stage == 2);
+  CHECK(c.zero.reduce_bucket_size == 500000000);
+  CHECK(c.zero.overlap_comm);
+  CHECK(c.zero_knobs.count("reduce_scatter"));
+  REQUIRE(c.precision);
+  CHECK(*c.precision == train::Precision::naive_fp16);
+  CHECK(c.loss_scaler.initial_scale_power == 16);
+  CHECK(c.loss_scaler.hysteresis == 2);
+  CHECK(c.gradient_clipping.value_or(0) == 1.0);
+  CHECK(c.micro_batch_size.value_or(0) == 64);
+  CHECK(c.optimizer.value_or("") == "adamw");
+  CHECK(c.lr.value_or(0) == 0.001);
+  CHECK(c.weight_decay.value_or(0) == 0.01);
+}
+
+TEST_CASE("DeepSpeed config: unknown keys and \"auto\" are warnings; what ember cannot honour is an error naming it") {
+  const auto parse = [](const std::string& text) { return train::parse_deepspeed_config(text, "ds.json"); };
+  auto c = parse(R"({"steps_per_print": 10, "zero_optimization": {"stage": 3, "sub_group_size": 1e9}, "bf16": {"enabled": true},
+                    "train_micro_batch_size_per_gpu": "auto"})");
+  REQUIRE(c.warnings.size() == 3);
+  std::string all;
+  for (const auto& w : c.warnings) all += w + "\n";
+  CHECK(all.find("\"train_micro_batch_size_per_gpu\" is \"auto\"") != std::string::npos);
+  CHECK(all.find("\"zero_optimization.sub_group_size\" is not a setting ember knows") != std::string::npos);
+  CHECK(all.find("\"steps_per_print\" is not a setting ember knows") != std::string::npos);
+  CHECK(c.precision.value() == train::Precision::naive_bf16);
+  CHECK_FALSE(c.micro_batch_size);
+  const auto refused = [&](const std::string& text, const std::string& expected) {
+    INFO(text);
+    const std::string m = message_of<ValueError>([&] { parse(text); });
+    CHECK_MESSAGE(m.find(expected) != std::string::npos, m);
+  };
+  refused(R"({"gradient_accumulation_steps": 4})", "\"gradient_accumulation_steps\" is 4");
+  refused(R"({"zero_optimization": {"stage": 5}})", "\"zero_optimization.stage\" is 5; expected a whole number in [0, 3]");
+  refused(R"({"zero_optimization": {"reduce_bucket_size": 2.5}})", "\"zero_optimization.reduce_bucket_size\" is 2.5");
+  refused(R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})", "zero_optimization.offload_optimizer");
+  refused(R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})", "fp16 and bf16 are both enabled");
+  refused(R"({"optimizer": {"type": "Adagrad"}})", "optimizer type \"Adagrad\"");
+  refused(R"({"optimizer": {"type": "AdamW", "params": {"betas": [0.8, 0.99]}}})", "\"optimizer.params.betas\" is [0.8,0.99]");
+  const auto malformed = [&](const std::string& text, const std::string& expected) {
+    INFO(text);
+    const std::string m = message_of<FormatError>([&] { parse(text); });
+    CHECK_MESSAGE(m.find(expected) != std::string::npos, m);
+  };
+  malformed(R"({"fp16": {"enabled": "yes"}})", "\"fp16.enabled\" must be true or false");
+  malformed(R"({"fp16": [1]})", "\"fp16\" is not a JSON object");
+  malformed(R"({"fp16": )", "ds.json: not JSON (at byte");
+  malformed(std::string(100, '[') + std::string(100, ']'), "nested deeper than 32 levels");
+  malformed("[]", "\"\" is not a JSON object");
+  CHECK(message_of<IOError>([] { train::read_deepspeed_config("/nonexistent/ds.json"); }).find("does not exist") !=
+        std::string::npos);
+  CHECK(message_of<IOError>([] { train::read_deepspeed_config("/etc"); }).find("is not a regular file") != std::string::npos);
 }
 
 }  // TEST_SUITE

@@ -4,7 +4,8 @@ bit; its sharded checkpoints resume bit for bit on the same ranks (mid-epoch, da
 included) and on any other number of ranks, stage, or one process, exactly as DDP's checkpoint of
 the same state does; every CPU precision mode trains under every stage; a rank killed mid-epoch
 makes the other fail within the timeout, naming it, with the last checkpoint still loadable; knobs
-that do not apply and LAMB are refused. Fashion-MNIST from /usr/share/datasets/fashion-mnist
+that do not apply and LAMB are refused; a DeepSpeed JSON config maps onto the strategy, precision
+and knobs. Fashion-MNIST from /usr/share/datasets/fashion-mnist
 (skipped without it). Every run is bounded by a timeout.
 
 Its summary lines and `--count` are doctest's (tests/script_cases.py).
@@ -191,6 +192,27 @@ def knobs_that_do_not_apply_and_lamb_are_refused_by_name():
     code, _, err = run([sys.executable, str(ROOT / "tools" / "launch.py"), "-n", "1", "--timeout", "60", TRAIN,
                         "--strategy", "zero1", *common(optimizer="lamb")])
     assert code != 0 and "LAMB" in err and "SGD, Adam or AdamW" in err, err
+
+
+@case
+def a_deepspeed_config_becomes_the_strategy_precision_and_knobs():
+    example = ROOT / "examples" / "ds_config.json"
+    with tempfile.TemporaryDirectory() as wd:
+        flags = [f for f in common(train_samples="256") if f not in ("--optimizer", "adamw")]
+        code, out, err = run([sys.executable, str(ROOT / "tools" / "launch.py"), "-n", "2", "--timeout", "60", TRAIN,
+                              "--deepspeed-config", str(example), "--epochs", "1", "--work-dir", wd, *flags])
+        assert code == 0, f"exit status {code}: {err}"
+        assert "adamw lr 0.001" in out and "in naive_fp16" in out and "zero2 on 2 ranks (gloo), global batch 128" in out, out
+        assert "loss_scale: 65536" in out, out
+        # A flag that disagrees with the file is named with both values; a key ember does not know is a warning.
+        code, _, err = run([TRAIN, "--deepspeed-config", str(example), "--strategy", "zero3", *flags])
+        assert code != 0 and "--strategy zero3 disagrees with the DeepSpeed config's zero_optimization.stage zero2" in err, err
+        odd = Path(wd, "odd.json")
+        odd.write_text('{"zero_optimization": {"stage": 1}, "steps_per_print": 5, "train_batch_size": 100}')
+        code, _, err = run([sys.executable, str(ROOT / "tools" / "launch.py"), "-n", "2", "--timeout", "60", TRAIN,
+                            "--deepspeed-config", str(odd), "--batch-size", "32", *flags])
+        assert code != 0 and "\"steps_per_print\" is not a setting ember knows" in err, err
+        assert "train_batch_size 100 is not the batch per rank 32 x 2 ranks = 64" in err, err
 
 
 def main(argv):
