@@ -7,12 +7,22 @@
 //   --benchmark_filter=...$, for a per-model figure).
 // Flags of its own (before Google Benchmark's): --precision=fp32,amp_bf16,... (train/precision.h's
 // names; default: fp32 on the CPU, every mode on a GPU), --batch=N (default 16 on the CPU, 256 on a GPU,
-// the ImageNet-sized cases their own).
+// the ImageNet-sized cases their own), --strategy=ddp|zero1|zero2|zero3 (data parallel over the ranks
+// of the job that launched it; cases train/<device>/<precision>/<strategy>/<model>/<batch per rank>).
+// Data-parallel cases run a fixed number of steps (the ranks must step together), report img_per_s
+// over every rank, peak_MiB of the largest rank, and how much of the communication backward hides:
+//   backward_ms        backward under the strategy (its reductions included)
+//   backward_local_ms  the same backward of a plain copy of the model, no communication
+//   comm_ms            the strategy's reductions of one backward run alone, one after another
+//   comm_hidden        1 - (backward_ms - backward_local_ms) / comm_ms, in [0, 1]
 // Run: build/bench/bench_train --benchmark_filter=train/cpu/fp32/mlp/
+//      ./ember launch -n 2 build/bench/bench_train --strategy=zero2 --benchmark_filter=/mlp/
 #include <benchmark/benchmark.h>
 
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -21,6 +31,9 @@
 #include <vector>
 
 #include "bench/compare.h"
+#include "dist/distributed_data_parallel.h"
+#include "dist/init.h"
+#include "dist/ring_all_reduce.h"
 #include "nn/loss.h"
 #include "optim/sgd.h"
 #include "tensor/ops.h"
@@ -60,7 +73,14 @@ const std::vector<Workload> kImageNetWorkloads = {{"resnet50_224_nhwc", "resnet5
 struct Options {
   std::vector<ember::train::Precision> precisions;  // empty: the defaults
   std::optional<int64_t> batch;
+  std::string strategy = "none";
 };
+
+const std::vector<std::string> kStrategies = {"none", "ddp", "zero1", "zero2", "zero3"};
+// The job's group for a data-parallel --strategy (null: one process), and the steps each of its
+// cases runs: every rank must run the same ones.
+std::shared_ptr<ember::dist::ProcessGroup> g_group;
+constexpr int64_t kDataParallelSteps = 10;
 
 // Takes this bench's own flags out of argv; a bad value is an error naming it and what is known.
 std::optional<Options> parse_flags(int& argc, char** argv) {
@@ -81,6 +101,13 @@ std::optional<Options> parse_flags(int& argc, char** argv) {
           return std::nullopt;
         }
         start = end + 1;
+      }
+    } else if (a.rfind("--strategy=", 0) == 0) {
+      o.strategy = a.substr(11);
+      if (std::find(kStrategies.begin(), kStrategies.end(), o.strategy) == kStrategies.end()) {
+        std::fprintf(stderr, "bench_train: --strategy must be none, ddp, zero1, zero2 or zero3, got \"%s\"\n",
+                     o.strategy.c_str());
+        return std::nullopt;
       }
     } else if (a.rfind("--batch=", 0) == 0) {
       char* end = nullptr;
@@ -104,18 +131,88 @@ double process_peak_mib() {
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux (getrusage(2))
 }
 
+double over_ranks_max(double v) {
+  if (!g_group) return v;
+  Tensor t = ember::full({1}, ember::Scalar(v), ember::DType::f64).to(g_group->device());
+  g_group->all_reduce(t, ember::dist::ReduceOp::max);
+  return t.item<double>();
+}
+
+// Milliseconds of `f` on the host (the GPU cases' collectives wait for the device), median of 5.
+template <class F>
+double median_ms(const F& f) {
+  std::vector<double> ms;
+  for (int i = 0; i < 5; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[2];
+}
+
+// The overlap counters of a data-parallel case (see the top of the file).
+void measure_overlap(benchmark::State& state, const Workload& work, ember::Device device, ember::nn::UnaryModule& run,
+                     const Tensor& images, const Tensor& labels, const std::string& strategy,
+                     const ember::train::TrainingPrecision& mode) {
+  const auto backward_of = [&](ember::nn::UnaryModule& m) {
+    return median_ms([&] {
+      Tensor loss = ember::cross_entropy(m(images).to(ember::DType::f32), labels);
+      for (Tensor p : m.parameters()) p.set_grad(Tensor());
+      loss.backward();
+    });
+  };
+  // Forward and backward are timed together above; the forward alone is taken off below.
+  const auto forward_of = [&](ember::nn::UnaryModule& m) {
+    return median_ms([&] { (void)ember::cross_entropy(m(images).to(ember::DType::f32), labels); });
+  };
+  ember::manual_seed(0);
+  auto local = ember::train::make_model(work.model, work.image);
+  local->to(device);
+  local->train();
+  const double dist_ms = backward_of(run) - forward_of(run);
+  const double local_ms = backward_of(*local) - forward_of(*local);
+  // The reductions alone: DDP's buckets through the ring, ZeRO's units reduce-scattered.
+  std::vector<Tensor> flats, shards;
+  if (auto* ddp = dynamic_cast<ember::dist::DistributedDataParallel*>(&run)) {
+    for (const auto& b : ddp->buckets()) flats.push_back(ember::zeros({b.numel}, ember::TensorOptions(b.dtype).with_device(device)));
+  } else {
+    for (const auto& u : mode.zero()->units()) {
+      flats.push_back(ember::zeros({u.padded}, ember::TensorOptions(u.dtype).with_device(device)));
+      shards.push_back(ember::zeros({u.padded / g_group->size()}, ember::TensorOptions(u.dtype).with_device(device)));
+    }
+  }
+  const double comm_ms = median_ms([&] {
+    for (size_t i = 0; i < flats.size(); ++i) {
+      if (strategy == "ddp") ember::dist::ring_all_reduce(*g_group, flats[i], ember::dist::ReduceOp::avg);
+      else g_group->reduce_scatter(shards[i], flats[i], ember::dist::ReduceOp::avg);
+    }
+  });
+  state.counters["backward_ms"] = dist_ms;
+  state.counters["backward_local_ms"] = local_ms;
+  state.counters["comm_ms"] = comm_ms;
+  state.counters["comm_hidden"] = comm_ms > 0 ? std::clamp(1.0 - (dist_ms - local_ms) / comm_ms, 0.0, 1.0) : 0.0;
+}
+
 template <class Time>
 void train_case(benchmark::State& state, const Workload& work, ember::train::Precision precision,
-                ember::Device device, int64_t batch, const Time& time) {
+                ember::Device device, int64_t batch, const std::string& strategy, const Time& time) {
   ember::manual_seed(0);
   auto model = ember::train::make_model(work.model, work.image);
   model->to(device);
   model->train();
   ember::train::PrecisionOptions options;
   options.precision = precision;
+  if (strategy.starts_with("zero")) {
+    options.zero_group = g_group;
+    options.zero.stage = strategy.back() - '0';
+    options.zero.overlap_comm = true;
+  }
   ember::train::TrainingPrecision mode(options, *model, [](std::vector<Tensor> params) {
     return std::make_unique<ember::optim::SGD>(std::move(params), ember::optim::SGDOptions{0.01, 0.9});
   });
+  std::shared_ptr<ember::nn::UnaryModule> run = model;
+  if (strategy == "ddp") run = std::make_shared<ember::dist::DistributedDataParallel>(model, g_group);
   const ember::TensorOptions on(device);
   const ember::train::ImageShape& im = work.image;
   Tensor images = ember::randn({batch, im.channels, im.size, im.size}, on).to(mode.input_dtype());
@@ -126,7 +223,7 @@ void train_case(benchmark::State& state, const Workload& work, ember::train::Pre
     Tensor loss;
     {
       const auto autocast = mode.autocast(device);
-      loss = ember::cross_entropy(model->forward(images).to(ember::DType::f32), labels);
+      loss = ember::cross_entropy((*run)(images).to(ember::DType::f32), labels);
     }
     mode.backward_and_step(loss, 0.0);
   };
@@ -138,31 +235,34 @@ void train_case(benchmark::State& state, const Workload& work, ember::train::Pre
     state.SetIterationTime(s);
     total += s;
   }
-  state.counters["img_per_s"] = static_cast<double>(batch) * static_cast<double>(state.iterations()) / total;
-  state.counters["peak_MiB"] = device.is_cuda()
-                                   ? static_cast<double>(ember::backend::max_memory_allocated(device)) / (1 << 20)
-                                   : process_peak_mib();
+  const double world = g_group ? g_group->size() : 1;
+  state.counters["img_per_s"] = static_cast<double>(batch) * world * static_cast<double>(state.iterations()) / total;
+  state.counters["peak_MiB"] = over_ranks_max(
+      device.is_cuda() ? static_cast<double>(ember::backend::max_memory_allocated(device)) / (1 << 20) : process_peak_mib());
+  // The overlap is measured in float32 storage (the 16-bit modes would need their casts on the copy too).
+  if (g_group && mode.input_dtype() == ember::DType::f32) measure_overlap(state, work, device, *run, images, labels, strategy, mode);
 }
 
 // Registers the workloads' cases of each precision that runs on `device`; adds those precisions to
 // `registered`. `batch`: --batch, else the device's default for workloads without their own.
 void register_device(const char* device_name, ember::Device device, const std::vector<Workload>& workloads,
                      const std::vector<ember::train::Precision>& precisions, std::optional<int64_t> batch_flag,
-                     int64_t default_batch, std::set<ember::train::Precision>& registered) {
+                     int64_t default_batch, const std::string& strategy, std::set<ember::train::Precision>& registered) {
   for (const ember::train::Precision p : precisions) {
     if (!runs_on(p, device)) continue;
     registered.insert(p);
     for (const Workload& work : workloads) {
       const int64_t batch = batch_flag.value_or(work.batch.value_or(default_batch));
       const std::string name = std::string("train/") + device_name + "/" + ember::train::precision_name(p) + "/" +
-                               work.name + "/" + std::to_string(batch);
-      bench::register_case(name, [=](benchmark::State& s) {
-        if (device.is_cpu()) return train_case(s, work, p, device, batch, bench::WallTimer{});
+                               (strategy == "none" ? "" : strategy + "/") + work.name + "/" + std::to_string(batch);
+      auto* b = bench::register_case(name, [=](benchmark::State& s) {
+        if (device.is_cpu()) return train_case(s, work, p, device, batch, strategy, bench::WallTimer{});
 #if defined(EMBER_BENCH_CUDA)
         const bench::CudaEventTimer timer;
-        train_case(s, work, p, device, batch, timer);
+        train_case(s, work, p, device, batch, strategy, timer);
 #endif
       });
+      if (g_group) b->Iterations(kDataParallelSteps);
     }
   }
 }
@@ -172,6 +272,17 @@ void register_device(const char* device_name, ember::Device device, const std::v
 int main(int argc, char** argv) {
   const std::optional<Options> options = parse_flags(argc, argv);
   if (!options) return 2;
+  if (options->strategy != "none") {
+    ember::dist::InitOptions io;  // NCCL where there is a GPU (one rank per GPU), else Gloo
+    io.backend = ember::backend::cuda_device_count() > 0 ? "nccl" : "gloo";
+    try {
+      g_group = ember::dist::init_process_group(io);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_train: --strategy=%s: %s\n", options->strategy.c_str(), e.what());
+      return 2;
+    }
+    if (g_group->rank() != 0 && !std::freopen("/dev/null", "w", stdout)) return 1;  // rank 0 reports
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("cpu_threads", std::to_string(ember::get_num_threads()));
@@ -181,14 +292,18 @@ int main(int argc, char** argv) {
   std::vector<ember::train::Precision> all;
   for (const std::string& n : ember::train::precision_names()) all.push_back(ember::train::parse_precision(n));
   std::set<ember::train::Precision> registered;
-  register_device("cpu", ember::kCPU, kCifarWorkloads,
-                  chosen ? options->precisions : std::vector{ember::train::Precision::fp32}, options->batch, 16, registered);
+  const bool cpu_cases = !g_group || g_group->device().is_cpu();  // a data-parallel job runs on its group's device
+  if (cpu_cases)
+    register_device("cpu", ember::kCPU, kCifarWorkloads,
+                  chosen ? options->precisions : std::vector{ember::train::Precision::fp32}, options->batch, 16,
+                  options->strategy, registered);
 #if defined(EMBER_BENCH_CUDA)
-  if (ember::backend::cuda_device_count() > 0) {
+  if (ember::backend::cuda_device_count() > 0 && (!g_group || g_group->device().is_cuda())) {
     std::vector<Workload> gpu_workloads = kCifarWorkloads;
     gpu_workloads.insert(gpu_workloads.end(), kImageNetWorkloads.begin(), kImageNetWorkloads.end());
-    register_device("cuda", ember::Device(ember::DeviceType::cuda, 0), gpu_workloads, chosen ? options->precisions : all,
-                    options->batch, 256, registered);
+    register_device("cuda", g_group ? g_group->device() : ember::Device(ember::DeviceType::cuda, 0), gpu_workloads,
+                    chosen ? options->precisions : all,
+                    options->batch, 256, options->strategy, registered);
   }
 #endif
   for (const ember::train::Precision p : options->precisions)

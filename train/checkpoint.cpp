@@ -53,7 +53,10 @@ std::optional<int64_t> parse_number(std::string_view s, int64_t max) {
 // "32,16" for a shape; "" for a 0-dim tensor.
 std::string shape_text(const Shape& shape) {
   std::string out;
-  for (size_t d = 0; d < shape.size(); ++d) out += (d ? "," : "") + std::to_string(shape[d]);
+  for (const int64_t dim : shape) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(dim);
+  }
   return out;
 }
 
