@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dist/gloo_process_group.h"
+#include "dist/nccl_process_group.h"
 #include "dist/tcp_store.h"
 
 namespace ember_test {
@@ -110,4 +111,18 @@ inline std::shared_ptr<ProcessGroup> join_group(int rank, int world, int port, m
   return make_gloo_process_group(store, rank, world, options);
 }
 
+// Rank 0 of an NCCL group of `world` ranks on this process's GPU, its store served here (one GPU
+// takes one rank: a world above 1 tests a rank that never joins).
+inline std::shared_ptr<ProcessGroup> nccl_group(int world, milliseconds timeout, bool debug = true) {
+  auto store = std::make_shared<TCPStore>("127.0.0.1", 0, TCPStoreOptions{true, timeout});
+  ember::dist::NcclOptions options;
+  options.timeout = timeout;
+  options.debug = debug;
+  return ember::dist::make_nccl_process_group(store, 0, world, options);
+}
+
 }  // namespace ember_test
+
+// A case that needs a GPU and NCCL: in the 'cuda' suite, skipped without either.
+#define NCCL_TEST_CASE(name) \
+  TEST_CASE(name * doctest::test_suite("cuda") * doctest::skip(!ember::dist::has_nccl() || !ember_test::has_cuda()))

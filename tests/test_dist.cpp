@@ -660,20 +660,6 @@ TEST_CASE("NCCL process groups: NotImplementedError without NCCL, DeviceError wi
 
 }  // TEST_SUITE
 
-namespace {
-
-std::shared_ptr<ProcessGroup> nccl_group(int world, milliseconds timeout, bool debug = true) {
-  auto store = std::make_shared<TCPStore>("127.0.0.1", 0, TCPStoreOptions{true, timeout});
-  NcclOptions options;
-  options.timeout = timeout;
-  options.debug = debug;
-  return make_nccl_process_group(store, 0, world, options);
-}
-
-}  // namespace
-
-// A case that needs a GPU and NCCL: in the 'cuda' suite, skipped without either.
-#define NCCL_TEST_CASE(name) TEST_CASE(name * doctest::test_suite("cuda") * doctest::skip(!has_nccl() || !has_cuda()))
 
 NCCL_TEST_CASE("NCCL, one rank: every collective and dtype on CUDA tensors against the reference") {
   auto pg = nccl_group(1, milliseconds(60000));

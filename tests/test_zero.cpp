@@ -452,3 +452,47 @@ TEST_CASE("ZeRO: bad knobs name the knob and the value") {
 }
 
 }  // TEST_SUITE
+
+// ---- NCCL on one GPU: a world of one (NCCL refuses two ranks on one GPU)
+
+NCCL_TEST_CASE("NCCL, one rank: DDP and ZeRO stages 1-3 on CUDA train the SmallCNN as the plain model does") {
+  auto pg = nccl_group(1, milliseconds(60000));
+  const Device gpu(DeviceType::cuda, 0);
+  const auto factory = [](std::vector<Tensor> params) { return adamw(std::move(params)); };
+  for (const auto precision : {train::Precision::fp32, train::Precision::amp_bf16, train::Precision::naive_fp16})
+    for (int stage : {0, 1, 2, 3}) {  // 0: DDP
+      INFO(train::precision_name(precision), ", ", stage == 0 ? "DDP" : "ZeRO-" + std::to_string(stage));
+      train::PrecisionOptions po;
+      po.precision = precision;
+      auto plain = make_model("cnn", 7);
+      plain->to(gpu);
+      train::TrainingPrecision plain_tp(po, *plain, factory);
+      auto model = make_model("cnn", 7);
+      model->to(gpu);
+      if (stage > 0) {
+        po.zero_group = pg;
+        po.zero = knobs(stage, "cnn");
+        po.zero.overlap_comm = true;
+      }
+      train::TrainingPrecision tp(po, *model, factory);
+      std::shared_ptr<nn::UnaryModule> run = model;
+      if (stage == 0) run = std::make_shared<DistributedDataParallel>(model, pg);
+      for (int step = 0; step < kSteps; ++step) {
+        const Batch b = global_batch(sample_shape("cnn"), kGlobalBatch, step);
+        const Tensor x = b.x.to(gpu).to(tp.input_dtype()), y = b.y.to(gpu);
+        for (auto [m, mode] : {std::pair{run.get(), &tp}, std::pair{static_cast<nn::UnaryModule*>(plain.get()), &plain_tp}}) {
+          mode->zero_grad();
+          Tensor loss;
+          {
+            const auto autocast = mode->autocast(gpu);
+            loss = cross_entropy((*m)(x).to(DType::f32), y);
+          }
+          mode->backward_and_step(loss, 1e9);
+        }
+      }
+      const auto whole = stage > 0 ? std::optional(tp.zero()->gathered()) : std::nullopt;
+      const double diff = max_difference(model->parameters(), plain->parameters());
+      MESSAGE("max parameter difference to the plain model: ", diff);
+      CHECK(diff <= kTolerance);
+    }
+}
