@@ -47,6 +47,9 @@ struct ZeroOptions {
   bool reduce_scatter = true;                     // false: all-reduce the unit, keep the own shard
   int64_t stage3_prefetch_bucket_size = 50'000'000;       // elements gathered ahead of use (stage 3)
   int64_t stage3_param_persistence_threshold = 100'000;   // units this small stay whole (stage 3)
+  // Optimizer state, float32 masters and the step in host memory (train::TrainingPrecision does it:
+  // the partition itself only holds parameters and gradients). Nothing moves on a CPU run.
+  bool offload_optimizer = false;
   bool find_unused_parameters = false;            // as DistributedDataParallel's
   bool broadcast_buffers = true;                  // rank 0's buffers before each forward
 };

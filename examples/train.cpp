@@ -153,6 +153,7 @@ std::vector<std::string> apply_deepspeed_config(const CLI::App& app, Flags& f) {
   knob("allgather_bucket_size", "--allgather-bucket-size", f.zero.allgather_bucket_size, ds.zero.allgather_bucket_size);
   knob("contiguous_gradients", "--contiguous-gradients", f.zero.contiguous_gradients, ds.zero.contiguous_gradients);
   knob("reduce_scatter", "--reduce-scatter", f.zero.reduce_scatter, ds.zero.reduce_scatter);
+  knob("offload_optimizer", "--offload-optimizer", f.zero.offload_optimizer, ds.zero.offload_optimizer);
   knob("stage3_prefetch_bucket_size", "--stage3-prefetch-bucket-size", f.zero.stage3_prefetch_bucket_size,
        ds.zero.stage3_prefetch_bucket_size);
   knob("stage3_param_persistence_threshold", "--stage3-param-persistence-threshold",
@@ -304,6 +305,8 @@ int main(int argc, char** argv) {
   app.add_option("--contiguous-gradients", f.zero.contiguous_gradients,
                  "zero: copy each gradient into its unit's buffer as it arrives");
   app.add_option("--reduce-scatter", f.zero.reduce_scatter, "zero: reduce-scatter gradients (false: all-reduce)");
+  app.add_flag("--offload-optimizer", f.zero.offload_optimizer,
+               "zero: keep the optimizer state and float32 masters in host memory and step there (a GPU run)");
   app.add_option("--stage3-prefetch-bucket-size", f.zero.stage3_prefetch_bucket_size,
                  "zero3: parameter elements gathered ahead of use")->check(elements);
   app.add_option("--stage3-param-persistence-threshold", f.zero.stage3_param_persistence_threshold,
@@ -341,7 +344,8 @@ int main(int argc, char** argv) {
     if (f.device == "cuda" && !has_gpu)
       throw DeviceError("--device cuda: no CUDA device is available (no GPU is visible, or ember was built without CUDA)");
     for (const char* knob : {"--reduce-bucket-size", "--allgather-bucket-size", "--overlap-comm", "--contiguous-gradients",
-                             "--reduce-scatter", "--stage3-prefetch-bucket-size", "--stage3-param-persistence-threshold"})
+                             "--reduce-scatter", "--offload-optimizer", "--stage3-prefetch-bucket-size",
+                             "--stage3-param-persistence-threshold"})
       if (app.count(knob) && (!f.strategy.starts_with("zero") || (std::string(knob).starts_with("--stage3") && f.strategy != "zero3")))
         throw ValueError(std::string(knob) + " applies to --strategy " +
                          (std::string(knob).starts_with("--stage3") ? "zero3" : "zero1, zero2 or zero3") + ", not " + f.strategy);

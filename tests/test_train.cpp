@@ -927,7 +927,9 @@ TEST_CASE("DeepSpeed config: unknown keys and \"auto\" are warnings; what ember 
   refused(R"({"gradient_accumulation_steps": 4})", "\"gradient_accumulation_steps\" is 4");
   refused(R"({"zero_optimization": {"stage": 5}})", "\"zero_optimization.stage\" is 5; expected a whole number in [0, 3]");
   refused(R"({"zero_optimization": {"reduce_bucket_size": 2.5}})", "\"zero_optimization.reduce_bucket_size\" is 2.5");
-  refused(R"({"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})", "zero_optimization.offload_optimizer");
+  refused(R"({"zero_optimization": {"offload_optimizer": {"device": "nvme"}}})", "zero_optimization.offload_optimizer");
+  refused(R"({"zero_optimization": {"offload_param": {"device": "cpu"}}})", "ember does not offload parameters");
+  CHECK(parse(R"({"zero_optimization": {"offload_optimizer": {"device": "cpu", "pin_memory": true}}})").zero.offload_optimizer);
   refused(R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})", "fp16 and bf16 are both enabled");
   refused(R"({"optimizer": {"type": "Adagrad"}})", "optimizer type \"Adagrad\"");
   refused(R"({"optimizer": {"type": "AdamW", "params": {"betas": [0.8, 0.99]}}})", "\"optimizer.params.betas\" is [0.8,0.99]");

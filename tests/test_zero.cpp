@@ -100,7 +100,7 @@ std::string zero_equals_one_process(int rank, int world, int port, const std::st
 // Rank r trains one SmallCNN under `precision` with DDP and another under ZeRO `stage`, from the same
 // weights, on the same shards, and compares them (measured: equal, bit for bit, in every mode); in step 1 rank 0's batch is NaN, so every rank
 // must skip that step in both.
-std::string zero_equals_ddp(int rank, int world, int port, train::Precision precision, int stage) {
+std::string zero_equals_ddp(int rank, int world, int port, train::Precision precision, int stage, bool offload = false) {
   auto pg = join_group(rank, world, port);
   train::PrecisionOptions po;
   po.precision = precision;
@@ -116,6 +116,7 @@ std::string zero_equals_ddp(int rank, int world, int port, train::Precision prec
   auto zero_model = make_model("cnn", 7);
   po.zero_group = pg;
   po.zero = knobs(stage, "cnn");
+  po.zero.offload_optimizer = offload;
   auto zero_precision = std::make_shared<train::TrainingPrecision>(po, *zero_model, factory);
 
   for (int step = 0; step < kSteps; ++step) {
@@ -261,6 +262,30 @@ TEST_CASE("ZeRO: bytes per rank within 5% of REFERENCE.md's formulas for DDP and
       check_all_passed(run_ranks(world, [&](int rank, int w, int port) { return memory_per_rank(rank, w, port, stage); },
                                  milliseconds(60000)));
     }
+}
+
+TEST_CASE("ZeRO: offload_optimizer steps on the host as the device does; modes without float32 state refuse it") {
+  if (!has_gloo()) return;
+  // On a CPU run the host is the device: the masters' path runs, and nothing moves.
+  for (const auto precision : {train::Precision::fp32, train::Precision::amp_bf16, train::Precision::naive_fp16}) {
+    INFO(train::precision_name(precision));
+    check_all_passed(run_ranks(2, [&](int rank, int w, int port) { return zero_equals_ddp(rank, w, port, precision, 2, true); },
+                               milliseconds(60000)));
+  }
+  check_all_passed(run_ranks(1, [](int rank, int world, int port) -> std::string {
+    auto pg = join_group(rank, world, port);
+    for (const auto precision : {train::Precision::amp_fp16, train::Precision::pure_bf16}) {
+      train::PrecisionOptions po;
+      po.precision = precision;
+      po.zero_group = pg;
+      po.zero.offload_optimizer = true;
+      auto model = make_model("mlp", 1);
+      const std::string e = message_of<ValueError>([&] { train::TrainingPrecision(po, *model, sgd); });
+      if (e.find("offload_optimizer") == std::string::npos || e.find(train::precision_name(precision)) == std::string::npos)
+        return "message: " + e;
+    }
+    return "";
+  }));
 }
 
 TEST_CASE("ZeRO: LAMB, which needs whole parameters, is refused by name") {
@@ -460,8 +485,9 @@ NCCL_TEST_CASE("NCCL, one rank: DDP and ZeRO stages 1-3 on CUDA train the SmallC
   const Device gpu(DeviceType::cuda, 0);
   const auto factory = [](std::vector<Tensor> params) { return adamw(std::move(params)); };
   for (const auto precision : {train::Precision::fp32, train::Precision::amp_bf16, train::Precision::naive_fp16})
-    for (int stage : {0, 1, 2, 3}) {  // 0: DDP
-      INFO(train::precision_name(precision), ", ", stage == 0 ? "DDP" : "ZeRO-" + std::to_string(stage));
+    for (int stage : {0, 1, 2, 3, 4}) {  // 0: DDP; 4: ZeRO-2 with the optimizer offloaded to the host
+      if (stage == 4 && precision == train::Precision::amp_bf16) continue;
+      INFO(train::precision_name(precision), ", ", stage == 0 ? "DDP" : stage == 4 ? "ZeRO-2 offloaded" : "ZeRO-" + std::to_string(stage));
       train::PrecisionOptions po;
       po.precision = precision;
       auto plain = make_model("cnn", 7);
@@ -471,8 +497,9 @@ NCCL_TEST_CASE("NCCL, one rank: DDP and ZeRO stages 1-3 on CUDA train the SmallC
       model->to(gpu);
       if (stage > 0) {
         po.zero_group = pg;
-        po.zero = knobs(stage, "cnn");
+        po.zero = knobs(stage == 4 ? 2 : stage, "cnn");
         po.zero.overlap_comm = true;
+        po.zero.offload_optimizer = stage == 4;
       }
       train::TrainingPrecision tp(po, *model, factory);
       std::shared_ptr<nn::UnaryModule> run = model;

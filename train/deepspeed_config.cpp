@@ -113,15 +113,22 @@ void read_zero(Section& s, DeepSpeedConfig& c) {
   if (const auto allgather = s.boolean("allgather_partitions"); allgather && !*allgather)
     throw ValueError(s.source() + ": \"" + s.name("allgather_partitions") +
                      "\" is false, but ember always all-gathers the updated partitions");
-  for (const char* key : {"offload_optimizer", "cpu_offload", "offload_param"}) {
+  // offload_optimizer {"device": "cpu" | "none", "pin_memory": ...}, or the older cpu_offload: true.
+  for (const char* key : {"offload_optimizer", "cpu_offload"}) {
     const json* v = s.find(key);
     if (!v) continue;
-    const bool off = (v->is_boolean() && !v->get<bool>()) ||
-                     (v->is_object() && v->value("device", std::string("none")) == "none");
-    if (!off)
+    std::string device;
+    if (v->is_boolean()) device = v->get<bool>() ? "cpu" : "none";
+    else if (v->is_object() && v->contains("device") && (*v)["device"].is_string()) device = (*v)["device"].get<std::string>();
+    if (device != "cpu" && device != "none")
       throw ValueError(s.source() + ": \"" + s.name(key) + "\" is " + v->dump() +
-                       ": ember does not offload optimizer state or parameters yet; remove it or set its device to \"none\"");
+                       ": ember offloads the optimizer to the host (\"device\": \"cpu\") or not (\"none\")");
+    c.zero.offload_optimizer = device == "cpu";
+    c.zero_knobs.insert("offload_optimizer");
   }
+  if (const json* v = s.find("offload_param"); v && !(v->is_object() && v->value("device", std::string("none")) == "none"))
+    throw ValueError(s.source() + ": \"" + s.name("offload_param") + "\" is " + v->dump() +
+                     ": ember does not offload parameters; remove it or set its device to \"none\"");
 }
 
 void read_fp16(Section& s, DeepSpeedConfig& c) {

@@ -66,8 +66,14 @@ TrainingPrecision::TrainingPrecision(PrecisionOptions options, nn::Module& model
   } else {
     params = model.parameters();
   }
-  if (is_naive(p)) {
-    masters_ = std::make_unique<amp::MasterWeightOptimizer>(params, make_optimizer);
+  // ZeRO's offload_optimizer: float32 masters on the host for every mode that steps float32 state.
+  const bool offload = zero_ && options_.zero.offload_optimizer;
+  if (offload && (p == Precision::pure_bf16 || p == Precision::amp_fp16))
+    throw ValueError(std::string("ZeRO offload_optimizer: ") + precision_name(p) +
+                     (p == Precision::pure_bf16 ? " keeps no float32 state to offload"
+                                                : " unscales in place on the device; use naive_fp16 (DeepSpeed's fp16)"));
+  if (is_naive(p) || offload) {
+    masters_ = std::make_unique<amp::MasterWeightOptimizer>(params, make_optimizer, amp::MasterWeightOptions{false, 0, offload});
     optimizer_ = std::shared_ptr<optim::Optimizer>(std::shared_ptr<void>(), &masters_->inner());
     stepped_ = masters_->masters();
     if (p == Precision::naive_fp16) loss_scaler_ = std::make_unique<amp::DynamicLossScaler>(options_.loss_scaler);
@@ -107,8 +113,8 @@ void TrainingPrecision::zero_grad() {
 
 Tensor TrainingPrecision::grad_norm(double clip_grad_norm) {
   Tensor total = optim::total_grad_norm(stepped_);
-  if (zero_) total = zero_->total_norm(total);
-  if (clip_grad_norm > 0) optim::clip_grads_to_norm_(stepped_, total, clip_grad_norm);
+  if (zero_) total = zero_->total_norm(total.to(zero_->process_group().device()));  // offloaded: from the host
+  if (clip_grad_norm > 0) optim::clip_grads_to_norm_(stepped_, total.to(stepped_.front().device()), clip_grad_norm);
   return total;
 }
 
@@ -135,7 +141,10 @@ StepOutcome TrainingPrecision::backward_and_step(const Tensor& loss, double clip
       loss.backward();
     }
     out.skipped = masters_->unscale_grads(inv_scale);
-    if (zero_) zero_->agree_on_overflow(out.skipped);
+    if (zero_) {
+      out.skipped = out.skipped.to(zero_->process_group().device());  // offloaded: from the host
+      zero_->agree_on_overflow(out.skipped);
+    }
     out.grad_norm = grad_norm(clip_grad_norm);
     masters_->step(out.skipped);
     if (zero_) zero_->gather_updated_parameters();

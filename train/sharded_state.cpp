@@ -83,7 +83,9 @@ void add_sharded_state(Checkpoint& c, const TrainingPrecision& precision, const 
       c.precision[key] = value;
       continue;
     }
-    const auto& piece = info.at(std::stoull(key.substr(7)));
+    const size_t n = std::stoull(key.substr(7));
+    if (pieces[n].dtype() == DType::f32) continue;  // offloaded: a float32 parameter's master is the parameter
+    const auto& piece = info.at(n);
     c.pieces.push_back({"precision.master." + std::to_string(piece.parameter), params[piece.parameter].second,
                         piece.offset, value});
   }
@@ -150,7 +152,10 @@ void restore_sharded_state(const Checkpoint& c, TrainingPrecision& precision, nn
   for (const auto& [key, value] : precision.state_dict()) {
     if (key.starts_with("master.")) {
       const size_t n = std::stoull(key.substr(7));
-      mode[key] = slice(logical(c.precision, "precision", "master." + std::to_string(info[n].parameter), info[n].parameter), n);
+      // A float32 parameter's master (offloaded) is the parameter itself.
+      mode[key] = pieces[n].dtype() == DType::f32
+                      ? piece_values[n]
+                      : slice(logical(c.precision, "precision", "master." + std::to_string(info[n].parameter), info[n].parameter), n);
     } else {
       const auto it = c.precision.find(key);
       if (it == c.precision.end()) throw ValueError("Runner: the checkpoint lacks precision." + key);

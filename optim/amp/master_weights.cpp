@@ -22,11 +22,11 @@ MasterWeightOptimizer::MasterWeightOptimizer(std::vector<Tensor> model_params, c
     if (!p.is_contiguous())
       throw ValueError("MasterWeightOptimizer: parameter " + std::to_string(i) + " (shape " + to_string(p.shape()) +
                        ") is not contiguous");
-    if (p.dtype() == DType::f32) {
+    if (p.dtype() == DType::f32 && (!options_.on_host || p.device().is_cpu())) {
       masters_.push_back(p);
       continue;
     }
-    Tensor m = p.detach().to(DType::f32).contiguous();
+    Tensor m = p.detach().to(options_.on_host ? kCPU : p.device()).to(DType::f32).contiguous();
     m.requires_grad_(true);
     masters_.push_back(m);
   }
@@ -35,8 +35,9 @@ MasterWeightOptimizer::MasterWeightOptimizer(std::vector<Tensor> model_params, c
 
 Tensor MasterWeightOptimizer::unscale_grads(const Tensor& inv_scale) {
   NoGradGuard no_grad;
-  const Device device = params_[0].device();
-  const std::vector<Tensor> inputs = {inv_scale.defined() ? inv_scale : ones({}, TensorOptions(DType::f32).with_device(device))};
+  const Device device = masters_[0].device();
+  const std::vector<Tensor> inputs = {inv_scale.defined() ? inv_scale.to(device)
+                                                          : ones({}, TensorOptions(DType::f32).with_device(device))};
   std::vector<Tensor> updated = {zeros({}, TensorOptions(DType::f32).with_device(device))};
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor g = params_[i].grad();
@@ -44,7 +45,7 @@ Tensor MasterWeightOptimizer::unscale_grads(const Tensor& inv_scale) {
       if (!masters_[i].is_same(params_[i])) masters_[i].set_grad(Tensor());
       continue;
     }
-    const Tensor master_grad = masters_[i].is_same(params_[i]) ? g.contiguous() : g.to(DType::f32).contiguous();
+    const Tensor master_grad = masters_[i].is_same(params_[i]) ? g.contiguous() : g.to(device).to(DType::f32).contiguous();
     masters_[i].set_grad(master_grad);
     updated.push_back(master_grad);
   }
@@ -55,18 +56,26 @@ Tensor MasterWeightOptimizer::unscale_grads(const Tensor& inv_scale) {
 
 void MasterWeightOptimizer::step(const Tensor& found_inf) {
   NoGradGuard no_grad;
-  inner_->step(optim::StepInputs{found_inf, Tensor()});
-  std::vector<Tensor> inputs = {found_inf.defined() ? found_inf
-                                                    : zeros({}, TensorOptions(DType::f32).with_device(params_[0].device()))};
-  std::vector<Tensor> halves;
+  const Device device = masters_[0].device();
+  const Tensor skip = found_inf.defined() ? found_inf.to(device) : zeros({}, TensorOptions(DType::f32).with_device(device));
+  inner_->step(optim::StepInputs{skip, Tensor()});
+  std::vector<Tensor> inputs = {skip};
+  std::vector<Tensor> targets;  // the parameters that are not their own masters, or their host copies
   for (size_t i = 0; i < params_.size(); ++i)
     if (!masters_[i].is_same(params_[i])) {
       inputs.push_back(masters_[i]);
-      halves.push_back(params_[i]);
+      targets.push_back(params_[i].device() == device ? params_[i] : empty(params_[i].shape(), params_[i].dtype()));
     }
-  if (halves.empty()) return;
+  if (targets.empty()) return;
+  const bool offloaded = !(params_[0].device() == device);
+  // On the host the skip is known there: nothing travels back after an overflow.
+  if (offloaded && skip.item<float>() != 0) return;
   MasterCopyBack copy_back({options_.stochastic_rounding, options_.seed, copy_backs_++});
-  run_update(copy_back, inputs, halves);
+  run_update(copy_back, inputs, targets);
+  if (!offloaded) return;
+  size_t k = 0;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!masters_[i].is_same(params_[i])) copy_(params_[i], targets[k++]);
 }
 
 void MasterWeightOptimizer::zero_grad() {

@@ -18,6 +18,10 @@ struct MasterWeightOptions {
   // round to nearest either way.
   bool stochastic_rounding = false;
   uint64_t seed = 0;
+  // Keep the masters, and so the inner optimizer's state and step, in host memory (ZeRO's
+  // offload_optimizer): every parameter then gets a float32 copy on the CPU, gradients travel there
+  // and the stepped masters back. False: beside the parameters.
+  bool on_host = false;
 };
 
 class MasterWeightOptimizer {
@@ -25,19 +29,19 @@ class MasterWeightOptimizer {
   // Builds the inner optimizer over the masters (same order as the parameters).
   using InnerFactory = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor> masters)>;
 
-  // A float32 parameter (batch norm kept in f32) is its own master; every f16/bf16 one gets an f32
-  // copy. ValueError when the list is empty or holds a non-contiguous, non-floating or float64
-  // parameter.
+  // A float32 parameter (batch norm kept in f32) is its own master, unless the masters are on the
+  // host and it is not; every other one gets an f32 copy. ValueError when the list is empty or holds
+  // a non-contiguous, non-floating or float64 parameter.
   MasterWeightOptimizer(std::vector<Tensor> model_params, const InnerFactory& make_inner,
                         MasterWeightOptions options = {});
 
-  // Upcasts the model's gradients into the masters' and multiplies them by inv_scale (0-dim f32 on
-  // the device; undefined = 1) in one pass that also checks them for non-finite values. Returns
-  // found_inf (0-dim f32, 1 = overflow). Parameters without a gradient are left out.
+  // Upcasts the model's gradients into the masters' and multiplies them by inv_scale (0-dim f32;
+  // undefined = 1) in one pass that also checks them for non-finite values. Returns found_inf (0-dim
+  // f32, 1 = overflow) on the masters' device. Parameters without a gradient are left out.
   Tensor unscale_grads(const Tensor& inv_scale = Tensor());
-  // The inner step on the masters, then the masters copied back into the model's half parameters in
-  // one multi-tensor pass; both skipped on the device when found_inf is set, leaving masters and
-  // parameters bit-identical.
+  // The inner step on the masters, then the masters copied back into the model's parameters in one
+  // multi-tensor pass; both skipped on the device when found_inf (any device) is set, leaving masters
+  // and parameters bit-identical. On the host, the skip is decided there (found_inf read there).
   void step(const Tensor& found_inf = Tensor());
   // Sets the gradients of the model's parameters and of the masters to none.
   void zero_grad();
