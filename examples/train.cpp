@@ -355,6 +355,11 @@ int main(int argc, char** argv) {
       dist::InitOptions io;
       io.backend = device.is_cuda() ? "nccl" : "gloo";
       io.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.dist_timeout * 1000));
+      const dist::Environment env = dist::process_environment();
+      if (!env.count("WORLD_SIZE") && !env.count("OMPI_COMM_WORLD_SIZE") && !env.count("SLURM_NTASKS")) {
+        io.rank = 0;  // started alone: a world of one (its store on a free port of this machine)
+        io.world_size = 1;
+      }
       group = dist::init_process_group(io);
       device = group->device();  // cuda:LOCAL_RANK for NCCL
     }
