@@ -10,19 +10,14 @@ Its summary lines and `--count` are doctest's (tests/script_cases.py).
 Usage: tests/test_train_ddp.py TRAIN_PROGRAM [--count]"""
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from script_cases import Cases
+from train_jobs import DIST_TIMEOUT_S, ROOT, RUN_LIMIT_S, kill_rank_1_in_epoch_2, main, run
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path("/usr/share/datasets/fashion-mnist")
-RUN_LIMIT_S = 90
-DIST_TIMEOUT_S = 3  # --dist-timeout of the fault case
 TINY = ["--model", "mlp", "--train-samples", "1024", "--val-samples", "256", "--batch-size", "32",
         "--num-workers", "0", "--threads", "1", "--log-interval", "8"]
 CASES = Cases()
@@ -30,9 +25,9 @@ case = CASES.case
 TRAIN = None
 
 
-def run(args, **kw):
-    r = subprocess.run(args, capture_output=True, text=True, timeout=RUN_LIMIT_S, **kw)
-    return r.returncode, r.stdout, r.stderr
+def use_program(path):
+    global TRAIN
+    TRAIN = path
 
 
 def launch_train(n, *args):
@@ -98,41 +93,11 @@ def sigterm_stops_every_rank_at_the_same_step_with_a_checkpoint():
         assert code == 0 and f"iteration {stopped_at}" in out, f"exit status {code}: {out}{err}"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @case
 def a_killed_rank_makes_the_other_fail_within_the_timeout_and_checkpoints_stay_loadable():
     with tempfile.TemporaryDirectory() as wd:
-        port = free_port()
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), EMBER_STORE_PORT=str(free_port()),
-                   WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", OMP_NUM_THREADS="1")
-        args = [TRAIN, "--strategy", "ddp", "--epochs", "3", "--work-dir", wd, "--dist-timeout", str(DIST_TIMEOUT_S),
-                *TINY[:2], "--train-samples", "4096", *TINY[4:]]
-        ranks = [subprocess.Popen(args, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for r in (0, 1)]
-        try:
-            # Kill rank 1 once rank 0 is in epoch 2 (epoch 1's checkpoint written).
-            for line in ranks[0].stdout:
-                if line.startswith("Epoch(train)  [2]"):
-                    break
-            else:
-                raise AssertionError("rank 0 never reached epoch 2: " + ranks[0].stderr.read())
-            ranks[1].kill()
-            killed = time.monotonic()
-            _, err = ranks[0].communicate(timeout=DIST_TIMEOUT_S + 15)
-            took = time.monotonic() - killed
-        finally:
-            for p in ranks:
-                p.kill()
-                p.wait()
-        assert ranks[0].returncode != 0, "rank 0 exited 0 after its peer died"
-        assert "train: rank 0: error:" in err and ("rank 1 did not answer" in err or "rank(s) 1 did not answer" in err), err
-        assert took < DIST_TIMEOUT_S + 10, f"rank 0 took {took:.1f} s to fail"
-        print(f"  rank 0 failed {took:.2f} s after rank 1 was killed")
+        kill_rank_1_in_epoch_2([TRAIN, "--strategy", "ddp", "--epochs", "3", "--work-dir", wd, "--dist-timeout",
+                                str(DIST_TIMEOUT_S), *TINY[:2], "--train-samples", "4096", *TINY[4:]])
         pointer = Path(wd, "last_checkpoint").read_text().strip()
         assert pointer.endswith("epoch_1.safetensors"), pointer
         code, out, err = run([TRAIN, "--epochs", "2", "--work-dir", wd, "--resume", *TINY[:2], "--train-samples", "4096",
@@ -140,18 +105,5 @@ def a_killed_rank_makes_the_other_fail_within_the_timeout_and_checkpoints_stay_l
         assert code == 0 and "at epoch 1, iteration 64" in out, f"exit status {code}: {out}{err}"
 
 
-def main(argv):
-    global TRAIN
-    if CASES.count_requested(argv):
-        return 0
-    if not argv:
-        print(__doc__)
-        return 2
-    TRAIN = argv[0]
-    if not DATA.is_dir():
-        return CASES.skip(f"{DATA} is missing (Debian: dataset-fashion-mnist)")
-    return CASES.run()
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:], CASES, __doc__, use_program))

@@ -12,21 +12,15 @@ Its summary lines and `--count` are doctest's (tests/script_cases.py).
 
 Usage: tests/test_train_zero.py TRAIN_PROGRAM [--count]"""
 import json
-import os
 import re
 import struct
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from script_cases import Cases
+from train_jobs import DIST_TIMEOUT_S, ROOT, RUN_LIMIT_S, kill_rank_1_in_epoch_2, main, run
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path("/usr/share/datasets/fashion-mnist")
-RUN_LIMIT_S = 90
-DIST_TIMEOUT_S = 3  # --dist-timeout of the fault case
 GLOBAL_BATCH = 48   # 48 images per step on 1, 2, 3 or 4 ranks
 SETTINGS = {"--model": "mlp", "--train-samples": "480", "--val-samples": "192", "--num-workers": "0", "--threads": "1",
             "--log-interval": "5", "--optimizer": "adamw"}
@@ -41,9 +35,9 @@ case = CASES.case
 TRAIN = None
 
 
-def run(args, **kw):
-    r = subprocess.run(args, capture_output=True, text=True, timeout=RUN_LIMIT_S, **kw)
-    return r.returncode, r.stdout, r.stderr
+def use_program(path):
+    global TRAIN
+    TRAIN = path
 
 
 def train(ranks, strategy, *args):
@@ -142,40 +136,11 @@ def every_cpu_precision_mode_trains_under_every_stage():
                 assert losses and all(0 < x < 10 for x in losses), f"{precision} {stage}: losses {losses}"
 
 
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @case
 def a_killed_rank_makes_the_other_fail_within_the_timeout_and_the_sharded_checkpoint_stays_loadable():
     with tempfile.TemporaryDirectory() as wd:
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), EMBER_STORE_PORT=str(free_port()),
-                   WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", OMP_NUM_THREADS="1")
-        args = [TRAIN, "--strategy", "zero2", "--epochs", "3", "--work-dir", wd, "--dist-timeout", str(DIST_TIMEOUT_S),
-                "--batch-size", "24", *common(train_samples="1920")]
-        ranks = [subprocess.Popen(args, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for r in (0, 1)]
-        try:
-            for line in ranks[0].stdout:  # kill rank 1 once rank 0 is in epoch 2 (epoch 1's checkpoint written)
-                if line.startswith("Epoch(train)  [2]"):
-                    break
-            else:
-                raise AssertionError("rank 0 never reached epoch 2: " + ranks[0].stderr.read())
-            ranks[1].kill()
-            killed = time.monotonic()
-            _, err = ranks[0].communicate(timeout=DIST_TIMEOUT_S + 15)
-            took = time.monotonic() - killed
-        finally:
-            for p in ranks:
-                p.kill()
-                p.wait()
-        assert ranks[0].returncode != 0, "rank 0 exited 0 after its peer died"
-        assert "train: rank 0: error:" in err and "rank(s) 1 did not answer" in err, err
-        assert took < DIST_TIMEOUT_S + 10, f"rank 0 took {took:.1f} s to fail"
-        print(f"  rank 0 failed {took:.2f} s after rank 1 was killed")
+        kill_rank_1_in_epoch_2([TRAIN, "--strategy", "zero2", "--epochs", "3", "--work-dir", wd, "--dist-timeout",
+                                str(DIST_TIMEOUT_S), "--batch-size", "24", *common(train_samples="1920")])
         pointer = Path(wd, "last_checkpoint").read_text().strip()
         assert pointer.endswith("epoch_1.safetensors"), pointer
         code, out, err = run([TRAIN, "--epochs", "2", "--work-dir", wd, "--resume", "--batch-size", "48",
@@ -215,18 +180,5 @@ def a_deepspeed_config_becomes_the_strategy_precision_and_knobs():
         assert "train_batch_size 100 is not the batch per rank 32 x 2 ranks = 64" in err, err
 
 
-def main(argv):
-    global TRAIN
-    if CASES.count_requested(argv):
-        return 0
-    if not argv:
-        print(__doc__)
-        return 2
-    TRAIN = argv[0]
-    if not DATA.is_dir():
-        return CASES.skip(f"{DATA} is missing (Debian: dataset-fashion-mnist)")
-    return CASES.run()
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:], CASES, __doc__, use_program))
