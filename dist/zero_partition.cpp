@@ -66,7 +66,7 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
   ZeroOptions options;
   int rank = 0, ranks = 1;
   std::vector<std::pair<std::string, Tensor>> params;  // those requiring grad, in registration order
-  std::vector<size_t> unit_of;
+  std::vector<size_t> unit_of, slot_of;  // each parameter's unit and its place among the unit's members
   std::vector<Unit> units;  // in reduction order: the last registered parameters first
   std::vector<Tensor> pieces;
   std::vector<PieceInfo> piece_info;
@@ -121,6 +121,7 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
       if (!current.empty()) groups.push_back(std::move(current));
     }
     unit_of.assign(params.size(), 0);
+    slot_of.assign(params.size(), 0);
     for (auto& members : groups) {
       Unit u;
       u.members = std::move(members);
@@ -130,6 +131,7 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
         u.offsets.push_back(u.numel);
         u.numel += params[i].second.numel();
         unit_of[i] = units.size();
+        slot_of[i] = u.offsets.size() - 1;
       }
       u.shard = (u.numel + ranks - 1) / ranks;
       u.persistent = options.stage < 3 || u.numel <= options.stage3_param_persistence_threshold;
@@ -181,8 +183,7 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
       Tensor piece = u.own.narrow(0, start - rank * u.shard, length).detach();
       piece.requires_grad_(true);
       pieces.push_back(piece);
-      piece_info.push_back({i, params[i].first, start - u.offsets[std::find(u.members.begin(), u.members.end(), i) -
-                                                                 u.members.begin()]});
+      piece_info.push_back({i, params[i].first, start - u.offsets[slot_of[i]]});
       piece_at.emplace_back(k, start - rank * u.shard);
     }
   }
@@ -309,7 +310,7 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
     }
     autograd::NoGradGuard no_grad;
     Unit& u = units[unit_of[i]];
-    const size_t j = std::find(u.members.begin(), u.members.end(), i) - u.members.begin();
+    const size_t j = slot_of[i];
     const Tensor& p = params[i].second;
     if (options.stage == 1) {
       Tensor view = u.grads.narrow(0, u.offsets[j], p.numel()).view(p.shape());

@@ -225,9 +225,10 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint, dist
   Tensor token = scalar_tensor(static_cast<int64_t>(std::chrono::steady_clock::now().time_since_epoch().count()), DType::i64)
                      .to(group.device());
   group.broadcast(token, 0);
+  const std::string token_text = std::to_string(token.item<int64_t>());
   const fs::path dir = shards_dir(path);
   const auto shard_name = [&](int r) {
-    return "rank" + std::to_string(r) + "-of-" + std::to_string(ranks) + "." + std::to_string(token.item<int64_t>()) +
+    return "rank" + std::to_string(r) + "-of-" + std::to_string(ranks) + "." + token_text +
            ".safetensors";
   };
   std::string error;
