@@ -7,7 +7,7 @@ namespace ember::data {
 
 LabeledImages read_cifar10(const std::string& path) {
   constexpr size_t kPixels = 3 * 32 * 32, kRecord = 1 + kPixels;
-  const std::vector<uint8_t> bytes = read_file_bytes(path);
+  const std::vector<uint8_t> bytes = DataFile(path).read_rest();
   if (bytes.empty()) throw DataError(path + ": empty file, expected records of 3073 bytes");
   if (bytes.size() % kRecord != 0)
     throw DataError(path + ": truncated or corrupt: " + std::to_string(bytes.size()) +

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "data/idx.h"  // DataError
+#include "data/data_file.h"
 #include "tensor/tensor.h"
 
 namespace ember::data {

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <string>
+#include <system_error>
 
 #include "data/rng.h"
 #include "tensor/error.h"
@@ -115,7 +116,15 @@ void DataLoader::start_workers() {
   next_claim_ = pos_.batch;
   ready_.clear();
   running_ = true;
-  for (int w = 0; w < opts_.num_workers; ++w) workers_.emplace_back([this] { worker_loop(); });
+  for (int w = 0; w < opts_.num_workers; ++w) {
+    try {
+      workers_.emplace_back([this] { worker_loop(); });
+    } catch (const std::system_error& e) {  // the system's thread limit
+      stop_workers();
+      throw ValueError("DataLoader: cannot start worker thread " + std::to_string(w + 1) + " of " +
+                  std::to_string(opts_.num_workers) + " (" + e.code().message() + "): lower num_workers");
+    }
+  }
 }
 
 void DataLoader::stop_workers() {

@@ -44,7 +44,12 @@ namespace {
 
 void require_dir(const std::string& dir, const char* what) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw DataError(std::string(what) + ": data directory " + dir + " does not exist");
+  const fs::file_status st = fs::status(dir, ec);
+  if (st.type() == fs::file_type::not_found)
+    throw DataError(std::string(what) + ": data directory " + dir + " does not exist");
+  if (ec) throw DataError(std::string(what) + ": data directory " + dir + " cannot be read: " + ec.message());
+  if (st.type() != fs::file_type::directory)
+    throw DataError(std::string(what) + ": data directory " + dir + " is not a directory");
 }
 
 // The first existing path among dir/<sub>/<name>[.gz]; DataError listing every path tried otherwise.

@@ -2,20 +2,12 @@
 // check failure raises DataError naming the file and what is wrong: a bad file never crashes.
 #pragma once
 
-#include <cstdint>
 #include <string>
-#include <vector>
 
-#include "tensor/error.h"
+#include "data/data_file.h"
 #include "tensor/tensor.h"
 
 namespace ember::data {
-
-// A data set file that is missing, unreadable, truncated or corrupt.
-class DataError : public Error { using Error::Error; };
-
-// The whole content of a file, decompressed when it is gzip (gzread passes plain files through).
-std::vector<uint8_t> read_file_bytes(const std::string& path);
 
 // An IDX file of unsigned bytes (type code 0x08) as a u8 tensor shaped as its header says.
 // `expected_ndim` > 0 requires that many dims (magic 0x0000080N).

@@ -133,6 +133,12 @@ MemoryStats memory_stats(Device device) {
 
 size_t max_memory_allocated(Device device) { return counters(device, "max_memory_allocated").peak.load(); }
 
+size_t host_memory_total() {
+  size_t free_bytes = 0, total_bytes = 0;
+  host_memory_info(&free_bytes, &total_bytes);
+  return total_bytes;
+}
+
 void reset_peak_memory_stats(Device device) {
   Counters& c = counters(device, "reset_peak_memory_stats");
   c.peak = c.allocated.load();

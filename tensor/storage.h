@@ -51,6 +51,8 @@ void reset_peak_memory_stats(Device device);
 // Hands the cached, unused memory of `device` back to the driver or the C library (lowers
 // `reserved`), once the frees still queued on its streams have run.
 void empty_cache(Device device);
+// The machine's physical memory in bytes (0 when unknown): the bound of what a reader may allocate.
+size_t host_memory_total();
 }  // namespace backend
 
 class Storage final : public RefCounted {

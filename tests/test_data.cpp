@@ -153,6 +153,68 @@ TEST_CASE("idx: truncated, corrupt, wrong magic and dims raise DataError naming 
   expect_error<DataError>("missing", [&] { read_idx_images(dir / "nope"); }, {"nope", "no such file"});
 }
 
+// The bytes of a file.
+std::vector<uint8_t> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+TEST_CASE("gzip data files are read to their end: trailer CRC and length, members, trailing bytes, capacity") {
+  TempDir dir;
+  const std::string p = dir / "data_batch_1.bin.gz";
+  const auto records = cifar_bytes(2);
+  write_bytes(p, records, true);
+  const std::vector<uint8_t> gz = file_bytes(p);
+  CHECK(read_cifar10(p).labels.numel() == 2);
+
+  // Cut anywhere, even inside the 8-byte trailer after every record's bytes: never taken as good data.
+  for (const size_t keep : {gz.size() - 1, gz.size() - 4, gz.size() - 8, gz.size() / 2, size_t(10)}) {
+    write_bytes(p, std::vector<uint8_t>(gz.begin(), gz.begin() + static_cast<std::ptrdiff_t>(keep)));
+    const std::string ends = "the file ends at byte " + std::to_string(keep);
+    expect_error<DataError>("cut at " + std::to_string(keep), [&] { read_cifar10(p); },
+                            {"data_batch_1.bin.gz", "truncated gzip data", ends.c_str()});
+  }
+  // The trailer's CRC-32 and length are checked.
+  auto bad_crc = gz;
+  bad_crc[gz.size() - 8] ^= 1;
+  write_bytes(p, bad_crc);
+  expect_error<DataError>("CRC", [&] { read_cifar10(p); }, {"corrupt gzip data", "incorrect data check"});
+  auto bad_length = gz;
+  bad_length[gz.size() - 4] ^= 1;
+  write_bytes(p, bad_length);
+  expect_error<DataError>("length", [&] { read_cifar10(p); }, {"corrupt gzip data", "incorrect length check"});
+  // Bytes after the stream that are not another member.
+  auto trailing = gz;
+  trailing.insert(trailing.end(), {'j', 'u', 'n', 'k'});
+  write_bytes(p, trailing);
+  const std::string after = "4 bytes after the end of the gzip stream at byte " + std::to_string(gz.size());
+  expect_error<DataError>("trailing", [&] { read_cifar10(p); }, {after.c_str()});
+  // Two members (`cat a.gz b.gz`) are one content.
+  auto two = gz;
+  two.insert(two.end(), gz.begin(), gz.end());
+  write_bytes(p, two);
+  CHECK(read_cifar10(p).labels.numel() == 4);
+
+  // A header that promises more than the file can hold is refused before anything is allocated:
+  // 16 GB of images from a 40-byte gzip file (deflate expands 1032 times at most).
+  const std::string ip = dir / "train-images-idx3-ubyte.gz";
+  write_bytes(ip, idx_bytes({65536, 512, 512}, {}), true);
+  expect_error<DataError>("more than it holds", [&] { read_idx_images(ip); },
+                          {"header promises 17179869184 bytes of data, more than the compressed file can hold"});
+  write_bytes(dir / "plain", idx_bytes({65536, 512, 512}, {}));
+  expect_error<DataError>("plain, more than it holds", [&] { read_idx_images(dir / "plain"); },
+                          {"header promises 17179869184 bytes of data, found 0"});
+}
+
+TEST_CASE("data files that are not regular files are named as such, never read forever") {
+  TempDir dir;
+  expect_error<DataError>("device", [&] { read_idx_images("/dev/zero"); }, {"/dev/zero: not a regular file"});
+  expect_error<DataError>("directory", [&] { read_cifar10(dir.path.string()); }, {"not a regular file"});
+  write_bytes(dir / "a_file", {1, 2, 3});
+  expect_error<DataError>("file as the data directory", [&] { FashionMNIST(dir / "a_file", true); },
+                          {"a_file is not a directory"});
+}
+
 TEST_CASE("cifar10: records, size and label checks") {
   TempDir dir;
   write_bytes(dir / "test_batch.bin", cifar_bytes(3));
