@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tensor/atomic_file.h"
+#include "tensor/storage.h"
 #include "tensor/tensor.h"
 
 namespace ember {
@@ -26,6 +27,15 @@ namespace {
 
 // Like Hugging Face's reader: a header above 100 MB is refused before it is parsed.
 constexpr uint64_t kMaxHeader = 100'000'000;
+// {name: {"shape": [dim]}}: a dim is a value at depth 3.
+constexpr int kMaxDepth = 3;
+
+// A JSON value for an error message, cut to a readable length.
+std::string excerpt(const nlohmann::json& v) {
+  std::string text = v.dump();
+  if (text.size() > 80) text = text.substr(0, 77) + "...";
+  return text;
+}
 
 const char* st_name(DType d) {
   switch (d) {
@@ -56,20 +66,33 @@ bool st_parse(const std::string& s, DType& out) {
 std::vector<char> read_all(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw IOError("load_safetensors: cannot open '" + path + "': " + std::strerror(errno));
-  std::vector<char> buf;
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) buf.reserve(static_cast<size_t>(st.st_size));
-  char chunk[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, chunk, sizeof chunk);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw IOError("load_safetensors: '" + path + "' is not a regular file");
+  }
+  // The whole file is read, so its size is what is allocated: checked against memory first.
+  const auto size = static_cast<uint64_t>(st.st_size);
+  const size_t memory = backend::host_memory_total();
+  std::vector<char> buf;
+  try {
+    if (memory > 0 && size > memory) throw std::bad_alloc();
+    buf.resize(static_cast<size_t>(size));
+  } catch (const std::bad_alloc&) {
+    ::close(fd);
+    throw IOError("load_safetensors: '" + path + "' is " + std::to_string(size) + " bytes, more than this machine's memory");
+  }
+  size_t got = 0;
+  while (got < buf.size()) {
+    const ssize_t n = ::read(fd, buf.data() + got, buf.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {  // an error, or the file shrank while it was read
+      const int err = n < 0 ? errno : 0;
       ::close(fd);
-      throw IOError("load_safetensors: cannot read '" + path + "': " + std::strerror(err));
+      throw IOError("load_safetensors: cannot read '" + path + "' at byte " + std::to_string(got) + ": " +
+                    (err ? std::strerror(err) : "the file shrank while it was read"));
     }
-    if (n == 0) break;
-    buf.insert(buf.end(), chunk, chunk + n);
+    got += static_cast<size_t>(n);
   }
   ::close(fd);
   return buf;
@@ -136,18 +159,23 @@ SafetensorsFile load_safetensors(const std::string& path) {
     throw bad("header length " + std::to_string(n) + " exceeds the " + std::to_string(rest) + " bytes after it");
   if (n > kMaxHeader) throw bad("header length " + std::to_string(n) + " exceeds the 100 MB limit");
 
-  // Parse, noting duplicate top-level names (nlohmann keeps only the last one).
+  // Parse, noting duplicate top-level names (nlohmann keeps only the last one) and refusing nesting
+  // deeper than the format's (a shape's dims sit at depth 3) before it is built: deep values would
+  // cost recursion later.
   std::set<std::string> seen;
   std::string duplicate;
+  bool too_deep = false;
   auto cb = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+    if (depth > kMaxDepth) too_deep = true;
     if (ev == nlohmann::json::parse_event_t::key && depth == 1 && parsed.is_string()) {
       const auto& k = parsed.get_ref<const std::string&>();
       if (!seen.insert(k).second && duplicate.empty()) duplicate = k;
     }
-    return true;
+    return !too_deep;
   };
   const char* hb = file.data() + 8;
   nlohmann::json header = nlohmann::json::parse(hb, hb + n, cb, /*allow_exceptions=*/false);
+  if (too_deep) throw bad("header nests values deeper than the format's " + std::to_string(kMaxDepth) + " levels");
   if (header.is_discarded()) throw bad("header is not valid JSON");
   if (!header.is_object()) throw bad("header is not a JSON object");
   if (!duplicate.empty()) throw bad("tensor name '" + duplicate + "' appears twice in the header");
@@ -175,7 +203,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
     Entry e;
     e.name = name;
     if (!dt->is_string()) throw bad(where + "dtype is not a string");
-    if (!st_parse(dt->get<std::string>(), e.dtype)) throw bad(where + "unknown dtype '" + dt->get<std::string>() + "'");
+    if (!st_parse(dt->get<std::string>(), e.dtype)) throw bad(where + "unknown dtype " + excerpt(*dt));
     if (!sh->is_array()) throw bad(where + "shape is not an array");
     if (sh->size() > static_cast<size_t>(kMaxDims))
       throw bad(where + "shape has " + std::to_string(sh->size()) + " dims, ember supports at most " +
@@ -184,15 +212,15 @@ SafetensorsFile load_safetensors(const std::string& path) {
     bool overflow = false;
     for (const auto& d : *sh) {
       if (d.is_number_integer() && !d.is_number_unsigned())
-        throw bad(where + "shape " + sh->dump() + " has a negative dim");
-      if (!d.is_number_unsigned()) throw bad(where + "shape " + sh->dump() + " has a dim that is not an integer");
+        throw bad(where + "shape " + excerpt(*sh) + " has a negative dim");
+      if (!d.is_number_unsigned()) throw bad(where + "shape " + excerpt(*sh) + " has a dim that is not an integer");
       const uint64_t v = d.get<uint64_t>();
       if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) || __builtin_mul_overflow(numel, v, &numel))
         overflow = true;
       e.shape.push_back(static_cast<int64_t>(std::min<uint64_t>(v, std::numeric_limits<int64_t>::max())));
     }
     if (!off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() || !(*off)[1].is_number_unsigned())
-      throw bad(where + "data_offsets " + off->dump() + " is not two non-negative integers");
+      throw bad(where + "data_offsets " + excerpt(*off) + " is not two non-negative integers");
     e.begin = (*off)[0].get<uint64_t>();
     e.end = (*off)[1].get<uint64_t>();
     if (e.begin > e.end)
@@ -203,7 +231,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
     uint64_t bytes = 0;
     if (overflow || __builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(e.dtype)), &bytes) ||
         bytes != e.end - e.begin)
-      throw bad(where + "data_offsets cover " + std::to_string(e.end - e.begin) + " bytes, shape " + sh->dump() +
+      throw bad(where + "data_offsets cover " + std::to_string(e.end - e.begin) + " bytes, shape " + excerpt(*sh) +
                 " of " + dt->get<std::string>() + " needs " + (overflow ? std::string("more than 2^64") : std::to_string(bytes)));
     entries.push_back(std::move(e));
   }

@@ -168,7 +168,7 @@ TEST_CASE("safetensors: corrupt headers raise FormatError naming the file and th
   expect("entry not object", st_bytes("{\"t\": 3}", ""), {"tensor 't'", "not an object"});
   expect("missing field", st_bytes(entry(R"("dtype": "F32", "shape": [2])"), data8), {"needs dtype, shape and data_offsets"});
   expect("unknown dtype", st_bytes(entry(R"("dtype": "F8_E4M3", "shape": [8], "data_offsets": [0, 8])"), data8),
-         {"unknown dtype 'F8_E4M3'"});
+         {"unknown dtype \"F8_E4M3\""});
   expect("dtype not string", st_bytes(entry(R"("dtype": 1, "shape": [2], "data_offsets": [0, 8])"), data8),
          {"dtype is not a string"});
   expect("negative dim", st_bytes(entry(R"("dtype": "F32", "shape": [-2], "data_offsets": [0, 8])"), data8),
@@ -223,8 +223,26 @@ TEST_CASE("safetensors: corrupt headers raise FormatError naming the file and th
   expect("bool byte 2", st_bytes(entry(R"("dtype": "BOOL", "shape": [2], "data_offsets": [0, 2])"), std::string("\x01\x02", 2)),
          {"BOOL byte 1 is 2"});
 
+  // Nesting deeper than the format's is refused while parsing, however deep: a million brackets
+  // would overflow the stack of any recursive walk of the parsed value.
+  expect("deep nesting", st_bytes(std::string(1'000'000, '[') + std::string(1'000'000, ']'), ""), {"deeper than the format's 3 levels"});
+  expect("deep nesting in an entry", st_bytes(entry(R"("dtype": "F32", "shape": [[[1]]], "data_offsets": [0, 4])"), data8),
+         {"deeper than the format's 3 levels"});
+  expect("deep metadata", st_bytes(R"({"__metadata__": {"k": {"a": [1]}}})", ""), {"deeper"});
+  // Numbers that do not fit 64 bits become doubles in the parser and are refused as such.
+  expect("20-digit dim", st_bytes(entry(R"("dtype": "U8", "shape": [99999999999999999999], "data_offsets": [0, 8])"), data8),
+         {"not an integer"});
+  expect("20-digit offset", st_bytes(entry(R"("dtype": "U8", "shape": [8], "data_offsets": [0, 99999999999999999999])"), data8),
+         {"not two non-negative integers"});
+  // A long value is cut in the message.
+  expect("long shape", st_bytes(entry(R"("dtype": "U8", "shape": [")" + std::string(5000, 'x') + R"("], "data_offsets": [0, 8])"), data8),
+         {"not an integer"});
+  CHECK(message_of<FormatError>([&] { load_safetensors(path); }).size() < 400);
+
   expect_error<IOError>("missing file", [&] { load_safetensors((tmp / "absent.safetensors")); },
                         {"absent.safetensors", "No such file"});
+  expect_error<IOError>("a device", [&] { load_safetensors("/dev/zero"); }, {"/dev/zero", "not a regular file"});
+  expect_error<IOError>("a directory", [&] { load_safetensors(tmp.path.string()); }, {"not a regular file"});
 }
 
 TEST_CASE("safetensors: truncation at every length is an error") {
