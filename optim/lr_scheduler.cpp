@@ -61,6 +61,21 @@ const Tensor& entry(const StateDict& d, const std::string& key) {
   if (it == d.end() || !it->second.defined()) throw ValueError("LRScheduler.load_state_dict: missing '" + key + "'");
   return it->second;
 }
+
+// A learning rate from the dict: a finite number.
+double rate(const StateDict& d, const std::string& key) {
+  const double v = entry(d, key).item<double>();
+  if (!std::isfinite(v)) throw ValueError("LRScheduler.load_state_dict: '" + key + "' is " + std::to_string(v) + ", not a finite rate");
+  return v;
+}
+
+// A step count from the dict: a whole number from -1 (before the first step) to 2^53.
+int64_t count(const StateDict& d, const std::string& key) {
+  const double v = entry(d, key).item<double>();
+  if (!(v >= -1 && v <= 9007199254740992.0 && v == std::floor(v)))
+    throw ValueError("LRScheduler.load_state_dict: '" + key + "' is " + std::to_string(v) + ", not a step count");
+  return static_cast<int64_t>(v);
+}
 }  // namespace
 
 StateDict LRScheduler::state_dict() const {
@@ -78,11 +93,11 @@ void LRScheduler::load_state_dict(const StateDict& d) {
     throw ValueError("LRScheduler.load_state_dict: the dict has more than " + std::to_string(n) + " param groups");
   std::vector<double> base(n), last(n);
   for (size_t g = 0; g < n; ++g) {
-    base[g] = entry(d, "base_lrs." + std::to_string(g)).item<double>();
-    last[g] = entry(d, "last_lr." + std::to_string(g)).item<double>();
+    base[g] = rate(d, "base_lrs." + std::to_string(g));
+    last[g] = rate(d, "last_lr." + std::to_string(g));
   }
-  last_epoch_ = static_cast<int64_t>(entry(d, "last_epoch").item<double>());
-  step_count_ = static_cast<int64_t>(entry(d, "step_count").item<double>());
+  last_epoch_ = count(d, "last_epoch");
+  step_count_ = count(d, "step_count");
   base_lrs_ = std::move(base);
   last_lr_ = std::move(last);
 }

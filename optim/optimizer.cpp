@@ -1,9 +1,11 @@
 #include "optim/optimizer.h"
 
+#include <limits>
 #include <set>
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "tensor/decimal.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
 
@@ -168,10 +170,17 @@ bool split3(const std::string& key, std::string& a, std::string& b, std::string&
   return !b.empty() && !rest.empty();
 }
 
+// "lr, momentum, weight_decay"
+std::string option_names(const GroupOptions& options) {
+  std::string names;
+  for (const auto& [name, value] : options) names += (names.empty() ? "" : ", ") + name;
+  return names;
+}
+
 int64_t parse_index(const std::string& s, const std::string& key) {
-  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
-    throw ValueError("optimizer state_dict: bad index '" + s + "' in key '" + key + "'");
-  return std::stoll(s);
+  const auto index = parse_decimal(s, std::numeric_limits<int32_t>::max());
+  if (!index) throw ValueError("optimizer state_dict: bad index '" + s + "' in key '" + key + "'");
+  return *index;
 }
 
 }  // namespace
@@ -190,6 +199,10 @@ void Optimizer::load_state_dict(const StateDict& dict) {
     if (!t.defined()) throw ValueError(who + "entry '" + key + "' is undefined");
     if (kind == "param_groups") {
       if (rest == "params") group_sizes[i] = t.numel();
+      else if (const GroupOptions& known = i < static_cast<int64_t>(groups_.size()) ? groups_[static_cast<size_t>(i)].options : defaults_;
+               !known.count(rest) && rest != "initial_lr")  // initial_lr: a scheduler's, in any optimizer's groups
+        throw ValueError(who + "'" + key + "' is not an option of " + name() + " (" + option_names(known) +
+                         "): the dict was written by another optimizer");
       else if (t.numel() != 1) throw ValueError(who + "option '" + key + "' has " + std::to_string(t.numel()) + " elements, expected 1");
       else group_opts[i][rest] = t.item<double>();
     } else {

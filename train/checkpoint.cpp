@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <charconv>
 #include <filesystem>
 #include <optional>
 #include <string_view>
 #include <utility>
 
 #include "tensor/atomic_file.h"
+#include "tensor/decimal.h"
 #include "tensor/ops.h"
 #include "tensor/safetensors.h"
 
@@ -31,23 +31,17 @@ auto sections(C& c) {
                     std::pair{std::string("runner."), &c.runner}};
 }
 
+// Counters (epochs, iterations, batches) stay below 2^53, where a double still counts them exactly.
+constexpr int64_t kMaxCounter = int64_t(1) << 53;
+
 int64_t parse_counter(const std::string& path, const std::map<std::string, std::string>& meta, const std::string& key) {
   const auto it = meta.find(key);
   if (it == meta.end()) throw FormatError(path + ": checkpoint metadata lacks \"" + key + "\"");
-  int64_t v = 0;
-  const std::string& s = it->second;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v < 0)
-    throw FormatError(path + ": checkpoint metadata \"" + key + "\" is \"" + s + "\", not a count");
-  return v;
-}
-
-// A whole number in [0, max] written in decimal, or nullopt.
-std::optional<int64_t> parse_number(std::string_view s, int64_t max) {
-  int64_t v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v < 0 || v > max) return std::nullopt;
-  return v;
+  const auto v = parse_decimal(it->second, kMaxCounter);
+  if (!v)
+    throw FormatError(path + ": checkpoint metadata \"" + key + "\" is \"" + it->second.substr(0, 40) +
+                      "\", not a count from 0 to 2^53");
+  return *v;
 }
 
 // "32,16" for a shape; "" for a 0-dim tensor.
@@ -66,7 +60,7 @@ std::optional<Shape> parse_shape(const std::string& text) {
   int64_t elements = 1;
   for (size_t at = 0; at < text.size();) {
     const size_t comma = std::min(text.find(',', at), text.size());
-    const auto dim = parse_number(std::string_view(text).substr(at, comma - at), int64_t(1) << 62);
+    const auto dim = parse_decimal(std::string_view(text).substr(at, comma - at), int64_t(1) << 62);
     if (!dim || __builtin_mul_overflow(elements, *dim, &elements) || elements > (int64_t(1) << 62)) return std::nullopt;
     shape.push_back(*dim);
     at = comma + 1;
@@ -133,7 +127,7 @@ void raise_if_any_failed(dist::ProcessGroup& group, bool failed, const std::stri
 
 // The pieces of every shard of the index at `path`, put together into `c`'s sections.
 void load_shards(const std::string& path, const std::map<std::string, std::string>& meta, Checkpoint& c) {
-  const auto count = parse_number(meta.at("shards"), kMaxShards);
+  const auto count = parse_decimal(meta.at("shards"), kMaxShards);
   if (!count || *count < 1)
     throw FormatError(path + ": checkpoint metadata \"shards\" is \"" + meta.at("shards") + "\", not a count of 1 to " +
                       std::to_string(kMaxShards));
@@ -165,7 +159,7 @@ void load_shards(const std::string& path, const std::map<std::string, std::strin
     shard.tensors.erase("rng.default");
     for (auto& [name, values] : shard.tensors) {
       const size_t at = name.rfind('@');
-      const auto offset = at == std::string::npos ? std::nullopt : parse_number(std::string_view(name).substr(at + 1), int64_t(1) << 62);
+      const auto offset = at == std::string::npos ? std::nullopt : parse_decimal(std::string_view(name).substr(at + 1), int64_t(1) << 62);
       if (!offset) throw FormatError(file + ": tensor \"" + name + "\" is not named <key>@<offset>");
       const std::string key = name.substr(0, at);
       const auto shape_entry = shard.metadata.find("shape." + key);

@@ -1,6 +1,7 @@
 #include "train/runner.h"
 
 #include <algorithm>
+#include <climits>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "nn/loss.h"
 #include "optim/clip_grad.h"
 #include "tensor/atomic_file.h"
+#include "tensor/decimal.h"
 #include "tensor/ops.h"
 #include "tensor/storage.h"
 #include "train/log.h"
@@ -30,14 +32,14 @@ double now_seconds() {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kMaxCount = 9007199254740992.0;  // 2^53: counts a checkpoint holds as doubles stay exact
 
 // The N of "epoch_N.safetensors", or -1 for any other name.
 int64_t epoch_file_number(const std::string& name) {
   const std::string prefix = "epoch_", suffix = ".safetensors";
   if (!name.starts_with(prefix) || !name.ends_with(suffix) || name.size() == prefix.size() + suffix.size()) return -1;
   const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  if (!std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) return -1;
-  return std::stoll(digits);
+  return parse_decimal(digits, std::numeric_limits<int64_t>::max()).value_or(-1);  // too long: not one of ours
 }
 
 // Where the other ranks of a data-parallel job print: nowhere.
@@ -226,8 +228,17 @@ RunSummary Runner::run() {
       if (opts_.work_dir.empty()) throw ValueError("Runner: resume from last_checkpoint needs a work_dir");
       const std::string pointer = work_path("last_checkpoint");
       std::ifstream in(pointer);
-      if (!in || !std::getline(in, path) || path.empty())
-        throw IOError("cannot resume: " + pointer + " is missing or empty (no checkpoint was saved in " + opts_.work_dir + ")");
+      if (!in) throw IOError("cannot resume: " + pointer + " is missing (no checkpoint was saved in " + opts_.work_dir + ")");
+      // One line, the path; read no further than a path can be long.
+      char line[PATH_MAX + 2] = {};
+      in.read(line, sizeof line - 1);
+      path.assign(line, static_cast<size_t>(in.gcount()));
+      if (!path.empty() && path.back() == '\n') path.pop_back();
+      if (path.empty() || path.size() > PATH_MAX || path.find_first_of(std::string("\n\0", 2)) != std::string::npos)
+        throw IOError("cannot resume: " + pointer + " does not hold one line naming a checkpoint (" +
+                      (path.empty() ? std::string("it is empty")
+                                    : path.size() > PATH_MAX ? "it is longer than a path can be"
+                                                             : std::to_string(in.gcount()) + " bytes") + ")");
     }
     restore(load_checkpoint(path));
     console_ << "Resumed from " << path << " at epoch " << epoch_ << ", iteration " << iteration_ << std::endl;
@@ -236,8 +247,9 @@ RunSummary Runner::run() {
 
   RunSummary summary;
   const int64_t iters_per_epoch = train_loader_->size();
-  const int64_t total_iters = opts_.max_iters > 0 ? std::min(opts_.max_iters, opts_.epochs * iters_per_epoch)
-                                                  : opts_.epochs * iters_per_epoch;
+  int64_t total_iters = 0;  // for the eta: the run stops at max_iters or the last epoch
+  if (__builtin_mul_overflow(opts_.epochs, iters_per_epoch, &total_iters)) total_iters = std::numeric_limits<int64_t>::max();
+  if (opts_.max_iters > 0) total_iters = std::min(opts_.max_iters, total_iters);
   const int64_t first_iteration = iteration_;
   const double run_started = now_seconds();
   bool stopped = false;
@@ -359,6 +371,7 @@ Checkpoint Runner::checkpoint() const {
   }
   for (const auto& [name, field] : kWindowFields)
     c.runner[std::string("log_window.") + name] = optim::scalar_f64((*log_window_).*field);
+  c.runner_text["optimizer"] = precision_->optimizer().name();
   c.rng = default_generator().state();
   c.epoch = epoch_;
   c.iteration = iteration_;
@@ -368,18 +381,36 @@ Checkpoint Runner::checkpoint() const {
 }
 
 void Runner::restore(const Checkpoint& c) {
+  // Every value read from the file is checked before it is used as a count or an index.
+  auto runner_value = [&](const std::string& key) {
+    const auto it = c.runner.find(key);
+    if (it == c.runner.end()) throw ValueError("Runner: the checkpoint lacks runner." + key);
+    if (it->second.numel() != 1)
+      throw ValueError("Runner: runner." + key + " in the checkpoint has shape " + to_string(it->second.shape()) +
+                       ", expected one value");
+    return it->second.to(DType::f64).item<double>();
+  };
+  auto runner_count = [&](const std::string& key, double low) {
+    const double v = runner_value(key);
+    if (!(v >= low && v <= kMaxCount && v == std::floor(v)))
+      throw ValueError("Runner: runner." + key + " in the checkpoint is " + std::to_string(v) + ", not a whole number from " +
+                       std::to_string(static_cast<int64_t>(low)) + " to 2^53");
+    return static_cast<int64_t>(v);
+  };
   // A job of another size (or batch) goes on from the same image of the epoch: the batch index is
   // scaled by the saved global batch over this run's.
   int64_t batch = c.loader.batch;
-  if (const auto saved = c.runner.find("global_batch"); saved != c.runner.end()) {
-    const double images = static_cast<double>(batch) * saved->second.item<double>();
-    const double now = static_cast<double>(global_batch());
-    if (std::fmod(images, now) != 0)
-      throw ValueError("Runner: the checkpoint stopped after " + std::to_string(static_cast<int64_t>(images)) +
-                       " images of epoch " + std::to_string(c.loader.epoch + 1) + ", which is no whole number of this run's "
+  if (c.runner.count("global_batch")) {
+    int64_t images = 0;
+    if (__builtin_mul_overflow(batch, runner_count("global_batch", 1), &images))
+      throw ValueError("Runner: the checkpoint's position (batch " + std::to_string(batch) + " of global batch " +
+                       std::to_string(runner_count("global_batch", 1)) + ") is beyond any epoch");
+    if (images % global_batch() != 0)
+      throw ValueError("Runner: the checkpoint stopped after " + std::to_string(images) + " images of epoch " +
+                       std::to_string(c.loader.epoch + 1) + ", which is no whole number of this run's "
                        "global batches of " + std::to_string(global_batch()) + ": resume at an epoch's end, or with a "
                        "global batch that divides it");
-    batch = static_cast<int64_t>(images / now);
+    batch = images / global_batch();
   }
   if (c.loader.epoch != c.epoch || batch >= train_loader_->size())
     throw ValueError("Runner: checkpoint position epoch " + std::to_string(c.loader.epoch) + ", batch " +
@@ -388,24 +419,33 @@ void Runner::restore(const Checkpoint& c) {
   if (c.scheduler.empty() != !scheduler_)
     throw ValueError(std::string("Runner: the checkpoint ") + (scheduler_ ? "has no" : "has a") +
                      " scheduler state but this run " + (scheduler_ ? "has a scheduler" : "has none"));
-  auto runner_value = [&](const std::string& key) {
-    const auto it = c.runner.find(key);
-    if (it == c.runner.end()) throw ValueError("Runner: the checkpoint lacks runner." + key);
-    return it->second.item<double>();
-  };
+  if (const auto saved = c.runner_text.find("optimizer");
+      saved != c.runner_text.end() && saved->second != precision_->optimizer().name())
+    throw ValueError("Runner: the checkpoint was written by a run with " + saved->second.substr(0, 40) + ", this run's optimizer is " +
+                     precision_->optimizer().name() + ": its state cannot continue in another optimizer");
   Window window(opts_.device);
   std::vector<double> sums;
   for (const char* name : kWindowSums) sums.push_back(runner_value(std::string("log_window.") + name));
   window.sums = from_vector(sums, {3}).to(opts_.device);
-  for (const auto& [name, field] : kWindowFields) window.*field = runner_value(std::string("log_window.") + name);
+  for (const auto& [name, field] : kWindowFields) {
+    window.*field = runner_value(std::string("log_window.") + name);
+    if (!(window.*field >= 0 && std::isfinite(window.*field)))
+      throw ValueError("Runner: runner.log_window." + std::string(name) + " in the checkpoint is " +
+                       std::to_string(window.*field) + ", not a finite value >= 0");
+  }
   NonFiniteWindow nonfinite(opts_.device);
   if (c.runner.count("log_window.nonfinite_step")) {
     const auto where = c.runner_text.find("log_window.nonfinite");
     if (where == c.runner_text.end()) throw ValueError("Runner: the checkpoint has runner.log_window.nonfinite_step but no text for it");
-    nonfinite.restore({static_cast<int64_t>(runner_value("log_window.nonfinite_step")), where->second});
+    nonfinite.restore({runner_count("log_window.nonfinite_step", 1), where->second});
   }
   const double best = runner_value("best_top1");
-  const auto skipped = static_cast<int64_t>(runner_value("skipped_steps"));
+  if (!std::isnan(best) && !(best >= 0 && best <= 100))
+    throw ValueError("Runner: runner.best_top1 in the checkpoint is " + std::to_string(best) + ", not an accuracy in percent");
+  const int64_t skipped = runner_count("skipped_steps", 0);
+  if (skipped > c.iteration)
+    throw ValueError("Runner: the checkpoint counts " + std::to_string(skipped) + " skipped steps in " +
+                     std::to_string(c.iteration) + " iterations");
   // Everything that can fail is checked before anything changes; the loads below validate first too.
   if (precision_->zero()) {
     restore_sharded_state(c, *precision_, checkpointed_module());

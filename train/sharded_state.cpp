@@ -1,9 +1,11 @@
 #include "train/sharded_state.h"
 
+#include <limits>
 #include <set>
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
+#include "tensor/decimal.h"
 #include "tensor/ops.h"
 
 namespace ember::train {
@@ -15,7 +17,9 @@ std::optional<std::pair<size_t, std::string>> split_state_key(const std::string&
   if (!key.starts_with("state.")) return std::nullopt;
   const size_t dot = key.find('.', 6);
   if (dot == std::string::npos) return std::nullopt;
-  return std::pair{static_cast<size_t>(std::stoull(key.substr(6, dot - 6))), key.substr(dot + 1)};
+  const auto n = parse_decimal(std::string_view(key).substr(6, dot - 6), std::numeric_limits<int32_t>::max());
+  if (!n) return std::nullopt;
+  return std::pair{static_cast<size_t>(*n), key.substr(dot + 1)};
 }
 
 const dist::ZeroPartition& partition_of(const TrainingPrecision& precision) {
