@@ -1,6 +1,7 @@
 // The one place that sets how many CPU threads ember's kernels use; GEMMs share them (the BLAS
 // library itself always runs on the calling thread: cpu/gemm.cpp).
 #include <string>
+#include <thread>
 
 #include "tensor/error.h"
 #include "tensor/ops.h"
@@ -11,8 +12,16 @@
 
 namespace ember {
 
+namespace {
+constexpr int kMaxThreads = 4096;
+}  // namespace
+
 void set_num_threads(int n) {
   if (n < 1) throw ValueError("set_num_threads: expected a positive count, got " + std::to_string(n));
+  // OpenMP aborts the process when it cannot start a thread: refuse what no machine needs.
+  if (n > kMaxThreads)
+    throw ValueError("set_num_threads: " + std::to_string(n) + " threads is more than the " + std::to_string(kMaxThreads) +
+                     " ember allows (this machine has " + std::to_string(std::thread::hardware_concurrency()) + " cores)");
 #if defined(_OPENMP)
   omp_set_num_threads(n);
 #endif

@@ -6,7 +6,11 @@
 // flags, and save checkpoints that resume on any number of ranks, or in one process.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <chrono>
+#include <limits>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -16,6 +20,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "data/dataset.h"
 #include "data/distributed_sampler.h"
@@ -210,27 +215,82 @@ std::shared_ptr<optim::LRScheduler> make_scheduler(const Flags& f, optim::Optimi
                                                std::vector<int64_t>{warmup});
 }
 
+// The training or test set, cut to its first `samples` images (0: all) as `flag` asks.
 std::shared_ptr<data::TensorDataset> load_dataset(const std::string& name, const std::string& dir, bool train,
-                                                  int64_t samples) {
+                                                  int64_t samples, const char* flag) {
   std::shared_ptr<data::TensorDataset> d;
   if (name == "fashion-mnist") d = std::make_shared<data::FashionMNIST>(dir, train);
   else d = std::make_shared<data::CIFAR10>(dir, train);
+  if (samples > d->size())
+    throw ValueError(std::string(flag) + " " + std::to_string(samples) + " is more than the " + std::to_string(d->size()) +
+                     " images of " + name + "'s " + (train ? "training" : "test") + " set");
   d->truncate(samples);
   return d;
 }
 
-// A CLI11 check that a number is at least `low`, with a message that names both.
-CLI::Validator at_least(double low) {
-  char bound[32];
-  std::snprintf(bound, sizeof(bound), "%g", low);
+// A CLI11 check that a flag's value is a finite number in [low, high], with a message naming both
+// (CLI11's own Range lets "nan" and "inf" through).
+CLI::Validator number_in(double low, double high = HUGE_VAL) {
+  const auto text_of = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", v);
+    return std::string(buf);
+  };
+  const std::string range = std::isinf(high) ? ">=" + text_of(low) : "in [" + text_of(low) + ", " + text_of(high) + "]";
+  const std::string need = std::isinf(high) ? "must be at least " + text_of(low)
+                                            : "must be from " + text_of(low) + " to " + text_of(high);
   return CLI::Validator(
-      [low, bound = std::string(bound)](std::string& text) -> std::string {
+      [low, high, need](std::string& text) -> std::string {
         char* end = nullptr;
+        errno = 0;
         const double v = std::strtod(text.c_str(), &end);
         if (end == text.c_str() || *end != '\0') return "\"" + text + "\" is not a number";
-        return v >= low ? "" : "must be at least " + bound + ", got " + text;
+        if (!std::isfinite(v) || errno == ERANGE) return need + ", got " + text + " (not a finite number)";
+        return v >= low && v <= high ? "" : need + ", got " + text;
       },
-      ">=" + std::string(bound));
+      range);
+}
+CLI::Validator at_least(double low) { return number_in(low); }
+
+// The same for a whole-number flag of type Int: digits that fit Int and lie in [low, high] (CLI11's
+// own conversion saturates 20-digit numbers and wraps "-1" for unsigned types).
+template <class Int>
+CLI::Validator whole_in(Int low, Int high = std::numeric_limits<Int>::max()) {
+  const bool open = high == std::numeric_limits<Int>::max();
+  const std::string range = open ? ">=" + std::to_string(low) : "in [" + std::to_string(low) + ", " + std::to_string(high) + "]";
+  const std::string need = open ? "must be at least " + std::to_string(low)
+                                : "must be from " + std::to_string(low) + " to " + std::to_string(high);
+  return CLI::Validator(
+      [low, high, need](std::string& text) -> std::string {
+        Int v{};
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec == std::errc::result_out_of_range) return need + ", got " + text + " (too large to count)";
+        if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+          return "\"" + text + "\" is not a whole number";
+        return v >= low && v <= high ? "" : need + ", got " + text;
+      },
+      range);
+}
+
+// Caps a thread count at the machine's cores, saying so: more threads than cores only slow a run.
+int capped_threads(const char* flag, int requested) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (requested <= cores) return requested;
+  std::cerr << "train: warning: " << flag << " " << requested << " is more than this machine's " << cores
+            << " cores; using " << cores << "\n";
+  return cores;
+}
+
+// The iterations the schedule spans: epochs x iterations per epoch (--max-iters only stops the run
+// early, and a resumed run goes on along the same schedule). Beyond 2^53 iterations that is only
+// legal beside --max-iters, and the schedule is cut to 2^53: constant over any run that ends.
+int64_t schedule_iterations(int64_t epochs, int64_t per_epoch, int64_t max_iters) {
+  constexpr int64_t kMost = int64_t(1) << 53;
+  int64_t total = 0;
+  if (!__builtin_mul_overflow(epochs, per_epoch, &total) && total <= kMost) return total;
+  if (max_iters > 0) return kMost;
+  throw ValueError("--epochs " + std::to_string(epochs) + " x " + std::to_string(per_epoch) +
+                   " iterations per epoch is more than 2^53 iterations; lower --epochs or set --max-iters");
 }
 
 train::Runner* g_runner = nullptr;
@@ -247,6 +307,9 @@ extern "C" void on_stop_signal(int sig) {
 
 }  // namespace
 
+// Loss scales are float32 numbers: from its smallest normal value, 2^-126, to 2^127.
+constexpr double kMinScale = 0x1p-126, kMaxScale = 0x1p127;
+
 int main(int argc, char** argv) {
   Flags f;
   CLI::App app{"Train a model of ember's zoo on Fashion-MNIST or CIFAR-10, logging in MMEngine's format.", "train"};
@@ -255,31 +318,31 @@ int main(int argc, char** argv) {
   app.add_option("--dataset", f.dataset, "the data set")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
   app.add_option("--data", f.data_dir,
                  "data directory (default: /usr/share/datasets/fashion-mnist for fashion-mnist; required for cifar10)");
-  app.add_option("--epochs", f.epochs, "epochs to train")->check(at_least(1));
-  app.add_option("--batch-size", f.batch_size, "images per iteration (per rank with --strategy ddp or zero*)")->check(at_least(1));
+  app.add_option("--epochs", f.epochs, "epochs to train")->check(whole_in<int64_t>(1));
+  app.add_option("--batch-size", f.batch_size, "images per iteration (per rank with --strategy ddp or zero*)")->check(whole_in<int64_t>(1));
   app.add_option("--lr", f.lr, "base learning rate (0: 0.1 for sgd, 1e-3 for adamw and lamb)")->check(at_least(0));
   app.add_option("--optimizer", f.optimizer, "optimizer")->check(CLI::IsMember({"sgd", "adamw", "lamb"}));
-  app.add_option("--momentum", f.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--momentum", f.momentum, "SGD momentum")->check(number_in(0.0, 1.0));
   app.add_option("--weight-decay", f.weight_decay, "weight decay (decoupled for adamw)")->check(at_least(0));
   app.add_option("--scheduler", f.scheduler, "learning-rate schedule over all iterations, stepped per iteration")
       ->check(CLI::IsMember({"cosine", "multistep", "constant"}));
-  app.add_option("--warmup-iters", f.warmup_iters, "linear warmup iterations before the schedule")->check(at_least(0));
+  app.add_option("--warmup-iters", f.warmup_iters, "linear warmup iterations before the schedule")->check(whole_in<int64_t>(0));
   app.add_option("--clip-grad", f.clip_grad, "clip the gradients' total 2-norm to this (0: no clipping)")->check(at_least(0));
   app.add_option("--device", f.device, "cpu or cuda (default: cuda when a GPU is present, else cpu)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--threads", f.threads, "CPU compute threads (0: one per core)")->check(at_least(0));
-  app.add_option("--num-workers", f.num_workers, "background threads preparing batches (0: none)")->check(at_least(0));
-  app.add_option("--seed", f.seed, "seed of the initialisation, shuffling and augmentation");
+  app.add_option("--threads", f.threads, "CPU compute threads (0: one per core)")->check(whole_in<int>(0));
+  app.add_option("--num-workers", f.num_workers, "background threads preparing batches (0: none)")->check(whole_in<int>(0));
+  app.add_option("--seed", f.seed, "seed of the initialisation, shuffling and augmentation")->check(whole_in<uint64_t>(0));
   app.add_option("--work-dir", f.work_dir, "where logs and checkpoints go (default: work_dirs/<model>_<dataset>)");
   app.add_option("--resume", f.resume, "resume from PATH, or without a value from <work-dir>/last_checkpoint")
       ->expected(0, 1)->type_name("[PATH]");
-  app.add_option("--log-interval", f.log_interval, "iterations between log lines")->check(at_least(1));
-  app.add_option("--save-interval", f.save_interval, "epochs between checkpoints (0: none)")->check(at_least(0));
-  app.add_option("--keep-checkpoints", f.keep_checkpoints, "epoch checkpoints kept (0: all)")->check(at_least(0));
-  app.add_option("--train-samples", f.train_samples, "use the first N training images (0: all)")->check(at_least(0));
-  app.add_option("--val-samples", f.val_samples, "use the first N test images (0: all)")->check(at_least(0));
+  app.add_option("--log-interval", f.log_interval, "iterations between log lines")->check(whole_in<int64_t>(1));
+  app.add_option("--save-interval", f.save_interval, "epochs between checkpoints (0: none)")->check(whole_in<int64_t>(0));
+  app.add_option("--keep-checkpoints", f.keep_checkpoints, "epoch checkpoints kept (0: all)")->check(whole_in<int64_t>(0));
+  app.add_option("--train-samples", f.train_samples, "use the first N training images (0: all)")->check(whole_in<int64_t>(0));
+  app.add_option("--val-samples", f.val_samples, "use the first N test images (0: all)")->check(whole_in<int64_t>(0));
   app.add_option("--max-iters", f.max_iters, "stop after N iterations in all, with a checkpoint (0: run every epoch)")
-      ->check(at_least(0));
+      ->check(whole_in<int64_t>(0));
   app.add_flag("--augment", f.augment, "random crop (padding 4) and horizontal flip of the training images");
   app.add_flag("--deterministic", f.deterministic,
                "deterministic mode: CPU results bit for bit the same on any run, thread count and x86-64 CPU; "
@@ -295,8 +358,8 @@ int main(int argc, char** argv) {
                  "+ gradients, + parameters sharded over the ranks)")
       ->check(CLI::IsMember({"none", "ddp", "zero1", "zero2", "zero3"}));
   app.add_option("--dist-timeout", f.dist_timeout, "ddp, zero: seconds before a collective that gets no answer fails")
-      ->check(CLI::Range(0.1, 86400.0));
-  const auto elements = CLI::Range(int64_t(1), int64_t(1) << 40);
+      ->check(number_in(0.1, 86400.0));
+  const auto elements = whole_in<int64_t>(1, int64_t(1) << 40);
   app.add_option("--reduce-bucket-size", f.zero.reduce_bucket_size, "zero: elements per gradient reduction")->check(elements);
   app.add_option("--allgather-bucket-size", f.zero.allgather_bucket_size, "zero: elements per parameter all-gather")
       ->check(elements);
@@ -311,18 +374,18 @@ int main(int argc, char** argv) {
                  "zero3: parameter elements gathered ahead of use")->check(elements);
   app.add_option("--stage3-param-persistence-threshold", f.zero.stage3_param_persistence_threshold,
                  "zero3: modules with at most this many parameter elements keep them whole")
-      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
+      ->check(whole_in<int64_t>(0, int64_t(1) << 40));
   app.add_option("--init-scale", f.init_scale, "amp_fp16: GradScaler's first scale; naive_fp16: rounded down to a power of 2")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--growth-factor", f.growth_factor, "amp_fp16: scale growth factor (> 1)")->check(CLI::Range(1.0 + 1e-9, 1e9));
+      ->check(number_in(kMinScale, kMaxScale));
+  app.add_option("--growth-factor", f.growth_factor, "amp_fp16: scale growth factor (> 1)")->check(number_in(1.0 + 1e-9, 1e9));
   app.add_option("--backoff-factor", f.backoff_factor, "amp_fp16: scale backoff factor, in (0, 1)")
-      ->check(CLI::Range(1e-9, 1.0 - 1e-9));
-  app.add_option("--growth-interval", f.growth_interval, "amp_fp16: clean steps before the scale grows")->check(at_least(1));
+      ->check(number_in(1e-9, 1.0 - 1e-9));
+  app.add_option("--growth-interval", f.growth_interval, "amp_fp16: clean steps before the scale grows")->check(whole_in<int64_t>(1));
   app.add_option("--loss-scale-window", f.loss_scale_window, "naive_fp16: clean steps before the scale grows")
-      ->check(at_least(1));
+      ->check(whole_in<int64_t>(1));
   app.add_option("--hysteresis", f.hysteresis, "naive_fp16: overflows tolerated before the scale backs off")
-      ->check(at_least(1));
-  app.add_option("--min-loss-scale", f.min_loss_scale, "naive_fp16: the scale's floor")->check(CLI::PositiveNumber);
+      ->check(whole_in<int64_t>(1));
+  app.add_option("--min-loss-scale", f.min_loss_scale, "naive_fp16: the scale's floor")->check(number_in(kMinScale, kMaxScale));
   app.add_option("--deepspeed-config", f.deepspeed_config,
                  "a DeepSpeed JSON config: its zero_optimization, fp16/bf16, gradient_clipping, micro batch and "
                  "optimizer settings become the flags above (a flag given too must agree)")
@@ -368,15 +431,16 @@ int main(int argc, char** argv) {
     if (rank == 0)
       for (const auto& w : warnings) std::cerr << "train: warning: " << w << "\n";
     if (!f.deepspeed_config.empty()) check_deepspeed_batch(f, world);
-    if (f.threads > 0) set_num_threads(f.threads);
+    if (f.threads > 0) set_num_threads(capped_threads("--threads", f.threads));
+    f.num_workers = capped_threads("--num-workers", f.num_workers);
     set_deterministic(f.deterministic);  // before the model: its initialisation draws numbers
     const DatasetSpec spec = dataset_spec(f.dataset);
     if (f.data_dir.empty()) f.data_dir = spec.default_dir;
     if (f.data_dir.empty()) throw ValueError("--data is required for " + f.dataset);
     if (f.work_dir.empty()) f.work_dir = "work_dirs/" + f.model + "_" + f.dataset;
 
-    auto train_set = load_dataset(f.dataset, f.data_dir, true, f.train_samples);
-    auto val_set = load_dataset(f.dataset, f.data_dir, false, f.val_samples);
+    auto train_set = load_dataset(f.dataset, f.data_dir, true, f.train_samples, "--train-samples");
+    auto val_set = load_dataset(f.dataset, f.data_dir, false, f.val_samples, "--val-samples");
 
     data::DataLoaderOptions loader;
     loader.batch_size = f.batch_size;
@@ -419,7 +483,7 @@ int main(int argc, char** argv) {
     }
     auto precision = std::make_shared<train::TrainingPrecision>(
         po, *model, [&f](std::vector<Tensor> params) { return make_optimizer(f, std::move(params)); });
-    auto scheduler = make_scheduler(f, precision->optimizer(), f.epochs * train_loader->size());
+    auto scheduler = make_scheduler(f, precision->optimizer(), schedule_iterations(f.epochs, train_loader->size(), f.max_iters));
 
     train::RunnerOptions ro;
     ro.epochs = f.epochs;

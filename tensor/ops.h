@@ -209,6 +209,7 @@ Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
 
 // ---- threads (cpu/threads.cpp): the one place that sets the CPU thread count (OpenMP, BLAS)
+// ValueError below 1 or above 4096 (OpenMP would abort the process when it cannot start them).
 void set_num_threads(int n);
 int get_num_threads();
 // The deterministic mode, set_deterministic(bool) and is_deterministic(), is declared in

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <regex>
@@ -20,6 +21,7 @@
 #include "data/dataset.h"
 #include "data/transforms.h"
 #include "nn/nn.h"
+#include "optim/adam.h"
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
 #include "tensor/atomic_file.h"
@@ -271,6 +273,13 @@ TEST_CASE("checkpoint: round trip of every part, and errors that name the file")
   bad["epoch"] = "3x";
   with_meta(bad, {});
   expect_error<FormatError>("malformed counter", [&] { load_checkpoint(plain); }, {"\"epoch\" is \"3x\""});
+  // Counters that would wrap or lose their exactness as doubles are refused, not wrapped.
+  for (const char* number : {"9223372036854775807", "99999999999999999999", "9007199254740993", "-1", "+3", " 3"}) {
+    bad = good;
+    bad["iteration"] = number;
+    with_meta(bad, {});
+    expect_error<FormatError>(number, [&] { load_checkpoint(plain); }, {"\"iteration\" is", "not a count from 0 to 2^53"});
+  }
   with_meta(good, {{"weights.w", zeros({1})}});
   expect_error<FormatError>("stray tensor", [&] { load_checkpoint(plain); }, {"unexpected tensor \"weights.w\""});
 
@@ -619,7 +628,75 @@ TEST_CASE("Runner: bad options and checkpoints that do not fit raise, changing n
   Checkpoint untold = runner.checkpoint();
   untold.runner["log_window.nonfinite_step"] = optim::scalar_f64(3);
   expect_error<ValueError>("report", [&] { runner.restore(untold); }, {"nonfinite_step but no text"});
+  // Values a file holds as doubles are checked before they become counts or positions.
+  for (const double v : {std::nan(""), -1.0, 1e300, 2.5}) {
+    Checkpoint odd = runner.checkpoint();
+    odd.runner["global_batch"] = optim::scalar_f64(v);
+    expect_error<ValueError>("global_batch " + std::to_string(v), [&] { runner.restore(odd); },
+                             {"runner.global_batch", "not a whole number"});
+    odd = runner.checkpoint();
+    odd.runner["skipped_steps"] = optim::scalar_f64(v);
+    expect_error<ValueError>("skipped_steps " + std::to_string(v), [&] { runner.restore(odd); }, {"runner.skipped_steps"});
+  }
+  for (const double v : {std::nan(""), -1.0, std::numeric_limits<double>::infinity()}) {
+    Checkpoint odd = runner.checkpoint();
+    odd.runner["log_window.count"] = optim::scalar_f64(v);
+    expect_error<ValueError>("count " + std::to_string(v), [&] { runner.restore(odd); }, {"runner.log_window.count"});
+  }
+  Checkpoint far_batch = runner.checkpoint();
+  far_batch.loader = {0, int64_t(1) << 53};
+  far_batch.runner["global_batch"] = optim::scalar_f64(double(int64_t(1) << 53));
+  expect_error<ValueError>("position beyond any epoch", [&] { runner.restore(far_batch); }, {"beyond any epoch"});
+  Checkpoint best = runner.checkpoint();
+  best.runner["best_top1"] = optim::scalar_f64(250);
+  expect_error<ValueError>("accuracy", [&] { runner.restore(best); }, {"best_top1", "250"});
   check_bit_equal(run.model->state_dict(), copy, "untouched weights");
+}
+
+TEST_CASE("Runner: a checkpoint of one optimizer does not resume into another") {
+  TempDir dir;
+  std::ostringstream console;
+  Run run(1, 0, 2);
+  Runner sgd_runner = run.runner(options(dir.path.string(), 2, console));
+  const Checkpoint sgd = sgd_runner.checkpoint();
+  CHECK(sgd.runner_text.at("optimizer") == "SGD");
+
+  auto adamw = std::make_shared<optim::AdamW>(run.model->parameters());
+  Runner adamw_runner(run.model, adamw, nullptr, run.train_loader, run.val_loader, options(dir.path.string(), 2, console));
+  Checkpoint c = sgd;
+  c.scheduler.clear();
+  expect_error<ValueError>("runner", [&] { adamw_runner.restore(c); }, {"written by a run with SGD", "AdamW"});
+  // The optimizer itself refuses another's options, whoever hands it the dict.
+  expect_error<ValueError>("optimizer", [&] { adamw->load_state_dict(sgd.optimizer); },
+                           {"AdamW.load_state_dict", "'param_groups.0.dampening' is not an option of AdamW", "another optimizer"});
+  StateDict wrapped = sgd.optimizer;
+  wrapped["state.99999999999999999999.momentum_buffer"] = zeros({1});
+  expect_error<ValueError>("20-digit index", [&] { run.optimizer->load_state_dict(wrapped); }, {"bad index '99999999999999999999'"});
+}
+
+TEST_CASE("Runner: a work dir with files of its own is pruned without a fault") {
+  TempDir dir;
+  std::ostringstream console;
+  Run run(1, 0, 2);
+  // Names that look like an epoch checkpoint but whose number fits no counter are not the run's.
+  for (const char* name : {"epoch_99999999999999999999.safetensors", "epoch_.safetensors", "epoch_-1.safetensors"})
+    std::ofstream(dir / name) << "not ours";
+  RunnerOptions o = options(dir.path.string(), 2, console);
+  o.keep_checkpoints = 1;
+  run.runner(o).run();
+  CHECK(fs::exists(dir / "epoch_99999999999999999999.safetensors"));
+  CHECK(fs::exists(dir / "epoch_2.safetensors"));
+  CHECK(!fs::exists(dir / "epoch_1.safetensors"));
+
+  // last_checkpoint that holds no one-line path: a sentence, however long the file.
+  RunnerOptions resume = options(dir.path.string(), 2, console);
+  resume.resume = "";
+  std::ofstream(dir / "last_checkpoint", std::ios::trunc) << std::string(1 << 20, 'x');
+  expect_error<IOError>("long", [&] { run.runner(resume).run(); }, {"last_checkpoint does not hold one line naming a checkpoint"});
+  std::ofstream(dir / "last_checkpoint", std::ios::trunc) << "";
+  expect_error<IOError>("empty", [&] { run.runner(resume).run(); }, {"last_checkpoint does not hold one line", "it is empty"});
+  std::ofstream(dir / "last_checkpoint", std::ios::trunc) << "a\nb\n";
+  expect_error<IOError>("two lines", [&] { run.runner(resume).run(); }, {"does not hold one line"});
 }
 
 TEST_CASE("model zoo: every name builds a model that maps images to class scores") {
@@ -789,9 +866,51 @@ TEST_CASE("train program: --help lists every flag; bad input gives one line and 
   one_line_error(run_train("--model lenet"), 2, "--model");
   one_line_error(run_train("--precision fp8"), 2, "--precision");
   one_line_error(run_train("--no-such-flag"), 2, "--no-such-flag");
+  // Numbers: finite and in range, or refused naming the flag and the value.
+  one_line_error(run_train("--lr inf"), 2, "train: error: --lr: must be at least 0, got inf (not a finite number)");
+  one_line_error(run_train("--lr nan"), 2, "--lr: must be at least 0, got nan (not a finite number)");
+  one_line_error(run_train("--lr 1e999"), 2, "--lr: must be at least 0, got 1e999 (not a finite number)");
+  one_line_error(run_train("--momentum nan"), 2, "--momentum: must be from 0 to 1, got nan");
+  one_line_error(run_train("--init-scale inf"), 2, "--init-scale: must be from");
+  one_line_error(run_train("--min-loss-scale 1e-300"), 2, "--min-loss-scale: must be from");
+  one_line_error(run_train("--growth-factor nan"), 2, "--growth-factor: must be from");
+  one_line_error(run_train("--dist-timeout nan"), 2, "--dist-timeout: must be from 0.1 to 86400, got nan");
+  one_line_error(run_train("--epochs 99999999999999999999"), 2,
+                 "--epochs: must be at least 1, got 99999999999999999999 (too large to count)");
+  one_line_error(run_train("--threads 99999999999"), 2, "--threads: must be at least 0, got 99999999999 (too large to count)");
+  one_line_error(run_train("--epochs 1.5"), 2, "--epochs: \"1.5\" is not a whole number");
+  one_line_error(run_train("--seed -1"), 2, "--seed: \"-1\" is not a whole number");
+  one_line_error(run_train("--seed 18446744073709551616"), 2, "--seed: must be at least 0, got 18446744073709551616 (too large");
+  one_line_error(run_train("--reduce-bucket-size 0 --strategy zero1"), 2, "--reduce-bucket-size: must be from 1 to 1099511627776, got 0");
   TempDir dir;
   one_line_error(run_train("--data " + (dir / "absent")), 1, "absent does not exist");
+  one_line_error(run_train("--data /etc/passwd"), 1, "data directory /etc/passwd is not a directory");
   if (!has_cuda()) one_line_error(run_train("--device cuda"), 1, "--device cuda: no CUDA device is available");
+}
+
+TEST_CASE("train program: thread counts beyond the machine's are capped; iteration counts that cannot be counted are named" *
+          doctest::skip(train_program().empty() || !has_fashion_mnist())) {
+  TempDir dir;
+  const std::string common = "--model mlp --val-samples 64 --batch-size 64 --save-interval 0 --log-interval 1 --work-dir " +
+                             dir.path.string();
+  // A huge --epochs is legal beside --max-iters, which ends the run long before.
+  const CommandResult capped =
+      run_train(common + " --train-samples 128 --threads 100000 --num-workers 100000 --epochs 9223372036854775807 --max-iters 2");
+  REQUIRE_MESSAGE(capped.exit_code == 0, capped.output);
+  CHECK_MESSAGE(capped.output.find("train: warning: --threads 100000 is more than this machine's") != std::string::npos,
+                capped.output);
+  CHECK(capped.output.find("train: warning: --num-workers 100000 is more than this machine's") != std::string::npos);
+  CHECK(capped.output.find("train: stopped after 2 iterations") != std::string::npos);
+  const CommandResult endless = run_train(common + " --train-samples 128 --epochs 9223372036854775807");
+  CHECK(endless.exit_code == 1);
+  CHECK_MESSAGE(endless.output.find("--epochs 9223372036854775807 x 2 iterations per epoch is more than 2^53 iterations") !=
+                    std::string::npos,
+                endless.output);
+  const CommandResult beyond = run_train(common + " --epochs 1 --train-samples 100000");
+  CHECK(beyond.exit_code == 1);
+  CHECK_MESSAGE(beyond.output.find("--train-samples 100000 is more than the 60000 images of fashion-mnist's training set") !=
+                    std::string::npos,
+                beyond.output);
 }
 
 TEST_CASE("train program: a diverging run names where its first NaN or inf came from" *
