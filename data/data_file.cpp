@@ -1,16 +1,13 @@
 #include "data/data_file.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <new>
 
+#include "tensor/file_bytes.h"
 #include "tensor/storage.h"
 
 namespace ember::data {
@@ -41,40 +38,11 @@ struct DataFile::Inflater {
 };
 
 DataFile::DataFile(std::string path) : path_(std::move(path)) {
-  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    throw DataError(path_ + (err == ENOENT ? ": no such file" : ": cannot open: " + std::string(std::strerror(err))));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw DataError(path_ + ": not a regular file");
-  }
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size > memory_bound()) {
-    ::close(fd);
-    throw DataError(path_ + ": " + std::to_string(size) + " bytes, more than this machine's memory");
-  }
   try {
-    raw_.resize(size);
-  } catch (const std::bad_alloc&) {
-    ::close(fd);
-    throw DataError(path_ + ": out of memory reading its " + std::to_string(size) + " bytes");
+    raw_ = read_regular_file(path_);
+  } catch (const IOError& e) {
+    throw DataError(e.what());
   }
-  size_t got = 0;
-  while (got < raw_.size()) {
-    const ssize_t n = ::read(fd, raw_.data() + got, raw_.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {  // an error, or the file shrank while we read it
-      const int err = n < 0 ? errno : 0;
-      ::close(fd);
-      throw DataError(path_ + ": cannot read byte " + std::to_string(got) + " of " + std::to_string(size) +
-                      (err ? ": " + std::string(std::strerror(err)) : ": the file shrank while it was read"));
-    }
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
   if (gzip_magic(raw_.data(), raw_.size())) {
     inflater_ = std::make_unique<Inflater>(path_);
     inflater_->z.next_in = raw_.data();

@@ -1,12 +1,7 @@
 #include "tensor/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -15,7 +10,7 @@
 #include <vector>
 
 #include "tensor/atomic_file.h"
-#include "tensor/storage.h"
+#include "tensor/file_bytes.h"
 #include "tensor/tensor.h"
 
 namespace ember {
@@ -61,41 +56,6 @@ bool st_parse(const std::string& s, DType& out) {
       return true;
     }
   return false;
-}
-
-std::vector<char> read_all(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IOError("load_safetensors: cannot open '" + path + "': " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw IOError("load_safetensors: '" + path + "' is not a regular file");
-  }
-  // The whole file is read, so its size is what is allocated: checked against memory first.
-  const auto size = static_cast<uint64_t>(st.st_size);
-  const size_t memory = backend::host_memory_total();
-  std::vector<char> buf;
-  try {
-    if (memory > 0 && size > memory) throw std::bad_alloc();
-    buf.resize(static_cast<size_t>(size));
-  } catch (const std::bad_alloc&) {
-    ::close(fd);
-    throw IOError("load_safetensors: '" + path + "' is " + std::to_string(size) + " bytes, more than this machine's memory");
-  }
-  size_t got = 0;
-  while (got < buf.size()) {
-    const ssize_t n = ::read(fd, buf.data() + got, buf.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {  // an error, or the file shrank while it was read
-      const int err = n < 0 ? errno : 0;
-      ::close(fd);
-      throw IOError("load_safetensors: cannot read '" + path + "' at byte " + std::to_string(got) + ": " +
-                    (err ? std::strerror(err) : "the file shrank while it was read"));
-    }
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  return buf;
 }
 
 struct Entry {
@@ -149,12 +109,18 @@ SafetensorsFile load_safetensors(const std::string& path) {
   auto bad = [&](const std::string& problem) -> FormatError {
     return FormatError("load_safetensors: '" + path + "': " + problem);
   };
-  const std::vector<char> file = read_all(path);
-  if (file.size() < 8)
-    throw bad("file is " + std::to_string(file.size()) + " bytes, shorter than the 8-byte header length");
+  std::vector<uint8_t> bytes;
+  try {
+    bytes = read_regular_file(path);
+  } catch (const IOError& e) {
+    throw IOError(std::string("load_safetensors: ") + e.what());
+  }
+  const auto* file = reinterpret_cast<const char*>(bytes.data());
+  if (bytes.size() < 8)
+    throw bad("file is " + std::to_string(bytes.size()) + " bytes, shorter than the 8-byte header length");
   uint64_t n = 0;
-  std::memcpy(&n, file.data(), 8);
-  const uint64_t rest = file.size() - 8;
+  std::memcpy(&n, file, 8);
+  const uint64_t rest = bytes.size() - 8;
   if (n > rest)
     throw bad("header length " + std::to_string(n) + " exceeds the " + std::to_string(rest) + " bytes after it");
   if (n > kMaxHeader) throw bad("header length " + std::to_string(n) + " exceeds the 100 MB limit");
@@ -173,7 +139,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
     }
     return !too_deep;
   };
-  const char* hb = file.data() + 8;
+  const char* hb = file + 8;
   nlohmann::json header = nlohmann::json::parse(hb, hb + n, cb, /*allow_exceptions=*/false);
   if (too_deep) throw bad("header nests values deeper than the format's " + std::to_string(kMaxDepth) + " levels");
   if (header.is_discarded()) throw bad("header is not valid JSON");

@@ -150,7 +150,7 @@ TEST_CASE("idx: truncated, corrupt, wrong magic and dims raise DataError naming 
   for (size_t i = 12; i < gz.size() - 8; ++i) gz[i] ^= 0x5A;
   write_bytes(p + ".gz", gz);
   expect_error<DataError>("gzip body corrupt", [&] { read_idx_images(p + ".gz"); }, {".gz", "corrupt"});
-  expect_error<DataError>("missing", [&] { read_idx_images(dir / "nope"); }, {"nope", "no such file"});
+  expect_error<DataError>("missing", [&] { read_idx_images(dir / "nope"); }, {"nope", "No such file"});
 }
 
 // The bytes of a file.
