@@ -1,6 +1,7 @@
 #include "tensor/tensor.h"
 
 #include <algorithm>
+#include <limits>
 #include <sstream>
 
 #include "autograd/engine.h"
@@ -74,6 +75,17 @@ T Tensor::item() const {
   if (numel() != 1)
     throw ShapeError("item: a tensor with " + std::to_string(numel()) + " elements (shape " + to_string(shape()) +
                      ") cannot be converted to a scalar");
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // A float read as a count (a state dict's step, say) must be one: NaN or 1e300 has no integer value.
+    if (is_floating(dtype())) {
+      const double v = to_vector<double>()[0];
+      // [min, max + 1): both powers of two, exact in a double.
+      const double low = static_cast<double>(std::numeric_limits<T>::min());
+      const double high = static_cast<double>(std::numeric_limits<T>::max()) + 1.0;
+      if (!(v >= low && v < high))
+        throw ValueError("item: " + std::to_string(v) + " is out of the range of the integer type asked for");
+    }
+  }
   return to_vector<T>()[0];
 }
 

@@ -15,6 +15,16 @@ const Device kCuda{DeviceType::cuda, 0};
 
 TEST_SUITE("cpu") {
 
+TEST_CASE("errors: item as an integer of a float that is no such integer") {
+  CHECK(scalar_tensor(3.0).item<int64_t>() == 3);
+  CHECK(scalar_tensor(-2.0, DType::f32).item<int32_t>() == -2);
+  for (const double v : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(), 1e300, 0x1p63})
+    expect_error<ValueError>(std::to_string(v), [&] { scalar_tensor(v).item<int64_t>(); }, {"item: ", "out of the range"});
+  expect_error<ValueError>("int32", [] { scalar_tensor(0x1p31).item<int32_t>(); }, {"out of the range"});
+  expect_error<ValueError>("uint8", [] { scalar_tensor(-1.0).item<uint8_t>(); }, {"out of the range"});
+  CHECK(scalar_tensor(-0x1p63).item<int64_t>() == std::numeric_limits<int64_t>::min());
+}
+
 TEST_CASE("errors: shapes that do not broadcast") {
   const Tensor a = ones({2, 3}), b = ones({4});
   expect_error<ShapeError>("add", [&] { (void)add(a, b); }, {"add", "(2, 3)", "(4,)"});
