@@ -75,7 +75,9 @@ void max_pool_plane(const MaxPlane g, const T* plane, T* y, int64_t* idx) {
   const std::integral_constant<int64_t, 0> zero;
   for (int64_t i = 0; i < g.OH; ++i) {
     const int64_t h0 = i * g.sh - g.ph;
-    const auto [ki0, ki1] = inside_taps(h0, g.dh, g.kh, g.H);
+    // Named, not a structured binding: the lambdas below capture them (clang before 16 cannot).
+    const std::pair<int64_t, int64_t> rows = inside_taps(h0, g.dh, g.kh, g.H);
+    const int64_t ki0 = rows.first, ki1 = rows.second;
     // Output j from the taps [ka, kb) x [kc, kd) of its window, not empty; padding counts as -inf.
     auto window = [&](int64_t j, auto ka, auto kb, auto kc, auto kd) {
       const int64_t w0 = j * g.sw - g.pw;
