@@ -118,18 +118,19 @@ uint64_t DataFile::skip_rest() {
 std::vector<uint8_t> DataFile::read_rest() {
   const uint64_t limit = max_content_bytes();
   std::vector<uint8_t> out;
+  // A plain file's rest in one read (one byte more shows its end); gzip content in growing pieces.
+  size_t piece = inflater_ ? std::max<size_t>(4 * raw_.size(), 1 << 16) : raw_.size() - raw_pos_ + 1;
   try {
-    if (!inflater_) out.reserve(raw_.size() - raw_pos_);
-    constexpr size_t kChunk = 1 << 20;
     for (;;) {
       const size_t old = out.size();
-      out.resize(old + kChunk);
-      const size_t n = read(out.data() + old, kChunk);
+      out.resize(old + piece);
+      const size_t n = read(out.data() + old, piece);
       out.resize(old + n);
-      if (n < kChunk) break;
+      if (n < piece) break;
       if (out.size() > limit)
         throw DataError(path_ + ": decompresses to more than " + std::to_string(limit) +
                         " bytes, more than this machine's memory");
+      piece = std::min<size_t>(out.size(), size_t(1) << 28);
     }
   } catch (const std::bad_alloc&) {
     throw DataError(path_ + ": out of memory after " + std::to_string(out.size()) + " bytes of content");
