@@ -1,6 +1,7 @@
 // IDX reader: the header is 0x00 0x00 <type> <ndim>, then ndim big-endian u32 sizes, then the data.
 #include "data/idx.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "tensor/ops.h"
@@ -40,12 +41,13 @@ Tensor read_idx(const std::string& path, int expected_ndim) {
   if (const size_t found = 4 + file.read(dims, 4 * size_t(ndim)); found < header)
     throw DataError(path + ": truncated: header needs " + std::to_string(header) + " bytes, found " + std::to_string(found));
   Shape shape;
-  uint64_t promised = 1;
+  uint64_t promised = 1, extent = 1;  // extent: zero dims counted as one, as the strides count them
   for (int d = 0; d < ndim; ++d) {
     const uint32_t n = be32(dims + 4 * d);
     if (d > 0 && n == 0) throw DataError(path + ": bad dims: dim " + std::to_string(d) + " is 0");
     promised *= n;
-    if (promised > (uint64_t(1) << 40))
+    extent *= std::max<uint32_t>(n, 1);
+    if (extent > (uint64_t(1) << 40))
       throw DataError(path + ": bad dims: header promises more than 2^40 bytes");
     shape.push_back(int64_t(n));
   }

@@ -136,6 +136,9 @@ TEST_CASE("idx: truncated, corrupt, wrong magic and dims raise DataError naming 
   expect_error<DataError>("zero dim", [&] { read_idx_images(p); }, {"bad dims"});
   write_bytes(p, idx_bytes({0xFFFFFFFF, 0xFFFFFFFF, 28}, {}));
   expect_error<DataError>("huge dims", [&] { read_idx_images(p); }, {"bad dims"});
+  // Found by tools/fuzz.sh: no images, but dims whose strides overflow 64 bits.
+  write_bytes(p, idx_bytes({0, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}, {}));
+  expect_error<DataError>("zero images, huge dims", [&] { read_idx(p); }, {"bad dims"});
 
   // A gzip file with its compressed body damaged.
   write_bytes(p + ".gz", full, true);

@@ -25,6 +25,12 @@ TEST_CASE("errors: item as an integer of a float that is no such integer") {
   CHECK(scalar_tensor(-0x1p63).item<int64_t>() == std::numeric_limits<int64_t>::min());
 }
 
+TEST_CASE("errors: a shape whose bytes or strides overflow 64 bits, even with a zero dim") {
+  expect_error<ShapeError>("bytes", [] { Tensor::empty({int64_t(1) << 40, int64_t(1) << 30}); }, {"needs more than 2^63 - 1 bytes"});
+  expect_error<ShapeError>("strides", [] { Tensor::empty({0, int64_t(1) << 40, int64_t(1) << 30}); }, {"needs more than 2^63 - 1 bytes"});
+  CHECK(Tensor::empty({0, int64_t(1) << 40}).numel() == 0);
+}
+
 TEST_CASE("errors: shapes that do not broadcast") {
   const Tensor a = ones({2, 3}), b = ones({4});
   expect_error<ShapeError>("add", [&] { (void)add(a, b); }, {"add", "(2, 3)", "(4,)"});
