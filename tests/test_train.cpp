@@ -224,6 +224,19 @@ TEST_CASE("log: MetricLog prints the line and appends the same fields as JSON") 
   expect_error<IOError>("unwritable", [&] { MetricLog(console, dir / "no/such/dir/scalars.json"); }, {"no/such/dir"});
 }
 
+TEST_CASE("log: MetricLog cuts the unfinished last line that a process killed mid-append left") {
+  TempDir dir;
+  const std::string path = dir / "scalars.json";
+  const std::string whole = "{\"mode\":\"train\",\"step\":1}\n";
+  std::ofstream(path) << whole << "{\"mode\":\"train\",\"nonfinite\":\"" << std::string(10000, 'x');  // > one read
+  std::ostringstream console;
+  MetricLog(console, path).write({"val", 1, 3, 3}, 1, {{"accuracy/top1", 50.0}});
+  CHECK(read_text(path) == whole + "{\"mode\":\"val\",\"epoch\":1,\"iter\":3,\"step\":1,\"accuracy/top1\":50.0}\n");
+  std::ofstream(path) << "{\"mode\":";  // no whole line at all
+  MetricLog(console, path);
+  CHECK(read_text(path).empty());
+}
+
 TEST_CASE("checkpoint: round trip of every part, and errors that name the file") {
   TempDir dir;
   Checkpoint c;
