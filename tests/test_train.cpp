@@ -31,6 +31,7 @@
 #include "train/log.h"
 #include "train/model_zoo.h"
 #include "train/runner.h"
+#include "train/work_dir_lock.h"
 
 using namespace ember;
 using namespace ember::train;
@@ -237,6 +238,24 @@ TEST_CASE("log: MetricLog cuts the unfinished last line that a process killed mi
   CHECK(read_text(path).empty());
 }
 
+TEST_CASE("work dir lock: a second holder is refused, naming the dir and the holder's pid; released, the dir is free") {
+  TempDir dir;
+  const std::string pid = std::to_string(::getpid());
+  {
+    WorkDirLock held(dir.path.string());
+    CHECK(read_text(dir / ".lock") == pid + "\n");
+    expect_error<WorkDirInUse>("second lock", [&] { WorkDirLock again(dir.path.string()); },
+                               {dir.path.string().c_str(), "is in use by another run", ("(pid " + pid + ")").c_str()});
+    // A Runner on a work dir in use is refused before it writes anything.
+    std::ostringstream console;
+    Run run(1, 0, 1);
+    CHECK_THROWS_AS(run.runner(options(dir.path.string(), 1, console)), WorkDirInUse);
+    CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()) == 1);
+  }
+  CHECK_FALSE(fs::exists(dir / ".lock"));
+  WorkDirLock again(dir.path.string());
+}
+
 TEST_CASE("checkpoint: round trip of every part, and errors that name the file") {
   TempDir dir;
   Checkpoint c;
@@ -355,9 +374,11 @@ TEST_CASE("Runner: save_interval, and stopping on request or at max_iters leaves
 
   o.max_iters = 0;
   o.resume = "";
-  Runner resumed = run.runner(o);
-  resumed.request_stop();  // as a signal handler would: stops after the next iteration
-  s = resumed.run();
+  {
+    Runner resumed = run.runner(o);  // holds the work dir until the end of this block
+    resumed.request_stop();  // as a signal handler would: stops after the next iteration
+    s = resumed.run();
+  }
   CHECK(s.stopped_early);
   CHECK(s.iterations == 13);
   CHECK(fs::exists(dir / "iter_13.safetensors"));

@@ -112,7 +112,10 @@ Runner::Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<TrainingP
       throw DeviceError("Runner: a model parameter is on " + p.device().str() + ", the run on " + opts_.device.str() +
                         " (move the model before building its TrainingPrecision)");
   if (opts_.locate_nonfinite) locator_ = std::make_unique<NonFiniteLocator>(*model_);
-  if (!opts_.work_dir.empty() && writes_files()) fs::create_directories(opts_.work_dir);
+  if (!opts_.work_dir.empty() && writes_files()) {
+    fs::create_directories(opts_.work_dir);
+    lock_ = std::make_unique<WorkDirLock>(opts_.work_dir);
+  }
 }
 
 Runner::~Runner() = default;
