@@ -390,6 +390,33 @@ TEST_CASE("Runner: save_interval, and stopping on request or at max_iters leaves
   CHECK(fs::exists(dir / "epoch_4.safetensors"));  // the last epoch always
 }
 
+TEST_CASE("Runner: removes what killed writes left, and never prunes the checkpoint last_checkpoint names") {
+  TempDir dir;
+  fs::create_directories(dir / "epoch_7.shards");
+  // write_file_atomic's temporaries, in the work dir and in a sharded checkpoint's directory; then
+  // files of other names, and an epoch file of an earlier, longer run.
+  const std::vector<std::string> stale = {"epoch_2.safetensors.tmp.4242", "last_checkpoint.tmp.17",
+                                          "epoch_7.shards/rank0-of-2.5.safetensors.tmp.99"};
+  const std::vector<std::string> others = {"notes.tmp.txt", "run.tmp.", "epoch_9.safetensors"};
+  for (const auto& names : {stale, others})
+    for (const auto& name : names) std::ofstream(dir / name) << "x";
+  std::ostringstream console;
+  Run run(1, 0, 2);
+  RunnerOptions o = options(dir.path.string(), 2, console);
+  o.keep_checkpoints = 1;
+  {
+    Runner runner = run.runner(o);
+    for (const auto& name : stale) CHECK_MESSAGE(!fs::exists(dir / name), name);
+    for (const auto& name : others) CHECK_MESSAGE(fs::exists(dir / name), name);
+    runner.run();
+  }
+  // epoch_9 is the newest number, but last_checkpoint names epoch_2: both stay.
+  CHECK(read_text(dir / "last_checkpoint") == fs::absolute(dir / "epoch_2.safetensors").string() + "\n");
+  CHECK(load_checkpoint(dir / "epoch_2.safetensors").epoch == 2);
+  CHECK(fs::exists(dir / "epoch_9.safetensors"));
+  CHECK_FALSE(fs::exists(dir / "epoch_1.safetensors"));
+}
+
 TEST_CASE("Runner: N iterations straight equal N/2, a resume in a fresh process state, and N/2, bit for bit") {
   // Stopping mid-epoch between two log lines (8 = batch 3 of epoch 2), at an epoch's end (5), and,
   // with a NaN image (a skipped step each epoch), right after a skipped step that a log line after

@@ -40,6 +40,16 @@ int64_t epoch_file_number(const std::string& name) {
   return std::stoll(digits);
 }
 
+// Removes the temporary files of writes that a killed process never finished (tensor/atomic_file.h),
+// in `dir` and its checkpoints' shard directories. The work dir is locked: no write is under way.
+void remove_stale_temporaries(const fs::path& dir) {
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name.ends_with(".shards")) remove_stale_temporaries(entry.path());
+    else if (entry.is_regular_file() && is_atomic_temporary(name)) fs::remove(entry.path());
+  }
+}
+
 // Where the other ranks of a data-parallel job print: nowhere.
 std::ostream& discarded_output() {
   static std::ostream nowhere(nullptr);
@@ -115,12 +125,20 @@ Runner::Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<TrainingP
   if (!opts_.work_dir.empty() && writes_files()) {
     fs::create_directories(opts_.work_dir);
     lock_ = std::make_unique<WorkDirLock>(opts_.work_dir);
+    remove_stale_temporaries(opts_.work_dir);
   }
 }
 
 Runner::~Runner() = default;
 
 std::string Runner::work_path(const std::string& file_name) const { return (fs::path(opts_.work_dir) / file_name).string(); }
+
+std::string Runner::last_checkpoint() const {
+  std::ifstream in(work_path("last_checkpoint"));
+  std::string path;
+  if (!in || !std::getline(in, path)) return "";
+  return path;
+}
 
 bool Runner::stop_agreed(bool log_line) const {
   if (!opts_.group || opts_.group->size() == 1) return stop_requested_.load();
@@ -227,10 +245,10 @@ RunSummary Runner::run() {
     std::string path = *opts_.resume;
     if (path.empty()) {
       if (opts_.work_dir.empty()) throw ValueError("Runner: resume from last_checkpoint needs a work_dir");
-      const std::string pointer = work_path("last_checkpoint");
-      std::ifstream in(pointer);
-      if (!in || !std::getline(in, path) || path.empty())
-        throw IOError("cannot resume: " + pointer + " is missing or empty (no checkpoint was saved in " + opts_.work_dir + ")");
+      path = last_checkpoint();
+      if (path.empty())
+        throw IOError("cannot resume: " + work_path("last_checkpoint") + " is missing or empty (no checkpoint was saved in " +
+                      opts_.work_dir + ")");
     }
     restore(load_checkpoint(path));
     console_ << "Resumed from " << path << " at epoch " << epoch_ << ", iteration " << iteration_ << std::endl;
@@ -469,8 +487,10 @@ bool Runner::save_epoch_checkpoints(double top1) {
     if (n >= 0) epoch_files.emplace_back(n, entry.path());
   }
   std::sort(epoch_files.rbegin(), epoch_files.rend());
+  // Never the file last_checkpoint names: an earlier run may have left epoch files numbered past it.
+  const std::string named = last_checkpoint();
   for (size_t i = static_cast<size_t>(opts_.keep_checkpoints); i < epoch_files.size(); ++i)
-    remove_checkpoint(epoch_files[i].second.string());
+    if (fs::absolute(epoch_files[i].second).string() != named) remove_checkpoint(epoch_files[i].second.string());
   return due;
 }
 

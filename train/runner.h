@@ -17,7 +17,9 @@
 // Work dir layout: epoch_N.safetensors (the newest `keep_checkpoints` kept), best_accuracy_top1.safetensors,
 // iter_N.safetensors (written when a run is stopped early), last_checkpoint (the newest path, one
 // line), scalars.json (the log's fields as JSON lines), .lock (train/work_dir_lock.h) while a Runner
-// holds the work dir.
+// holds the work dir. Every file is replaced atomically and last_checkpoint is repointed only once
+// its file is complete, so a process killed at any moment leaves it naming a loadable checkpoint;
+// a Runner removes the temporary files that such a kill left behind.
 #pragma once
 
 #include <atomic>
@@ -134,6 +136,8 @@ class Runner {
   // epoch_N when due (and prunes old ones), best_accuracy_top1 on a new best; true when epoch_N was written.
   bool save_epoch_checkpoints(double top1);
   std::string work_path(const std::string& file_name) const;
+  // The path in <work_dir>/last_checkpoint; "" when there is none.
+  std::string last_checkpoint() const;
   // Whether run() stops after this iteration at the request of request_stop() (on any rank).
   bool stop_agreed(bool log_line) const;
   // The images one optimizer step sees, over every rank.
