@@ -3,11 +3,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 namespace ember {
 namespace {
+
+constexpr const char* kTemporaryInfix = ".tmp.";  // then the writer's pid
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -46,16 +49,17 @@ std::string parent_dir(const std::string& path) {
 }  // namespace
 
 void write_file_atomic(const std::string& path, const std::function<void(AtomicWriter&)>& fill) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = path + kTemporaryInfix + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("write_file_atomic: cannot create", tmp, errno);
   bool closed = false;
   try {
-    FdWriter w(fd, tmp);
+    // Errors name the target: the temporary file is removed by the time anyone reads them.
+    FdWriter w(fd, path);
     fill(w);
-    if (::fsync(fd) != 0) fail("write_file_atomic: cannot fsync", tmp, errno);
+    if (::fsync(fd) != 0) fail("write_file_atomic: cannot fsync", path, errno);
     closed = true;
-    if (::close(fd) != 0) fail("write_file_atomic: cannot close", tmp, errno);
+    if (::close(fd) != 0) fail("write_file_atomic: cannot close", path, errno);
     if (::rename(tmp.c_str(), path.c_str()) != 0) fail("write_file_atomic: cannot rename onto", path, errno);
   } catch (...) {
     if (!closed) ::close(fd);
@@ -74,6 +78,13 @@ void write_file_atomic(const std::string& path, const std::function<void(AtomicW
 
 void write_file_atomic(const std::string& path, const void* data, size_t size) {
   write_file_atomic(path, [&](AtomicWriter& w) { w.write(data, size); });
+}
+
+bool is_atomic_temporary(const std::string& file_name) {
+  const size_t at = file_name.rfind(kTemporaryInfix);
+  if (at == std::string::npos || at == 0) return false;
+  const std::string pid = file_name.substr(at + std::strlen(kTemporaryInfix));
+  return !pid.empty() && std::all_of(pid.begin(), pid.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
 }
 
 }  // namespace ember

@@ -27,4 +27,8 @@ void write_file_atomic(const std::string& path, const std::function<void(AtomicW
 // Convenience: replaces `path` atomically with `size` bytes from `data`.
 void write_file_atomic(const std::string& path, const void* data, size_t size);
 
+// Whether `file_name` is one of write_file_atomic's temporary files ("<name>.tmp.<pid>"): what a
+// process killed mid-write leaves behind.
+bool is_atomic_temporary(const std::string& file_name);
+
 }  // namespace ember

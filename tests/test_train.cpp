@@ -33,6 +33,7 @@
 #include "train/log.h"
 #include "train/model_zoo.h"
 #include "train/runner.h"
+#include "train/work_dir_lock.h"
 
 using namespace ember;
 using namespace ember::train;
@@ -226,6 +227,37 @@ TEST_CASE("log: MetricLog prints the line and appends the same fields as JSON") 
   expect_error<IOError>("unwritable", [&] { MetricLog(console, dir / "no/such/dir/scalars.json"); }, {"no/such/dir"});
 }
 
+TEST_CASE("log: MetricLog cuts the unfinished last line that a process killed mid-append left") {
+  TempDir dir;
+  const std::string path = dir / "scalars.json";
+  const std::string whole = "{\"mode\":\"train\",\"step\":1}\n";
+  std::ofstream(path) << whole << "{\"mode\":\"train\",\"nonfinite\":\"" << std::string(10000, 'x');  // > one read
+  std::ostringstream console;
+  MetricLog(console, path).write({"val", 1, 3, 3}, 1, {{"accuracy/top1", 50.0}});
+  CHECK(read_text(path) == whole + "{\"mode\":\"val\",\"epoch\":1,\"iter\":3,\"step\":1,\"accuracy/top1\":50.0}\n");
+  std::ofstream(path) << "{\"mode\":";  // no whole line at all
+  MetricLog(console, path);
+  CHECK(read_text(path).empty());
+}
+
+TEST_CASE("work dir lock: a second holder is refused, naming the dir and the holder's pid; released, the dir is free") {
+  TempDir dir;
+  const std::string pid = std::to_string(::getpid());
+  {
+    WorkDirLock held(dir.path.string());
+    CHECK(read_text(dir / ".lock") == pid + "\n");
+    expect_error<WorkDirInUse>("second lock", [&] { WorkDirLock again(dir.path.string()); },
+                               {dir.path.string().c_str(), "is in use by another run", ("(pid " + pid + ")").c_str()});
+    // A Runner on a work dir in use is refused before it writes anything.
+    std::ostringstream console;
+    Run run(1, 0, 1);
+    CHECK_THROWS_AS(run.runner(options(dir.path.string(), 1, console)), WorkDirInUse);
+    CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()) == 1);
+  }
+  CHECK_FALSE(fs::exists(dir / ".lock"));
+  WorkDirLock again(dir.path.string());
+}
+
 TEST_CASE("checkpoint: round trip of every part, and errors that name the file") {
   TempDir dir;
   Checkpoint c;
@@ -351,9 +383,11 @@ TEST_CASE("Runner: save_interval, and stopping on request or at max_iters leaves
 
   o.max_iters = 0;
   o.resume = "";
-  Runner resumed = run.runner(o);
-  resumed.request_stop();  // as a signal handler would: stops after the next iteration
-  s = resumed.run();
+  {
+    Runner resumed = run.runner(o);  // holds the work dir until the end of this block
+    resumed.request_stop();  // as a signal handler would: stops after the next iteration
+    s = resumed.run();
+  }
   CHECK(s.stopped_early);
   CHECK(s.iterations == 13);
   CHECK(fs::exists(dir / "iter_13.safetensors"));
@@ -363,6 +397,33 @@ TEST_CASE("Runner: save_interval, and stopping on request or at max_iters leaves
   CHECK(s.iterations == 20);
   CHECK(fs::exists(dir / "epoch_3.safetensors"));
   CHECK(fs::exists(dir / "epoch_4.safetensors"));  // the last epoch always
+}
+
+TEST_CASE("Runner: removes what killed writes left, and never prunes the checkpoint last_checkpoint names") {
+  TempDir dir;
+  fs::create_directories(dir / "epoch_7.shards");
+  // write_file_atomic's temporaries, in the work dir and in a sharded checkpoint's directory; then
+  // files of other names, and an epoch file of an earlier, longer run.
+  const std::vector<std::string> stale = {"epoch_2.safetensors.tmp.4242", "last_checkpoint.tmp.17",
+                                          "epoch_7.shards/rank0-of-2.5.safetensors.tmp.99"};
+  const std::vector<std::string> others = {"notes.tmp.txt", "run.tmp.", "epoch_9.safetensors"};
+  for (const auto& names : {stale, others})
+    for (const auto& name : names) std::ofstream(dir / name) << "x";
+  std::ostringstream console;
+  Run run(1, 0, 2);
+  RunnerOptions o = options(dir.path.string(), 2, console);
+  o.keep_checkpoints = 1;
+  {
+    Runner runner = run.runner(o);
+    for (const auto& name : stale) CHECK_MESSAGE(!fs::exists(dir / name), name);
+    for (const auto& name : others) CHECK_MESSAGE(fs::exists(dir / name), name);
+    runner.run();
+  }
+  // epoch_9 is the newest number, but last_checkpoint names epoch_2: both stay.
+  CHECK(read_text(dir / "last_checkpoint") == fs::absolute(dir / "epoch_2.safetensors").string() + "\n");
+  CHECK(load_checkpoint(dir / "epoch_2.safetensors").epoch == 2);
+  CHECK(fs::exists(dir / "epoch_9.safetensors"));
+  CHECK_FALSE(fs::exists(dir / "epoch_1.safetensors"));
 }
 
 TEST_CASE("Runner: N iterations straight equal N/2, a resume in a fresh process state, and N/2, bit for bit") {
@@ -654,15 +715,14 @@ TEST_CASE("Runner: bad options and checkpoints that do not fit raise, changing n
 }
 
 TEST_CASE("Runner: a checkpoint of one optimizer does not resume into another") {
-  TempDir dir;
   std::ostringstream console;
   Run run(1, 0, 2);
-  Runner sgd_runner = run.runner(options(dir.path.string(), 2, console));
+  Runner sgd_runner = run.runner(options("", 2, console));
   const Checkpoint sgd = sgd_runner.checkpoint();
   CHECK(sgd.runner_text.at("optimizer") == "SGD");
 
   auto adamw = std::make_shared<optim::AdamW>(run.model->parameters());
-  Runner adamw_runner(run.model, adamw, nullptr, run.train_loader, run.val_loader, options(dir.path.string(), 2, console));
+  Runner adamw_runner(run.model, adamw, nullptr, run.train_loader, run.val_loader, options("", 2, console));
   Checkpoint c = sgd;
   c.scheduler.clear();
   expect_error<ValueError>("runner", [&] { adamw_runner.restore(c); }, {"written by a run with SGD", "AdamW"});

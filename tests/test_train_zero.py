@@ -11,15 +11,13 @@ and knobs. Fashion-MNIST from /usr/share/datasets/fashion-mnist
 Its summary lines and `--count` are doctest's (tests/script_cases.py).
 
 Usage: tests/test_train_zero.py TRAIN_PROGRAM [--count]"""
-import json
 import re
-import struct
 import sys
 import tempfile
 from pathlib import Path
 
 from script_cases import Cases
-from train_jobs import DIST_TIMEOUT_S, ROOT, RUN_LIMIT_S, kill_rank_1_in_epoch_2, main, run
+from train_jobs import DIST_TIMEOUT_S, ROOT, RUN_LIMIT_S, kill_rank_1_in_epoch_2, main, run, safetensors_content
 
 GLOBAL_BATCH = 48   # 48 images per step on 1, 2, 3 or 4 ranks
 SETTINGS = {"--model": "mlp", "--train-samples": "480", "--val-samples": "192", "--num-workers": "0", "--threads": "1",
@@ -63,16 +61,6 @@ def trajectory(out):
         kept = re.findall(r"(loss|grad_norm|accuracy/top1): (\S+)", line)
         values.append((m.group(1), int(m.group(2)), int(m.group(3)), tuple(kept)))
     return values
-
-
-def safetensors_content(path):
-    """A safetensors file's metadata and each tensor's header entry and bytes."""
-    data = Path(path).read_bytes()
-    size = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + size])
-    meta = header.pop("__metadata__", {})
-    body = data[8 + size:]
-    return meta, {k: (v["dtype"], v["shape"], body[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in header.items()}
 
 
 def checkpoint_bytes(path):

@@ -1,8 +1,11 @@
-"""What the tests of the training program's data-parallel strategies share (tests/test_train_ddp.py,
-tests/test_train_zero.py): bounded runs, free ports, the killed-rank scenario, and the entry point
-that takes the program's path and skips without Fashion-MNIST."""
+"""What the tests of the training program share (tests/test_train_ddp.py, tests/test_train_zero.py,
+tests/test_train_faults.py): bounded runs, free ports, the killed-rank scenario, a reader of
+safetensors files that checks they are whole, and the entry point that takes the program's path
+and skips without Fashion-MNIST."""
+import json
 import os
 import socket
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -51,6 +54,33 @@ def kill_rank_1_in_epoch_2(args):
     assert "train: rank 0: error:" in err and "rank(s) 1 did not answer" in err, err
     assert took < DIST_TIMEOUT_S + 10, f"rank 0 took {took:.1f} s to fail"
     print(f"  rank 0 failed {took:.2f} s after rank 1 was killed")
+
+
+DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+
+
+def safetensors_content(path):
+    """A safetensors file's metadata and each tensor's header entry and bytes; AssertionError unless
+    the file is whole: its header parses and the tensors' data_offsets, each the size of its shape,
+    tile the rest of the file exactly."""
+    data = Path(path).read_bytes()
+    assert len(data) >= 8, f"{path}: {len(data)} bytes, no header size"
+    size = struct.unpack("<Q", data[:8])[0]
+    assert 8 + size <= len(data), f"{path}: a header of {size} bytes in a file of {len(data)}"
+    header = json.loads(data[8:8 + size])
+    meta = header.pop("__metadata__", {})
+    body = data[8 + size:]
+    covered = 0
+    for name, t in sorted(header.items(), key=lambda item: item[1]["data_offsets"]):
+        begin, end = t["data_offsets"]
+        count = 1
+        for dim in t["shape"]:
+            count *= dim
+        assert begin == covered and end - begin == count * DTYPE_BYTES[t["dtype"]], \
+            f"{path}: {name} at {t['data_offsets']} (a {t['dtype']} {t['shape']}) does not follow byte {covered}"
+        covered = end
+    assert covered == len(body), f"{path}: the tensors end at byte {covered} of {len(body)}"
+    return meta, {k: (v["dtype"], v["shape"], body[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in header.items()}
 
 
 def main(argv, cases, doc, use_program):

@@ -1,7 +1,13 @@
 #include "train/log.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -46,25 +52,66 @@ std::string format_log_line(const LogHeader& header, const std::vector<LogField>
   return line;
 }
 
+namespace {
+
+// The size of the file's first `end` bytes without a last line that lacks its newline; -1 when they
+// cannot be read.
+int64_t whole_lines_size(int fd, int64_t end) {
+  char buf[4096];
+  while (end > 0) {
+    const int64_t from = std::max<int64_t>(0, end - static_cast<int64_t>(sizeof(buf)));
+    const ssize_t n = ::pread(fd, buf, static_cast<size_t>(end - from), from);
+    if (n != end - from) return -1;
+    for (int64_t i = n - 1; i >= 0; --i)
+      if (buf[i] == '\n') return from + i + 1;
+    end = from;
+  }
+  return end;
+}
+
+}  // namespace
+
 MetricLog::MetricLog(std::ostream& console, const std::string& jsonl_path)
     : console_(console), jsonl_path_(jsonl_path) {
   if (jsonl_path.empty()) return;
-  jsonl_.open(jsonl_path, std::ios::app);
-  if (!jsonl_) throw IOError("cannot open the metrics file " + jsonl_path + " for appending");
+  jsonl_fd_ = ::open(jsonl_path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (jsonl_fd_ < 0)
+    throw IOError("cannot open the metrics file " + jsonl_path + " for appending: " + std::strerror(errno));
+  const int64_t end = ::lseek(jsonl_fd_, 0, SEEK_END);
+  jsonl_size_ = end < 0 ? -1 : whole_lines_size(jsonl_fd_, end);
+  if (jsonl_size_ < 0 || (jsonl_size_ < end && ::ftruncate(jsonl_fd_, jsonl_size_) != 0)) {
+    const std::string why = std::strerror(errno);
+    ::close(jsonl_fd_);
+    throw IOError("cannot cut the unfinished last line of the metrics file " + jsonl_path + ": " + why);
+  }
+}
+
+MetricLog::~MetricLog() {
+  if (jsonl_fd_ >= 0) ::close(jsonl_fd_);
 }
 
 void MetricLog::write(const LogHeader& header, int64_t step, const std::vector<LogField>& fields) {
   console_ << format_log_line(header, fields) << std::endl;
-  if (!jsonl_.is_open()) return;
+  if (jsonl_fd_ < 0) return;
   nlohmann::ordered_json record = {{"mode", header.mode}, {"epoch", header.epoch}, {"iter", header.iter},
                                    {"step", step}};
   for (const LogField& f : fields) {
     if (f.format == FieldFormat::text) record[f.name] = f.text;
     else record[f.name] = f.value;
   }
-  jsonl_ << record.dump() << '\n';
-  jsonl_.flush();
-  if (!jsonl_) throw IOError("cannot write to the metrics file " + jsonl_path_);
+  const std::string line = record.dump() + '\n';
+  for (size_t done = 0; done < line.size();) {
+    const ssize_t n = ::write(jsonl_fd_, line.data() + done, line.size() - done);
+    if (n >= 0) {
+      done += static_cast<size_t>(n);
+    } else if (errno != EINTR) {
+      const std::string why = std::strerror(errno);
+      // Takes back what part was written; should that fail too, the next open cuts the part.
+      [[maybe_unused]] const int cut = ::ftruncate(jsonl_fd_, jsonl_size_);
+      throw IOError("cannot append to the metrics file " + jsonl_path_ + ": " + why);
+    }
+  }
+  jsonl_size_ += static_cast<int64_t>(line.size());
 }
 
 }  // namespace ember::train

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -45,17 +44,24 @@ std::string format_log_line(const LogHeader& header, const std::vector<LogField>
 
 // Writes each line to a stream (the console) and, when a path is given, appends the fields as one
 // JSON object per line ({"mode": "train", "epoch": 1, "iter": 50, "step": 50, "lr": ..., ...}).
+// The file holds whole lines only: a line that could not be written in full is taken back, and a
+// last line without its newline (a process killed while appending it) is cut when the file is opened.
 class MetricLog {
  public:
   // IOError when the JSON-lines file cannot be opened for appending.
   MetricLog(std::ostream& console, const std::string& jsonl_path = "");
-  // `step` is the global iteration for training lines and the epoch for validation lines.
+  ~MetricLog();
+  MetricLog(const MetricLog&) = delete;
+  MetricLog& operator=(const MetricLog&) = delete;
+  // `step` is the global iteration for training lines and the epoch for validation lines. IOError,
+  // naming the file and the reason, when the JSON line cannot be appended (a full disk).
   void write(const LogHeader& header, int64_t step, const std::vector<LogField>& fields);
 
  private:
   std::ostream& console_;
-  std::ofstream jsonl_;
   std::string jsonl_path_;
+  int jsonl_fd_ = -1;       // -1: no file
+  int64_t jsonl_size_ = 0;  // the file's whole lines, in bytes
 };
 
 }  // namespace ember::train

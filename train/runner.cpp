@@ -42,6 +42,16 @@ int64_t epoch_file_number(const std::string& name) {
   return parse_decimal(digits, std::numeric_limits<int64_t>::max()).value_or(-1);  // too long: not one of ours
 }
 
+// Removes the temporary files of writes that a killed process never finished (tensor/atomic_file.h),
+// in `dir` and its checkpoints' shard directories. The work dir is locked: no write is under way.
+void remove_stale_temporaries(const fs::path& dir) {
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name.ends_with(".shards")) remove_stale_temporaries(entry.path());
+    else if (entry.is_regular_file() && is_atomic_temporary(name)) fs::remove(entry.path());
+  }
+}
+
 // Where the other ranks of a data-parallel job print: nowhere.
 std::ostream& discarded_output() {
   static std::ostream nowhere(nullptr);
@@ -114,12 +124,33 @@ Runner::Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<TrainingP
       throw DeviceError("Runner: a model parameter is on " + p.device().str() + ", the run on " + opts_.device.str() +
                         " (move the model before building its TrainingPrecision)");
   if (opts_.locate_nonfinite) locator_ = std::make_unique<NonFiniteLocator>(*model_);
-  if (!opts_.work_dir.empty() && writes_files()) fs::create_directories(opts_.work_dir);
+  if (!opts_.work_dir.empty() && writes_files()) {
+    fs::create_directories(opts_.work_dir);
+    lock_ = std::make_unique<WorkDirLock>(opts_.work_dir);
+    remove_stale_temporaries(opts_.work_dir);
+  }
 }
 
 Runner::~Runner() = default;
 
 std::string Runner::work_path(const std::string& file_name) const { return (fs::path(opts_.work_dir) / file_name).string(); }
+
+std::string Runner::last_checkpoint() const {
+  const std::string pointer = work_path("last_checkpoint");
+  std::ifstream in(pointer);
+  if (!in) return "";
+  // One line, the path; read no further than a path can be long.
+  char line[PATH_MAX + 2] = {};
+  in.read(line, sizeof line - 1);
+  std::string path(line, static_cast<size_t>(in.gcount()));
+  if (!path.empty() && path.back() == '\n') path.pop_back();
+  if (path.empty() || path.size() > PATH_MAX || path.find_first_of(std::string("\n\0", 2)) != std::string::npos)
+    throw IOError(pointer + " does not hold one line naming a checkpoint (" +
+                  (path.empty() ? std::string("it is empty")
+                                : path.size() > PATH_MAX ? "it is longer than a path can be"
+                                                         : std::to_string(in.gcount()) + " bytes") + ")");
+  return path;
+}
 
 bool Runner::stop_agreed(bool log_line) const {
   if (!opts_.group || opts_.group->size() == 1) return stop_requested_.load();
@@ -226,19 +257,10 @@ RunSummary Runner::run() {
     std::string path = *opts_.resume;
     if (path.empty()) {
       if (opts_.work_dir.empty()) throw ValueError("Runner: resume from last_checkpoint needs a work_dir");
-      const std::string pointer = work_path("last_checkpoint");
-      std::ifstream in(pointer);
-      if (!in) throw IOError("cannot resume: " + pointer + " is missing (no checkpoint was saved in " + opts_.work_dir + ")");
-      // One line, the path; read no further than a path can be long.
-      char line[PATH_MAX + 2] = {};
-      in.read(line, sizeof line - 1);
-      path.assign(line, static_cast<size_t>(in.gcount()));
-      if (!path.empty() && path.back() == '\n') path.pop_back();
-      if (path.empty() || path.size() > PATH_MAX || path.find_first_of(std::string("\n\0", 2)) != std::string::npos)
-        throw IOError("cannot resume: " + pointer + " does not hold one line naming a checkpoint (" +
-                      (path.empty() ? std::string("it is empty")
-                                    : path.size() > PATH_MAX ? "it is longer than a path can be"
-                                                             : std::to_string(in.gcount()) + " bytes") + ")");
+      path = last_checkpoint();
+      if (path.empty())
+        throw IOError("cannot resume: " + work_path("last_checkpoint") + " is missing (no checkpoint was saved in " +
+                      opts_.work_dir + ")");
     }
     restore(load_checkpoint(path));
     console_ << "Resumed from " << path << " at epoch " << epoch_ << ", iteration " << iteration_ << std::endl;
@@ -506,8 +528,10 @@ bool Runner::save_epoch_checkpoints(double top1) {
     if (n >= 0) epoch_files.emplace_back(n, entry.path());
   }
   std::sort(epoch_files.rbegin(), epoch_files.rend());
+  // Never the file last_checkpoint names: an earlier run may have left epoch files numbered past it.
+  const std::string named = last_checkpoint();
   for (size_t i = static_cast<size_t>(opts_.keep_checkpoints); i < epoch_files.size(); ++i)
-    remove_checkpoint(epoch_files[i].second.string());
+    if (fs::absolute(epoch_files[i].second).string() != named) remove_checkpoint(epoch_files[i].second.string());
   return due;
 }
 

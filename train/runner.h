@@ -16,7 +16,10 @@
 //
 // Work dir layout: epoch_N.safetensors (the newest `keep_checkpoints` kept), best_accuracy_top1.safetensors,
 // iter_N.safetensors (written when a run is stopped early), last_checkpoint (the newest path, one
-// line), scalars.json (the log's fields as JSON lines).
+// line), scalars.json (the log's fields as JSON lines), .lock (train/work_dir_lock.h) while a Runner
+// holds the work dir. Every file is replaced atomically and last_checkpoint is repointed only once
+// its file is complete, so a process killed at any moment leaves it naming a loadable checkpoint;
+// a Runner removes the temporary files that such a kill left behind.
 #pragma once
 
 #include <atomic>
@@ -36,6 +39,7 @@
 #include "train/checkpoint.h"
 #include "train/nonfinite.h"
 #include "train/precision.h"
+#include "train/work_dir_lock.h"
 
 namespace ember::train {
 
@@ -51,7 +55,9 @@ struct RunnerOptions {
   // check of every backward node: a few percent of a step, measured in README.md); off, the log
   // line still gives the step.
   bool locate_nonfinite = true;
-  std::string work_dir;          // "": no files (no checkpoints, no JSON lines)
+  // "": no files (no checkpoints, no JSON lines). Else locked, by the process that writes it (rank 0
+  // of a data-parallel job), for the Runner's lifetime: a Runner on a work dir in use raises WorkDirInUse.
+  std::string work_dir;
   // Resume before training: "" from the path in <work_dir>/last_checkpoint, else from this file.
   std::optional<std::string> resume;
   int64_t max_iters = 0;  // stop after this many iterations in all, with a checkpoint; 0: run every epoch
@@ -130,6 +136,8 @@ class Runner {
   // epoch_N when due (and prunes old ones), best_accuracy_top1 on a new best; true when epoch_N was written.
   bool save_epoch_checkpoints(double top1);
   std::string work_path(const std::string& file_name) const;
+  // The path in <work_dir>/last_checkpoint; "" when there is none.
+  std::string last_checkpoint() const;
   // Whether run() stops after this iteration at the request of request_stop() (on any rank).
   bool stop_agreed(bool log_line) const;
   // The images one optimizer step sees, over every rank.
@@ -141,6 +149,7 @@ class Runner {
   // Sums (avg) or maxima (max) of values over the job's ranks; values itself for one process.
   std::vector<double> over_ranks(std::vector<double> values, dist::ReduceOp op) const;
 
+  std::unique_ptr<WorkDirLock> lock_;  // first, so released last; null without files to write
   std::shared_ptr<nn::UnaryModule> model_;
   std::shared_ptr<TrainingPrecision> precision_;
   std::shared_ptr<optim::LRScheduler> scheduler_;
