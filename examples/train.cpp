@@ -502,6 +502,7 @@ int main(int argc, char** argv) {
                {"deterministic", f.deterministic ? "true" : "false"}, {"strategy", f.strategy}};
     std::shared_ptr<nn::UnaryModule> trained = model;
     if (f.strategy == "ddp") trained = std::make_shared<dist::DistributedDataParallel>(model, group);
+    train::Runner runner(trained, precision, scheduler, train_loader, val, ro);  // checks the work dir first
     if (rank == 0)
       std::cout << "train: " << f.model << " (" << model->num_parameters() << " parameters) on " << f.dataset << " ("
               << train_set->size() << " train / " << val_set->size() << " val images), " << f.optimizer << " lr "
@@ -514,7 +515,6 @@ int main(int argc, char** argv) {
                         : std::string())
               << std::endl;
 
-    train::Runner runner(trained, precision, scheduler, train_loader, val, ro);
     g_runner = &runner;
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);

@@ -945,6 +945,11 @@ TEST_CASE("train program: --help lists every flag; bad input gives one line and 
   TempDir dir;
   one_line_error(run_train("--data " + (dir / "absent")), 1, "absent does not exist");
   one_line_error(run_train("--data /etc/passwd"), 1, "data directory /etc/passwd is not a directory");
+  if (has_fashion_mnist()) {
+    one_line_error(run_train("--work-dir /etc/passwd --epochs 1"), 1,
+                   "work dir /etc/passwd cannot be made: Not a directory");
+    one_line_error(run_train("--work-dir /etc/passwd/sub --epochs 1"), 1, "work dir /etc/passwd/sub cannot be made: Not a directory");
+  }
   if (!has_cuda()) one_line_error(run_train("--device cuda"), 1, "--device cuda: no CUDA device is available");
 }
 

@@ -125,7 +125,11 @@ Runner::Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<TrainingP
                         " (move the model before building its TrainingPrecision)");
   if (opts_.locate_nonfinite) locator_ = std::make_unique<NonFiniteLocator>(*model_);
   if (!opts_.work_dir.empty() && writes_files()) {
-    fs::create_directories(opts_.work_dir);
+    std::error_code ec;
+    fs::create_directories(opts_.work_dir, ec);
+    if (ec || !fs::is_directory(opts_.work_dir))
+      throw IOError("work dir " + opts_.work_dir + " cannot be made: " +
+                    (ec ? ec.message() : std::string("it exists and is not a directory")));
     lock_ = std::make_unique<WorkDirLock>(opts_.work_dir);
     remove_stale_temporaries(opts_.work_dir);
   }
