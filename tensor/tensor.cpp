@@ -20,14 +20,16 @@ TensorImpl::~TensorImpl() = default;
 Tensor Tensor::empty(const Shape& shape, TensorOptions opts) {
   for (int64_t s : shape)
     if (s < 0) throw ShapeError("empty: negative dimension in shape " + to_string(shape));
-  // The bytes the strides span, zero dims counted as one, refused where they overflow (a shape
-  // with a zero dim holds nothing, but its strides still multiply the other dims).
-  int64_t span = dtype_size(opts.dtype);
+  // The byte count, refused where it overflows. A shape with a zero dim holds nothing, but its
+  // strides still multiply the other dims: there the elements they span must fit.
+  const bool holds_nothing = std::find(shape.begin(), shape.end(), 0) != shape.end();
+  int64_t span = holds_nothing ? 1 : dtype_size(opts.dtype);
   for (int64_t s : shape)
     if (__builtin_mul_overflow(span, std::max<int64_t>(s, 1), &span))
-      throw ShapeError("empty: shape " + to_string(shape) + " of " + dtype_name(opts.dtype) +
-                       " needs more than 2^63 - 1 bytes");
-  const int64_t nbytes = std::find(shape.begin(), shape.end(), 0) != shape.end() ? 0 : span;
+      throw ShapeError(holds_nothing ? "empty: shape " + to_string(shape) + " spans more than 2^63 - 1 elements"
+                                     : "empty: shape " + to_string(shape) + " of " + dtype_name(opts.dtype) +
+                                           " needs more than 2^63 - 1 bytes");
+  const int64_t nbytes = holds_nothing ? 0 : span;
   auto storage = make_intrusive<Storage>(static_cast<size_t>(nbytes), opts.device);
   Tensor t(make_intrusive<TensorImpl>(std::move(storage), 0, shape, contiguous_strides(shape), opts.dtype));
   if (opts.requires_grad) t.requires_grad_(true);
