@@ -75,6 +75,7 @@ inline std::tuple<pid_t, int, int> fork_store_server() {
 // Forks `world` ranks running body and returns their reports ("<no report> (how it ended)" for a
 // rank that exited without one). Kills every rank still running after `limit`.
 inline std::vector<std::string> run_ranks(int world, const RankBody& body, milliseconds limit = milliseconds(30000)) {
+  std::fflush(nullptr);  // or a child that flushes its output writes this process's pending output again
   const auto [server_pid, server_stop, server_port] = fork_store_server();
   std::vector<pid_t> pids;
   std::vector<int> pipes;
