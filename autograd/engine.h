@@ -39,7 +39,8 @@ void queue_callback(std::function<void()> callback);
 
 // Accumulates d(sum of roots * grads)/d(leaf) into every leaf's .grad. An empty grads entry means
 // ones for a one-element root. retain_graph keeps saved tensors for another backward; create_graph
-// records the backward itself (for higher derivatives) and implies retain_graph.
+// records the backward itself (for higher derivatives) and implies retain_graph; as in PyTorch, a
+// leaf's .grad then has a graph that holds the leaf, a cycle that lives until .grad is reset (set_grad).
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads = {}, bool retain_graph = false,
               bool create_graph = false);
 

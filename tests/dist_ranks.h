@@ -1,17 +1,22 @@
 // Multi-process tests of dist/: ranks are fork()ed children that report through a pipe ("" =
 // passed, else what failed); the parent bounds every wait and kills them on a deadline, so a bug
-// never hangs the suite. The parent serves each test's TCP store on a free port the kernel picks.
+// never hangs the suite. Each test's TCP store is served, on a free port the kernel picks, by a child
+// of its own: the parent runs no thread of ours while it forks, so no child starts with a lock that
+// a thread held (malloc's under ASan, whose runtime in GCC 12 takes none of its locks across fork).
 #pragma once
 
 #include <doctest/doctest.h>
+#include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "dist/gloo_process_group.h"
@@ -31,10 +36,47 @@ inline constexpr milliseconds kRankTimeout(5000);  // each collective in the tes
 // What a rank reports: "" when everything it checked held, else the first thing that did not.
 using RankBody = std::function<std::string(int rank, int world, int store_port)>;
 
+// Forks a child that serves a TCP store until the returned pipe end is closed; returns {its pid,
+// that pipe end, the port}.
+inline std::tuple<pid_t, int, int> fork_store_server() {
+  int port_pipe[2], stop_pipe[2];
+  REQUIRE(::pipe(port_pipe) == 0);
+  REQUIRE(::pipe(stop_pipe) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(port_pipe[0]);
+    ::close(stop_pipe[1]);
+    try {
+      TCPStore server("127.0.0.1", 0, {true, kRankTimeout});
+      const int port = server.port();
+      char byte;
+      if (::write(port_pipe[1], &port, sizeof(port)) == sizeof(port))
+        while (::read(stop_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+        }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "the tests' store server: %s\n", e.what());
+    }
+    ::_exit(0);
+  }
+  ::close(port_pipe[1]);
+  ::close(stop_pipe[0]);
+  int port = 0;
+  const bool started = ::read(port_pipe[0], &port, sizeof(port)) == sizeof(port);
+  ::close(port_pipe[0]);
+  if (!started) {
+    ::close(stop_pipe[1]);
+    ::waitpid(pid, nullptr, 0);
+  }
+  REQUIRE_MESSAGE(started, "the store server did not start");
+  return {pid, stop_pipe[1], port};
+}
+
 // Forks `world` ranks running body and returns their reports ("<no report> (how it ended)" for a
 // rank that exited without one). Kills every rank still running after `limit`.
 inline std::vector<std::string> run_ranks(int world, const RankBody& body, milliseconds limit = milliseconds(30000)) {
-  TCPStore server("127.0.0.1", 0, {true, kRankTimeout});
+  std::fflush(nullptr);  // or a child that flushes its output writes this process's pending output again
+  const auto [server_pid, server_stop, server_port] = fork_store_server();
   std::vector<pid_t> pids;
   std::vector<int> pipes;
   for (int r = 0; r < world; ++r) {
@@ -44,9 +86,10 @@ inline std::vector<std::string> run_ranks(int world, const RankBody& body, milli
     REQUIRE(pid >= 0);
     if (pid == 0) {
       ::close(fds[0]);
+      ::close(server_stop);
       std::string report;
       try {
-        report = body(r, world, server.port());
+        report = body(r, world, server_port);
       } catch (const std::exception& e) {
         report = std::string("rank ") + std::to_string(r) + " threw: " + e.what();
       }
@@ -94,6 +137,8 @@ inline std::vector<std::string> run_ranks(int world, const RankBody& body, milli
                                                    : "exit status " + std::to_string(WEXITSTATUS(status));
     reports[r] = reports[r].empty() ? "<no report> (" + ending + ")" : reports[r].substr(1);
   }
+  ::close(server_stop);
+  ::waitpid(server_pid, nullptr, 0);
   return reports;
 }
 

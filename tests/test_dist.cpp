@@ -257,8 +257,10 @@ Tensor ring_reference(const std::vector<std::vector<double>>& inputs, ReduceOp o
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   const Tensor x = a.contiguous(), y = b.contiguous();
+  // An empty tensor has no data pointer, and memcmp on a null pointer is undefined even for 0 bytes.
   return x.dtype() == y.dtype() && x.numel() == y.numel() &&
-         std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel() * dtype_size(x.dtype()))) == 0;
+         (x.numel() == 0 ||
+          std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel() * dtype_size(x.dtype()))) == 0);
 }
 
 // Each case: the ring's result has the documented bits, agrees with the group's all_reduce within
