@@ -31,6 +31,7 @@
 #include "optim/adam.h"
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
+#include "tensor/decimal.h"
 #include "tensor/ops.h"
 #include "tensor/storage.h"
 #include "train/deepspeed_config.h"
@@ -285,10 +286,9 @@ int capped_threads(const char* flag, int requested) {
 // early, and a resumed run goes on along the same schedule). Beyond 2^53 iterations that is only
 // legal beside --max-iters, and the schedule is cut to 2^53: constant over any run that ends.
 int64_t schedule_iterations(int64_t epochs, int64_t per_epoch, int64_t max_iters) {
-  constexpr int64_t kMost = int64_t(1) << 53;
   int64_t total = 0;
-  if (!__builtin_mul_overflow(epochs, per_epoch, &total) && total <= kMost) return total;
-  if (max_iters > 0) return kMost;
+  if (!__builtin_mul_overflow(epochs, per_epoch, &total) && total <= kMaxExactCount) return total;
+  if (max_iters > 0) return kMaxExactCount;
   throw ValueError("--epochs " + std::to_string(epochs) + " x " + std::to_string(per_epoch) +
                    " iterations per epoch is more than 2^53 iterations; lower --epochs or set --max-iters");
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "tensor/decimal.h"
 #include "tensor/error.h"
 #include "tensor/math.h"
 
@@ -72,7 +73,7 @@ double rate(const StateDict& d, const std::string& key) {
 // A step count from the dict: a whole number from -1 (before the first step) to 2^53.
 int64_t count(const StateDict& d, const std::string& key) {
   const double v = entry(d, key).item<double>();
-  if (!(v >= -1 && v <= 9007199254740992.0 && v == std::floor(v)))
+  if (!(v >= -1 && v <= static_cast<double>(kMaxExactCount) && v == std::floor(v)))
     throw ValueError("LRScheduler.load_state_dict: '" + key + "' is " + std::to_string(v) + ", not a step count");
   return static_cast<int64_t>(v);
 }

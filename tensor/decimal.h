@@ -9,6 +9,10 @@
 
 namespace ember {
 
+// The largest count a file may hold (epochs, iterations, steps): 2^53, below which a double, as
+// state dicts store counts, still holds every whole number exactly.
+inline constexpr int64_t kMaxExactCount = int64_t(1) << 53;
+
 // The number `text` holds in plain decimal digits (no sign, space or exponent) when it is at most
 // `max`; nullopt for anything else, a number too large for int64 included.
 inline std::optional<int64_t> parse_decimal(std::string_view text, int64_t max) {

@@ -31,13 +31,10 @@ auto sections(C& c) {
                     std::pair{std::string("runner."), &c.runner}};
 }
 
-// Counters (epochs, iterations, batches) stay below 2^53, where a double still counts them exactly.
-constexpr int64_t kMaxCounter = int64_t(1) << 53;
-
 int64_t parse_counter(const std::string& path, const std::map<std::string, std::string>& meta, const std::string& key) {
   const auto it = meta.find(key);
   if (it == meta.end()) throw FormatError(path + ": checkpoint metadata lacks \"" + key + "\"");
-  const auto v = parse_decimal(it->second, kMaxCounter);
+  const auto v = parse_decimal(it->second, kMaxExactCount);
   if (!v)
     throw FormatError(path + ": checkpoint metadata \"" + key + "\" is \"" + it->second.substr(0, 40) +
                       "\", not a count from 0 to 2^53");

@@ -32,7 +32,6 @@ double now_seconds() {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kMiB = 1024.0 * 1024.0;
-constexpr double kMaxCount = 9007199254740992.0;  // 2^53: counts a checkpoint holds as doubles stay exact
 
 // The N of "epoch_N.safetensors", or -1 for any other name.
 int64_t epoch_file_number(const std::string& name) {
@@ -418,7 +417,7 @@ void Runner::restore(const Checkpoint& c) {
   };
   auto runner_count = [&](const std::string& key, double low) {
     const double v = runner_value(key);
-    if (!(v >= low && v <= kMaxCount && v == std::floor(v)))
+    if (!(v >= low && v <= static_cast<double>(kMaxExactCount) && v == std::floor(v)))
       throw ValueError("Runner: runner." + key + " in the checkpoint is " + std::to_string(v) + ", not a whole number from " +
                        std::to_string(static_cast<int64_t>(low)) + " to 2^53");
     return static_cast<int64_t>(v);
