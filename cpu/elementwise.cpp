@@ -1,7 +1,9 @@
 // CPU kernels of the elementwise primitives, one template each, instantiated over the op lists.
+#include <algorithm>
 #include <cstdint>
 
 #include "cpu/loops.h"
+#include "cpu/simd_math.h"
 #include "tensor/convert.h"
 #include "tensor/primitives/elementwise.h"
 
@@ -16,12 +18,54 @@ constexpr bool is_numeric_v = !std::is_same_v<T, bool>;
   throw DTypeError(std::string(op) + ": not supported for dtype " + dtype_name(dt));
 }
 
+// The cpu/simd_math.h kernel of each unary op that has one.
+using VectorKernel = cpu::simd::Kernels::Map cpu::simd::Kernels::*;
+template <class Op> constexpr VectorKernel kVectorKernel = nullptr;
+template <> constexpr VectorKernel kVectorKernel<ew::Exp> = &cpu::simd::Kernels::exp;
+template <> constexpr VectorKernel kVectorKernel<ew::Log> = &cpu::simd::Kernels::log;
+template <> constexpr VectorKernel kVectorKernel<ew::Log1p> = &cpu::simd::Kernels::log1p;
+template <> constexpr VectorKernel kVectorKernel<ew::Sin> = &cpu::simd::Kernels::sin;
+template <> constexpr VectorKernel kVectorKernel<ew::Cos> = &cpu::simd::Kernels::cos;
+template <> constexpr VectorKernel kVectorKernel<ew::Tanh> = &cpu::simd::Kernels::tanh;
+template <> constexpr VectorKernel kVectorKernel<ew::Erf> = &cpu::simd::Kernels::erf;
+template <> constexpr VectorKernel kVectorKernel<ew::Sigmoid> = &cpu::simd::Kernels::sigmoid;
+template <> constexpr VectorKernel kVectorKernel<ew::Silu> = &cpu::simd::Kernels::silu;
+template <> constexpr VectorKernel kVectorKernel<ew::GeluErf> = &cpu::simd::Kernels::gelu_erf;
+template <> constexpr VectorKernel kVectorKernel<ew::GeluTanh> = &cpu::simd::Kernels::gelu_tanh;
+
+// out = kernel(x) for f32, f16 or bf16 x: dense f32 runs go straight to the kernel; other runs
+// (strided, or 16-bit) are converted through a small f32 block.
+template <class T>
+void map_vectorized(const Tensor& out, const Tensor& x, cpu::simd::Kernels::Map kernel) {
+  static constexpr int64_t kBlock = 512;
+  const auto ops = cpu::make_operands<2>(out, {&x});
+  cpu::for_each_row<2>(out.shape(), ops, [kernel](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& s) {
+    if (std::is_same_v<T, float> && s[0] == sizeof(float) && s[1] == sizeof(float)) {
+      kernel(reinterpret_cast<const float*>(p[1]), reinterpret_cast<float*>(p[0]), n);
+      return;
+    }
+    float block[kBlock];
+    for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+      const int64_t m = std::min(kBlock, n - i0);
+      for (int64_t i = 0; i < m; ++i) block[i] = static_cast<float>(*reinterpret_cast<const T*>(p[1] + (i0 + i) * s[1]));
+      kernel(block, block, m);
+      for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(p[0] + (i0 + i) * s[0]) = convert<T>(block[i]);
+    }
+  }, /*cost=*/4);
+}
+
 }  // namespace
 
 template <class Op>
 void Unary<Op>::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   visit(in[0].dtype(), [&]<class T>() {
     constexpr bool ok = UnaryTraits<Op>::kind == UnaryKind::Floating ? is_float_type_v<T> : is_numeric_v<T>;
+    if constexpr (kVectorKernel<Op> != nullptr && ok && !std::is_same_v<T, double>) {
+      if (const cpu::simd::Kernels* kernels = cpu::simd::active_kernels()) {
+        map_vectorized<T>(out[0], in[0], kernels->*kVectorKernel<Op>);
+        return;
+      }
+    }
     if constexpr (ok) {
       using C = compute_t<T>;
       const Op op = op_;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cpu/parallel.h"
+#include "cpu/simd_math.h"
 #include "nn/primitives/loss.h"
 #include "tensor/convert.h"
 #include "tensor/host_sync.h"
@@ -27,7 +28,9 @@ void CrossEntropy::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& 
   }
   std::vector<double> loss(static_cast<size_t>(P));
   const double e = label_smoothing_;
+  const cpu::simd::Kernels* simd = cpu::simd::active_kernels();
   visit_floating(x.dtype(), name(), [&]<class T>() {
+    const bool vector_rows = std::is_same_v<T, float> && simd != nullptr && S == 1;  // classes contiguous
     const T* xp = x.data<T>();
     cpu::parallel_for(P, C, [&](int64_t begin, int64_t end) {
       for (int64_t p = begin; p < end; ++p) {
@@ -39,11 +42,19 @@ void CrossEntropy::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& 
         using Cp = compute_t<T>;  // exp in the compute type (float for f32), sums in double
         Cp mx = -std::numeric_limits<Cp>::infinity();
         double total = 0, sum_x = 0;
-        for (int64_t c = 0; c < C; ++c) mx = std::fmax(mx, static_cast<Cp>(xr[c * S]));
-        for (int64_t c = 0; c < C; ++c) {
-          const Cp v = static_cast<Cp>(xr[c * S]);
-          total += static_cast<double>(math::exp(v - mx));
-          sum_x += static_cast<double>(v);
+        if (vector_rows) {
+          if constexpr (std::is_same_v<T, float>) {
+            mx = simd->max(xr, C);
+            total = simd->exp_sum(xr, mx, nullptr, C);
+            if (e != 0) sum_x = simd->sum(xr, C);
+          }
+        } else {
+          for (int64_t c = 0; c < C; ++c) mx = std::fmax(mx, static_cast<Cp>(xr[c * S]));
+          for (int64_t c = 0; c < C; ++c) {
+            const Cp v = static_cast<Cp>(xr[c * S]);
+            total += static_cast<double>(math::exp(v - mx));
+            sum_x += static_cast<double>(v);
+          }
         }
         const double lse = static_cast<double>(mx) + math::log(total);
         const double nll = lse - static_cast<double>(static_cast<compute_t<T>>(xr[t[p] * S]));
@@ -74,8 +85,10 @@ void CrossEntropyBackward::eval_cpu(const std::vector<Tensor>& in, std::vector<T
   const double e = label_smoothing_;
   const Reduction r = reduction_;
   const int64_t ignore = ignore_index_;
+  const cpu::simd::Kernels* simd = cpu::simd::active_kernels();
   visit_floating(x.dtype(), name(), [&]<class T>() {
     using Cp = compute_t<T>;
+    const bool vector_rows = std::is_same_v<T, float> && simd != nullptr && S == 1;
     const T* xp = x.data<T>();
     T* dp = out[0].data<T>();
     cpu::parallel_for(P, C, [&](int64_t begin, int64_t end) {
@@ -88,6 +101,19 @@ void CrossEntropyBackward::eval_cpu(const std::vector<Tensor>& in, std::vector<T
         const double scale = r == Reduction::none ? g[p] : r == Reduction::sum ? g[0] : g[0] / static_cast<double>(count);
         Cp mx = -std::numeric_limits<Cp>::infinity();
         double total = 0;
+        if constexpr (std::is_same_v<T, float>) {
+          if (vector_rows) {  // the same terms and roundings, exp from the vector kernels
+            const float* xr = xp + base;
+            float* dr = dp + base;
+            mx = simd->max(xr, C);
+            total = simd->exp_sum(xr, mx, nullptr, C);
+            const auto inv = static_cast<float>(scale / total), off = static_cast<float>(e / static_cast<double>(C) * scale);
+            simd->exp_scale(xr, mx, inv, dr, C);
+            for (int64_t c = 0; c < C; ++c) dr[c] -= off;
+            dr[t[p]] -= static_cast<float>((1 - e) * scale);
+            continue;
+          }
+        }
         for (int64_t c = 0; c < C; ++c) mx = std::fmax(mx, static_cast<Cp>(xp[base + c * S]));
         for (int64_t c = 0; c < C; ++c) total += static_cast<double>(math::exp(static_cast<Cp>(xp[base + c * S]) - mx));
         const auto inv = static_cast<Cp>(scale / total), off = static_cast<Cp>(e / static_cast<double>(C) * scale);

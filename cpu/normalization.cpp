@@ -10,6 +10,7 @@
 
 #include "autograd/grad_mode.h"
 #include "cpu/parallel.h"
+#include "cpu/simd_math.h"
 #include "nn/primitives/batch_norm_layout.h"
 #include "nn/primitives/normalization.h"
 #include "tensor/convert.h"
@@ -263,6 +264,31 @@ void BatchNormBackward::eval_cpu(const std::vector<Tensor>& in, std::vector<Tens
   });
 }
 
+namespace {
+
+// A layer norm row's count, mean and m2, accumulated in double; f32 rows by the vector kernels when
+// there are.
+template <class T>
+Moments row_moments(const T* x, int64_t n, const cpu::simd::Kernels* simd) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (simd != nullptr) {
+      const double mean = simd->sum(x, n) / static_cast<double>(n);
+      return {static_cast<double>(n), mean, simd->sum_squared_deviations(x, mean, n)};
+    }
+  }
+  using Cp = compute_t<T>;
+  double s = 0, q = 0;
+  for (int64_t j = 0; j < n; ++j) s += static_cast<double>(static_cast<Cp>(x[j]));
+  const double mean = s / static_cast<double>(n);
+  for (int64_t j = 0; j < n; ++j) {
+    const double d = static_cast<double>(static_cast<Cp>(x[j])) - mean;
+    q += d * d;
+  }
+  return {static_cast<double>(n), mean, q};
+}
+
+}  // namespace
+
 void LayerNorm::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const Tensor& x = in[0];
   int64_t D = 1;
@@ -271,6 +297,7 @@ void LayerNorm::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out
   const std::vector<double> w = has_weight_ ? host(in[1]) : std::vector<double>();
   const std::vector<double> b = has_bias_ ? host(in[has_weight_ ? 2 : 1]) : std::vector<double>();
   const double eps = eps_;
+  const cpu::simd::Kernels* simd = cpu::simd::active_kernels();
   visit_floating(x.dtype(), name(), [&]<class T>() {
     using Cp = compute_t<T>;
     const T* xp = x.data<T>();
@@ -279,14 +306,8 @@ void LayerNorm::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out
       for (int64_t r = begin; r < end; ++r) {
         const T* xr = xp + r * D;
         T* yr = yp + r * D;
-        double s = 0;
-        for (int64_t j = 0; j < D; ++j) s += static_cast<double>(static_cast<Cp>(xr[j]));
-        const double m = s / static_cast<double>(D);
-        double q = 0;
-        for (int64_t j = 0; j < D; ++j) {
-          const double d = static_cast<double>(static_cast<Cp>(xr[j])) - m;
-          q += d * d;
-        }
+        const Moments stats = row_moments(xr, D, simd);
+        const double m = stats.mean, q = stats.m2;
         const auto rstd = static_cast<Cp>(1.0 / std::sqrt(q / static_cast<double>(D) + eps));
         const auto mc = static_cast<Cp>(m);
         for (int64_t j = 0; j < D; ++j) {
@@ -314,6 +335,7 @@ void LayerNormBackward::eval_cpu(const std::vector<Tensor>& in, std::vector<Tens
   const int64_t parts = (rows + part_rows - 1) / part_rows;
   std::vector<std::vector<double>> part_dw(static_cast<size_t>(parts)), part_db(static_cast<size_t>(parts));
   const double eps = eps_;
+  const cpu::simd::Kernels* simd = cpu::simd::active_kernels();
   visit_floating(x.dtype(), name(), [&]<class T>() {
     using Cp = compute_t<T>;
     const T* xp = x.data<T>();
@@ -323,13 +345,8 @@ void LayerNormBackward::eval_cpu(const std::vector<Tensor>& in, std::vector<Tens
     auto row = [&](int64_t r, std::vector<double>& ldw, std::vector<double>& ldb, std::vector<double>& xhat) {
       const T* xr = xp + r * D;
       const T* gr = gp + r * D;
-      double s = 0, q = 0;
-      for (int64_t j = 0; j < D; ++j) s += static_cast<double>(static_cast<Cp>(xr[j]));
-      const double m = s / static_cast<double>(D);
-      for (int64_t j = 0; j < D; ++j) {
-        const double d = static_cast<double>(static_cast<Cp>(xr[j])) - m;
-        q += d * d;
-      }
+      const Moments stats = row_moments(xr, D, simd);
+      const double m = stats.mean, q = stats.m2;
       const double rstd = 1.0 / std::sqrt(q / static_cast<double>(D) + eps);
       double sgw = 0, sgwx = 0;
       for (int64_t j = 0; j < D; ++j) {

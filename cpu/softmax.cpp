@@ -7,6 +7,7 @@
 #include "autograd/grad_mode.h"
 #include "cpu/parallel.h"
 #include "cpu/reduce.h"
+#include "cpu/simd_math.h"
 #include "tensor/convert.h"
 #include "tensor/math.h"
 #include "tensor/ops.h"
@@ -56,24 +57,47 @@ void softmax_block(const T* x, const T* max, T* y, int64_t len, int64_t stride, 
   }
 }
 
+// One f32 row of len elements with the vector kernels: its max, the exps and their sum in one pass,
+// then the scaling (softmax) or the shift by log(sum) (log_softmax), with softmax_block's roundings.
+// The max skips NaNs, but a NaN makes the sum, so the whole row, NaN all the same.
+void softmax_row(const cpu::simd::Kernels& k, const float* x, float* y, int64_t len, bool log) {
+  const float max = k.max(x, len);
+  const double total = k.exp_sum(x, max, log ? nullptr : y, len);
+  if (log) {
+    const auto scale = static_cast<float>(std::log(total));
+    for (int64_t i = 0; i < len; ++i) y[i] = x[i] - max - scale;
+  } else {
+    const auto scale = static_cast<float>(1.0 / total);
+    for (int64_t i = 0; i < len; ++i) y[i] *= scale;
+  }
+}
+
 }  // namespace
 
 void Softmax::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const ReductionLayout l = dim_layout(in[0], dim_);
   if (l.outer * l.len * l.inner == 0) return;
+  const cpu::ColumnBlocks blocks(l);
+  const cpu::simd::Kernels* simd = cpu::simd::active_kernels();
+  const bool vector_rows = simd != nullptr && l.inner == 1 && in[0].dtype() == DType::f32;
   Tensor max;  // (outer, inner) in the layout's output order
-  {
+  if (!vector_rows) {
     NoGradGuard no_grad;
     max = amax(l.data, {dim_});
   }
-  const cpu::ColumnBlocks blocks(l);
   visit_floating(in[0].dtype(), name(), [&]<class T>() {
     const T* x = l.data.data<T>();
-    const T* m = max.data<T>();
+    const T* m = vector_rows ? nullptr : max.data<T>();
     T* y = out[0].data<T>();  // the same element order as x
     cpu::parallel_for(blocks.count, l.len * blocks.width, [&](int64_t begin, int64_t end) {
       for (int64_t b = begin; b < end; ++b) {
         const int64_t first = blocks.first_element(b), first_max = blocks.first_output(b);
+        if constexpr (std::is_same_v<T, float>) {
+          if (vector_rows) {
+            softmax_row(*simd, x + first, y + first, l.len, log_);
+            continue;
+          }
+        }
         if (l.inner == 1) softmax_block<1>(x + first, m + first_max, y + first, l.len, 1, 1, log_);
         else softmax_block<0>(x + first, m + first_max, y + first, l.len, l.inner, blocks.lanes(b), log_);
       }

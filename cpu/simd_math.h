@@ -1,0 +1,48 @@
+// Vectorised f32 kernels for the transcendental ops and the row passes of softmax, log_softmax,
+// cross entropy and layer norm, compiled once per x86-64 instruction set (AVX2 with FMA, AVX-512) and chosen
+// at run time from the CPU's features, so one binary built for generic x86-64 runs at the speed of
+// the machine it lands on. The functions are SLEEF's vector versions (within 1.0 ULP, "u10"), the
+// library PyTorch's CPU kernels use for the same ops.
+#pragma once
+
+#include <cstdint>
+
+namespace ember::cpu::simd {
+
+// The instruction sets with kernels, narrowest first. avx2 means AVX2 and FMA together.
+enum class Isa : uint8_t { none, avx2, avx512 };
+
+const char* isa_name(Isa isa);
+
+// The kernels of one instruction set. Every function reads n dense floats; y may equal x.
+struct Kernels {
+  using Map = void (*)(const float* x, float* y, int64_t n);
+  Map exp, log, log1p, sin, cos, tanh, erf, sigmoid, gelu_erf, gelu_tanh, silu;
+  // The largest of x[0, n), NaNs skipped as std::fmax skips them; -inf when n is 0.
+  float (*max)(const float* x, int64_t n);
+  // The sum of x[0, n), accumulated in double.
+  double (*sum)(const float* x, int64_t n);
+  // The sum of (x[i] - center)^2, in double.
+  double (*sum_squared_deviations)(const float* x, double center, int64_t n);
+  // The sum of exp(x[i] - shift) in double; each exp is also stored in y[i] unless y is null.
+  double (*exp_sum)(const float* x, float shift, float* y, int64_t n);
+  // y[i] = exp(x[i] - shift) * scale.
+  void (*exp_scale)(const float* x, float shift, float scale, float* y, int64_t n);
+};
+
+// Whether this CPU (and the OS, which must save the wider registers) can run isa's kernels.
+bool cpu_supports(Isa isa);
+
+// isa's kernels (nullptr for none); the CPU must support isa.
+const Kernels* kernels_for(Isa isa);
+
+// The widest instruction set this CPU supports, or the one the environment variable EMBER_CPU_ISA
+// (none, avx2, avx512) names, to measure or test a narrower one; naming one the CPU lacks is an error.
+Isa active_isa();
+
+// The kernels ember's CPU ops use: active_isa()'s, or nullptr when there are none or the
+// deterministic mode is on (its results must be the same bits on every CPU: the scalar
+// functions of tensor/math.h give them).
+const Kernels* active_kernels();
+
+}  // namespace ember::cpu::simd

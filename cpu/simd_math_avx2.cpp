@@ -1,0 +1,72 @@
+// cpu/simd_math.h's kernels for AVX2 with FMA (compiled with -mavx2 -mfma: meson.build), 8 floats a vector.
+#include <immintrin.h>
+#include <sleef.h>
+
+#include "cpu/simd_math_kernels.h"
+
+namespace ember::cpu::simd {
+
+namespace {
+
+struct Avx2 {
+  using V = __m256;
+  static constexpr int64_t width = 8;
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V broadcast(float a) { return _mm256_set1_ps(a); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V mul_add(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }  // a * b + c, rounded once
+  static V div(V a, V b) { return _mm256_div_ps(a, b); }
+  static V neg(V a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
+  static V abs(V a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+  // |a| with b's sign.
+  static V copy_sign(V a, V b) {
+    const V sign = _mm256_set1_ps(-0.0f);
+    return _mm256_or_ps(_mm256_andnot_ps(sign, a), _mm256_and_ps(sign, b));
+  }
+  using Mask = V;  // all bits set in the lanes where the comparison holds
+  static Mask less(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+  static V select(Mask m, V if_set, V otherwise) { return _mm256_blendv_ps(otherwise, if_set, m); }
+  // vmaxps returns its second operand when either is NaN, so a NaN in v leaves m as it was.
+  static V max_skip_nan(V v, V m) { return _mm256_max_ps(v, m); }
+  static float lane_max(V m) {
+    __m128 r = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    r = _mm_max_ps(r, _mm_movehl_ps(r, r));
+    return _mm_cvtss_f32(_mm_max_ss(r, _mm_movehdup_ps(r)));
+  }
+  struct Sum {
+    __m256d low, high;
+  };
+  static Sum zero_sum() { return {_mm256_setzero_pd(), _mm256_setzero_pd()}; }
+  static void accumulate(Sum& s, V v) {
+    s.low = _mm256_add_pd(s.low, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    s.high = _mm256_add_pd(s.high, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+  }
+  static void accumulate_squared_deviations(Sum& s, V v, double center) {
+    const __m256d c = _mm256_set1_pd(center);
+    const __m256d low = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), c);
+    const __m256d high = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), c);
+    s.low = _mm256_fmadd_pd(low, low, s.low);
+    s.high = _mm256_fmadd_pd(high, high, s.high);
+  }
+  static double total(const Sum& s) {
+    const __m256d t = _mm256_add_pd(s.low, s.high);
+    const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+  }
+  static V exp(V v) { return Sleef_expf8_u10avx2(v); }
+  static V log(V v) { return Sleef_logf8_u10avx2(v); }
+  static V log1p(V v) { return Sleef_log1pf8_u10avx2(v); }
+  static V sin(V v) { return Sleef_sinf8_u10avx2(v); }
+  static V cos(V v) { return Sleef_cosf8_u10avx2(v); }
+  static V tanh(V v) { return Sleef_tanhf8_u10avx2(v); }
+  static V erf(V v) { return Sleef_erff8_u10avx2(v); }
+};
+
+}  // namespace
+
+extern constinit const Kernels kAvx2Kernels = make_kernels<Avx2>();
+
+}  // namespace ember::cpu::simd
