@@ -96,8 +96,7 @@ void for_each_row(const Shape& shape, const Operands<N>& ops, Row&& row, int64_t
 template <class O, class I, int NI, class F>
 void map_elements(const Tensor& out, const std::array<const Tensor*, NI>& inputs, F f) {
   constexpr int N = NI + 1;
-  const Operands<N> ops = make_operands<N>(out, inputs);
-  for_each_row<N>(out.shape(), ops, [&](const std::array<char*, N>& p, int64_t n, const std::array<int64_t, N>& s) {
+  auto run = [&](const std::array<char*, N>& p, int64_t n, const std::array<int64_t, N>& s) {
     O* o = reinterpret_cast<O*>(p[0]);
     bool dense = s[0] == static_cast<int64_t>(sizeof(O));
     for (int k = 1; k < N; ++k) dense = dense && s[k] == static_cast<int64_t>(sizeof(I));
@@ -125,7 +124,24 @@ void map_elements(const Tensor& out, const std::array<const Tensor*, NI>& inputs
     } else {
       static_assert(NI == 2 || NI == 1, "map_elements handles one or two inputs");
     }
-  });
+  };
+  // A small op on dense tensors of one shape (a one-element add in a loop) is one run: no broadcast
+  // strides or coalesced dims to work out first, which cost as much as the rest of the dispatch.
+  bool one_run = out.numel() < kParallelGrain && out.is_contiguous();
+  for (int k = 0; k < NI && one_run; ++k) one_run = inputs[k]->shape() == out.shape() && inputs[k]->is_contiguous();
+  if (one_run) {
+    std::array<char*, N> p;
+    std::array<int64_t, N> s;
+    p[0] = static_cast<char*>(out.raw_data());
+    s[0] = sizeof(O);
+    for (int k = 1; k < N; ++k) {
+      p[k] = static_cast<char*>(inputs[k - 1]->raw_data());
+      s[k] = sizeof(I);
+    }
+    if (out.numel() > 0) run(p, out.numel(), s);
+    return;
+  }
+  for_each_row<N>(out.shape(), make_operands<N>(out, inputs), run);
 }
 
 }  // namespace ember::cpu
