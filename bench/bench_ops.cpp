@@ -1,6 +1,6 @@
 // bench_ops: memory-bound ops and the host cost of dispatch.
-//   ops/<device>/<dtype>/<op>/<numel>: elementwise (add, mul, mul_scalar, relu, exp, gelu), reduction (sum),
-//     softmax, layer_norm and cross_entropy over rows of 1024 (1000 classes for cross_entropy), and
+//   ops/<device>/<dtype>/<op>/<numel>: elementwise (add, mul, mul_scalar, relu, exp, log, tanh, sigmoid, silu,
+//     gelu, gelu_tanh), reduction (sum), softmax, log_softmax, layer_norm and cross_entropy over rows of 1024 (1000 classes for cross_entropy), and
 //     training-mode batch_norm over (N, 64, 32, 32) images (f32 statistics and affine parameters).
 //     GBps counts the bytes the op must read and write once; copy_GBps is the device copy of the
 //     same traffic in the same case (memcpy on the CPU, cudaMemcpyAsync on a GPU), ratio = GBps / copy_GBps.
@@ -50,9 +50,15 @@ const std::vector<MemoryOp>& memory_ops() {
       {"mul_scalar", 0, 1, 1, [](const auto& t) { return ember::mul(t[0], 0.1); }},
       {"relu", 0, 1, 1, [](const auto& t) { return ember::relu(t[0]); }},
       {"exp", 0, 1, 1, [](const auto& t) { return ember::exp(t[0]); }},
+      {"log", 0, 1, 1, [](const auto& t) { return ember::log(t[0]); }},  // of |randn| (operands())
+      {"tanh", 0, 1, 1, [](const auto& t) { return ember::tanh(t[0]); }},
+      {"sigmoid", 0, 1, 1, [](const auto& t) { return ember::sigmoid(t[0]); }},
+      {"silu", 0, 1, 1, [](const auto& t) { return ember::silu(t[0]); }},
       {"gelu", 0, 1, 1, [](const auto& t) { return ember::gelu(t[0]); }},
+      {"gelu_tanh", 0, 1, 1, [](const auto& t) { return ember::gelu(t[0], true); }},
       {"sum", 0, 1, 0, [](const auto& t) { return ember::sum(t[0]); }},
       {"softmax", 1024, 1, 1, [](const auto& t) { return ember::softmax(t[0], 1); }},
+      {"log_softmax", 1024, 1, 1, [](const auto& t) { return ember::log_softmax(t[0], 1); }},
       {"layer_norm", 1024, 1, 1, [](const auto& t) { return ember::layer_norm(t[0], {1024}, t[1], t[2]); }},
       {"cross_entropy", 1000, 1, 0, [](const auto& t) { return ember::cross_entropy(t[0], t[1]); }},
       {"batch_norm", kBatchNormChannels * 32 * 32, 1, 1,
@@ -70,6 +76,7 @@ std::vector<Tensor> operands(const MemoryOp& op, int64_t numel, ember::TensorOpt
                                           : ember::Shape{numel};
   std::vector<Tensor> t;
   for (int i = 0; i < op.inputs; ++i) t.push_back(ember::randn(shape, opts));
+  if (std::string(op.name) == "log") t[0] = ember::abs(t[0]);  // NaNs take slow paths in some libraries
   if (images) {
     const ember::TensorOptions f32 = opts.with_dtype(ember::DType::f32);
     for (double fill : {0.0, 1.0, 1.0, 0.0}) t.push_back(ember::full({kBatchNormChannels}, fill, f32));

@@ -1,5 +1,6 @@
 // bench_train: one whole training step (forward, cross-entropy, backward, SGD step) of the model
-// zoo's models on CIFAR-sized batches (3x32x32, 10 classes), per precision mode, as the Runner runs it;
+// zoo's models on CIFAR-sized batches (3x32x32, 10 classes), per precision mode, as the Runner runs it
+// (on the CPU also the MLP and SmallCNN on Fashion-MNIST's 1x28x28 at batch 128: mlp_28, cnn_28);
 // on a GPU also ImageNet-sized steps (3x224x224, 1000 classes): ResNet-50 channels-last at batch 256
 // (resnet50_224_nhwc) and ViT-B/16 at batch 128 (vit_b16_224), the shapes PyTorch is compared on.
 //   train/<device>/<precision>/<model>/<batch>: img_per_s, and peak_MiB: on a GPU ember's pool peak
@@ -66,7 +67,11 @@ constexpr ember::train::ImageShape kCifar{3, 32, 10};
 constexpr ember::train::ImageShape kImageNet{3, 224, 1000};
 Workload cifar(const std::string& model) { return {model, model, kCifar, false, std::nullopt}; }
 const std::vector<Workload> kCifarWorkloads = {cifar("mlp"), cifar("cnn"), cifar("resnet18"), cifar("resnet50"),
-                                               cifar("vit_small")};
+                                               cifar("vit_tiny"), cifar("vit_small")};
+// The main job's shapes (Fashion-MNIST, 1x28x28) at examples/train's batch: the CPU's own cases.
+constexpr ember::train::ImageShape kFashion{1, 28, 10};
+const std::vector<Workload> kFashionWorkloads = {{"mlp_28", "mlp", kFashion, false, 128},
+                                                 {"cnn_28", "cnn", kFashion, false, 128}};
 const std::vector<Workload> kImageNetWorkloads = {{"resnet50_224_nhwc", "resnet50", kImageNet, true, 256},
                                                   {"vit_b16_224", "vit_base", kImageNet, false, 128}};
 
@@ -293,8 +298,10 @@ int main(int argc, char** argv) {
   for (const std::string& n : ember::train::precision_names()) all.push_back(ember::train::parse_precision(n));
   std::set<ember::train::Precision> registered;
   const bool cpu_cases = !g_group || g_group->device().is_cpu();  // a data-parallel job runs on its group's device
+  std::vector<Workload> cpu_workloads = kCifarWorkloads;
+  cpu_workloads.insert(cpu_workloads.end(), kFashionWorkloads.begin(), kFashionWorkloads.end());
   if (cpu_cases)
-    register_device("cpu", ember::kCPU, kCifarWorkloads,
+    register_device("cpu", ember::kCPU, cpu_workloads,
                   chosen ? options->precisions : std::vector{ember::train::Precision::fp32}, options->batch, 16,
                   options->strategy, registered);
 #if defined(EMBER_BENCH_CUDA)
