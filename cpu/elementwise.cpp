@@ -54,6 +54,35 @@ void map_vectorized(const Tensor& out, const Tensor& x, cpu::simd::Kernels::Map 
   }, /*cost=*/4);
 }
 
+// The same for the activations' backward: dx = kernel(g, x).
+using VectorKernel2 = cpu::simd::Kernels::Map2 cpu::simd::Kernels::*;
+template <class Op> constexpr VectorKernel2 kVectorKernel2 = nullptr;
+template <> constexpr VectorKernel2 kVectorKernel2<ew::GeluBackward> = &cpu::simd::Kernels::gelu_erf_backward;
+template <> constexpr VectorKernel2 kVectorKernel2<ew::GeluTanhBackward> = &cpu::simd::Kernels::gelu_tanh_backward;
+template <> constexpr VectorKernel2 kVectorKernel2<ew::SiluBackward> = &cpu::simd::Kernels::silu_backward;
+
+template <class T>
+void map_vectorized2(const Tensor& out, const Tensor& g, const Tensor& x, cpu::simd::Kernels::Map2 kernel) {
+  static constexpr int64_t kBlock = 512;
+  const auto ops = cpu::make_operands<3>(out, {&g, &x});
+  cpu::for_each_row<3>(out.shape(), ops, [kernel](const std::array<char*, 3>& p, int64_t n, const std::array<int64_t, 3>& s) {
+    if (std::is_same_v<T, float> && s[0] == sizeof(float) && s[1] == sizeof(float) && s[2] == sizeof(float)) {
+      kernel(reinterpret_cast<const float*>(p[1]), reinterpret_cast<const float*>(p[2]), reinterpret_cast<float*>(p[0]), n);
+      return;
+    }
+    float gb[kBlock], xb[kBlock];
+    for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+      const int64_t m = std::min(kBlock, n - i0);
+      for (int64_t i = 0; i < m; ++i) {
+        gb[i] = static_cast<float>(*reinterpret_cast<const T*>(p[1] + (i0 + i) * s[1]));
+        xb[i] = static_cast<float>(*reinterpret_cast<const T*>(p[2] + (i0 + i) * s[2]));
+      }
+      kernel(gb, xb, gb, m);
+      for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(p[0] + (i0 + i) * s[0]) = convert<T>(gb[i]);
+    }
+  }, /*cost=*/4);
+}
+
 }  // namespace
 
 template <class Op>
@@ -104,10 +133,16 @@ void Binary<Op>::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& ou
   }
   visit(in[0].dtype(), [&]<class T>() {
     using C = compute_t<T>;
+    if constexpr (kVectorKernel2<Op> != nullptr && is_float_type_v<T> && !std::is_same_v<T, double>) {
+      if (const cpu::simd::Kernels* kernels = cpu::simd::active_kernels()) {
+        map_vectorized2<T>(out[0], in[0], in[1], kernels->*kVectorKernel2<Op>);
+        return;
+      }
+    }
     if constexpr (BinaryTraits<Op>::kind == BinaryKind::Compare) {
       cpu::map_elements<bool, T, 2>(out[0], {&in[0], &in[1]},
                                     [](T a, T b) { return Op{}(static_cast<C>(a), static_cast<C>(b)); });
-    } else if constexpr (is_numeric_v<T>) {
+    } else if constexpr (BinaryTraits<Op>::kind == BinaryKind::Floating ? is_float_type_v<T> : is_numeric_v<T>) {
       cpu::map_elements<T, T, 2>(out[0], {&in[0], &in[1]}, [](T a, T b) {
         return convert<T>(Op{}(static_cast<C>(a), static_cast<C>(b)));
       });

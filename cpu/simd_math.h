@@ -18,6 +18,9 @@ const char* isa_name(Isa isa);
 struct Kernels {
   using Map = void (*)(const float* x, float* y, int64_t n);
   Map exp, log, log1p, sin, cos, tanh, erf, sigmoid, gelu_erf, gelu_tanh, silu;
+  // The activations' backward (tensor/elementwise_ops.h): dx[i] = g[i] * f'(x[i]).
+  using Map2 = void (*)(const float* g, const float* x, float* dx, int64_t n);
+  Map2 gelu_erf_backward, gelu_tanh_backward, silu_backward;
   // The largest of x[0, n), NaNs skipped as std::fmax skips them; -inf when n is 0.
   float (*max)(const float* x, int64_t n);
   // The sum of x[0, n), accumulated in double.

@@ -42,6 +42,14 @@ inline void map(const float* x, float* y, int64_t n, F f) {
   if (i < n) store_tail<S>(y + i, f(load_tail<S>(x + i, n - i, 0.0f)), n - i);
 }
 
+// y[i] = f(a[i], b[i]) a vector at a time; the last partial vector is padded with zeros.
+template <class S, class F>
+inline void map2(const float* a, const float* b, float* y, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + S::width <= n; i += S::width) S::store(y + i, f(S::load(a + i), S::load(b + i)));
+  if (i < n) store_tail<S>(y + i, f(load_tail<S>(a + i, n - i, 0.0f), load_tail<S>(b + i, n - i, 0.0f)), n - i);
+}
+
 // Calls f(v) for each vector of x[0, n); the last partial one is padded with `pad`, a value that
 // leaves the reduction unchanged.
 template <class S, class F>
@@ -121,6 +129,36 @@ constexpr Kernels make_kernels() {
       const V cube = S::mul(S::mul(S::mul(S::broadcast(0.044715f), v), v), v);
       const V inner = S::mul(S::broadcast(-2 * 0.79788456080286535588f), S::add(v, cube));  // -2 sqrt(2/pi)
       return S::div(v, S::add(S::broadcast(1.0f), S::exp(inner)));
+    });
+  };
+  k.gelu_erf_backward = [](const float* g, const float* x, float* dx, int64_t n) {
+    map2<S>(g, x, dx, n, [](V gv, V v) {  // g (Phi(x) + x phi(x))
+      const V z = S::mul(v, S::broadcast(0.70710678118654752440f));
+      const V cdf = S::mul(S::broadcast(0.5f), ErfParts<S>(z).one_plus_erf(z));
+      const V pdf = S::mul(S::exp(S::mul(S::broadcast(-0.5f), S::mul(v, v))), S::broadcast(0.39894228040143267794f));
+      return S::mul(gv, S::add(cdf, S::mul(v, pdf)));
+    });
+  };
+  // With s = (1 + tanh(u)) / 2 = 1 / (1 + e), e = exp(-2u): 1 - tanh(u)^2 = 4 s (1 - s), one exp as in the
+  // forward; 1 - s is taken as e s, which does not cancel where s is near 1.
+  k.gelu_tanh_backward = [](const float* g, const float* x, float* dx, int64_t n) {
+    map2<S>(g, x, dx, n, [](V gv, V v) {
+      const V k = S::broadcast(0.79788456080286535588f), c = S::broadcast(0.044715f), one = S::broadcast(1.0f);
+      const V x2 = S::mul(v, v);
+      const V u = S::mul(k, S::add(v, S::mul(S::mul(c, x2), v)));
+      const V e = S::exp(S::mul(S::broadcast(-2.0f), u));
+      const V s = S::div(one, S::add(one, e));
+      const V du = S::mul(k, S::add(one, S::mul(S::broadcast(3 * 0.044715f), x2)));
+      const V slope = S::mul(S::mul(S::mul(S::broadcast(2.0f), v), S::mul(s, S::mul(e, s))), du);
+      return S::mul(gv, S::add(s, slope));
+    });
+  };
+  k.silu_backward = [](const float* g, const float* x, float* dx, int64_t n) {
+    map2<S>(g, x, dx, n, [](V gv, V v) {  // g s (1 + x (1 - s)), 1 - s = e s with e = exp(-x)
+      const V one = S::broadcast(1.0f);
+      const V e = S::exp(S::neg(v));
+      const V s = S::div(one, S::add(one, e));
+      return S::mul(gv, S::mul(s, S::add(S::mul(v, S::mul(e, s)), one)));
     });
   };
   k.max = [](const float* x, int64_t n) {

@@ -38,7 +38,8 @@ void launch_binary(DType a, DType b, const Strided<3>& s, cudaStream_t stream) {
     return;
   }
   visit(a, [&]<class T>() {
-    if constexpr (BinaryTraits<Op>::kind == BinaryKind::Compare || !std::is_same_v<T, bool>)
+    constexpr BinaryKind kind = BinaryTraits<Op>::kind;
+    if constexpr (kind == BinaryKind::Compare || (kind == BinaryKind::Floating ? is_float_type_v<T> : !std::is_same_v<T, bool>))
       launch_elementwise(s, BinaryFn<T, T, Op>{}, stream);
     else
       unsupported("binary op", a);

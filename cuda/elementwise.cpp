@@ -62,6 +62,7 @@ template <class Op>
 void Binary<Op>::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const DType dt = in[0].dtype();
   if (BinaryTraits<Op>::kind == BinaryKind::Arith && dt == DType::boolean) unsupported(name(), dt);
+  if (BinaryTraits<Op>::kind == BinaryKind::Floating && !is_floating(dt)) unsupported(name(), dt);
   cuda::DeviceGuard guard(out[0].device());
   cuda::launch_binary<Op>(dt, in[1].dtype(), cuda::make_strided<3>(out[0], {&in[0], &in[1]}), cuda::current_stream());
 }

@@ -45,6 +45,8 @@ DType binary_dtype(const Tensor& a, const Tensor& b) {
   if (std::is_same_v<Op, ew::Div> && !is_floating(dt)) dt = kDefaultFloat;  // true division
   if (BinaryTraits<Op>::kind == BinaryKind::Arith && dt == DType::boolean)
     throw DTypeError(std::string(BinaryTraits<Op>::name) + ": not supported for bool tensors; convert with to() first");
+  if (BinaryTraits<Op>::kind == BinaryKind::Floating && !is_floating(dt))
+    throw DTypeError(std::string(BinaryTraits<Op>::name) + ": expected floating tensors, got " + dtype_name(dt));
   return dt;
 }
 
@@ -290,24 +292,21 @@ Tensor d(const Sqrt&, const Tensor& g, const Tensor&, const Tensor& y) { return 
 Tensor d(const Rsqrt&, const Tensor& g, const Tensor&, const Tensor& y) { return g * (y * y * y) * -0.5; }
 Tensor d(const Sin&, const Tensor& g, const Tensor& x, const Tensor&) { return g * cos(x); }
 Tensor d(const Cos&, const Tensor& g, const Tensor& x, const Tensor&) { return neg(g * sin(x)); }
-Tensor d(const Tanh&, const Tensor& g, const Tensor&, const Tensor& y) { return g * (1 - y * y); }
-Tensor d(const Sigmoid&, const Tensor& g, const Tensor&, const Tensor& y) { return g * (y * (1 - y)); }
-// d/dx x*Phi(x) = Phi(x) + x*phi(x)
-Tensor d(const GeluErf&, const Tensor& g, const Tensor& x, const Tensor&) {
-  const Tensor cdf = (erf(x * 0.70710678118654752440) + 1) * 0.5;
-  const Tensor pdf = exp(x * x * -0.5) * kInvSqrt2Pi;
-  return g * (cdf + x * pdf);
+// The activations' gradients are fused ops of their own (tensor/elementwise_ops.h's *Backward), recorded
+// like any op: their vjps below give the higher orders. The cotangent takes the saved tensor's dtype.
+template <class Op>
+Tensor activation_backward(const Tensor& g, const Tensor& saved) {
+  return run1(Binary<Op>{}, {g.to(saved.dtype()), saved});
 }
+Tensor d(const Tanh&, const Tensor& g, const Tensor&, const Tensor& y) { return activation_backward<ew::TanhBackward>(g, y); }
+Tensor d(const Sigmoid&, const Tensor& g, const Tensor&, const Tensor& y) {
+  return activation_backward<ew::SigmoidBackward>(g, y);
+}
+Tensor d(const GeluErf&, const Tensor& g, const Tensor& x, const Tensor&) { return activation_backward<ew::GeluBackward>(g, x); }
 Tensor d(const GeluTanh&, const Tensor& g, const Tensor& x, const Tensor&) {
-  const Tensor x2 = x * x;
-  const Tensor t = tanh((x + x2 * x * 0.044715) * kSqrt2OverPi);
-  const Tensor dinner = (x2 * (3 * 0.044715) + 1) * kSqrt2OverPi;
-  return g * ((t + 1) * 0.5 + x * 0.5 * (1 - t * t) * dinner);
+  return activation_backward<ew::GeluTanhBackward>(g, x);
 }
-Tensor d(const Silu&, const Tensor& g, const Tensor& x, const Tensor&) {
-  const Tensor s = sigmoid(x);
-  return g * (s * (x * (1 - s) + 1));
-}
+Tensor d(const Silu&, const Tensor& g, const Tensor& x, const Tensor&) { return activation_backward<ew::SiluBackward>(g, x); }
 Tensor d(const Erf&, const Tensor& g, const Tensor& x, const Tensor&) {
   return g * exp(neg(x * x)) * 1.12837916709551257390;  // 2 / sqrt(pi)
 }
@@ -321,6 +320,31 @@ using ew::Add, ew::Div, ew::Maximum, ew::Minimum, ew::Mul, ew::Pow, ew::Sub;
 struct Grads {
   Tensor a, b;
 };
+// The backward ops' own: a = gg * f'(s) (the op itself on gg), b = gg * g * f''(s), s the saved tensor.
+Grads d(const ew::TanhBackward&, const Tensor& gg, const Tensor& g, const Tensor& y, const Tensor&) {
+  return {activation_backward<ew::TanhBackward>(gg, y), gg * g * (y * -2)};
+}
+Grads d(const ew::SigmoidBackward&, const Tensor& gg, const Tensor& g, const Tensor& y, const Tensor&) {
+  return {activation_backward<ew::SigmoidBackward>(gg, y), gg * g * (1 - y * 2)};
+}
+// (Phi + x phi)' = 2 phi + x phi' = phi (2 - x^2)
+Grads d(const ew::GeluBackward&, const Tensor& gg, const Tensor& g, const Tensor& x, const Tensor&) {
+  const Tensor pdf = exp(x * x * -0.5) * kInvSqrt2Pi;
+  return {activation_backward<ew::GeluBackward>(gg, x), gg * g * (pdf * (2 - x * x))};
+}
+// f = (1 + t) / 2 + x (1 - t^2) u' / 2 with t = tanh(u): f' = (1 - t^2) (u' + x (u'' - 2 t u'^2) / 2)
+Grads d(const ew::GeluTanhBackward&, const Tensor& gg, const Tensor& g, const Tensor& x, const Tensor&) {
+  const Tensor x2 = x * x;
+  const Tensor t = tanh((x + x2 * x * 0.044715) * kSqrt2OverPi);
+  const Tensor du = (x2 * (3 * 0.044715) + 1) * kSqrt2OverPi, ddu = x * (6 * 0.044715 * kSqrt2OverPi);
+  const Tensor second = (1 - t * t) * (du + x * 0.5 * (ddu - t * du * du * 2));
+  return {activation_backward<ew::GeluTanhBackward>(gg, x), gg * g * second};
+}
+// f = s (1 + x (1 - s)) with s = sigmoid(x): f' = s (1 - s) (2 + x (1 - 2 s))
+Grads d(const ew::SiluBackward&, const Tensor& gg, const Tensor& g, const Tensor& x, const Tensor&) {
+  const Tensor s = sigmoid(x);
+  return {activation_backward<ew::SiluBackward>(gg, x), gg * g * (s * (1 - s) * (x * (1 - s * 2) + 2))};
+}
 Grads d(const Add&, const Tensor& g, const Tensor&, const Tensor&, const Tensor&) { return {g, g}; }
 Grads d(const Sub&, const Tensor& g, const Tensor&, const Tensor&, const Tensor&) { return {g, neg(g)}; }
 Grads d(const Mul&, const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&) { return {g * b, g * a}; }

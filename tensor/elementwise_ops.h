@@ -35,7 +35,8 @@ namespace ember::ew {
   X(Reciprocal, "reciprocal", Floating, 2)  \
   X(PowScalar, "pow_scalar", Floating, 1)
 
-// X(Functor, "name", kind, saves). kind: Arith keeps the promoted dtype; Compare returns bool.
+// X(Functor, "name", kind, saves). kind: Arith keeps the promoted dtype; Compare returns bool;
+// Floating takes floating dtypes only (the activations' backward, called by their vjps).
 #define EMBER_BINARY_OPS(X)         \
   X(Add, "add", Arith, 0)           \
   X(Sub, "sub", Arith, 0)           \
@@ -49,7 +50,42 @@ namespace ember::ew {
   X(Lt, "lt", Compare, 0)           \
   X(Le, "le", Compare, 0)           \
   X(Gt, "gt", Compare, 0)           \
-  X(Ge, "ge", Compare, 0)
+  X(Ge, "ge", Compare, 0)           \
+  X(TanhBackward, "tanh_backward", Floating, 1)           \
+  X(SigmoidBackward, "sigmoid_backward", Floating, 1)     \
+  X(GeluBackward, "gelu_backward", Floating, 1)           \
+  X(GeluTanhBackward, "gelu_tanh_backward", Floating, 1)  \
+  X(SiluBackward, "silu_backward", Floating, 1)
+
+// The activations' backward: the input's gradient from the output's gradient g and the saved
+// output y (tanh, sigmoid) or input x, in one pass instead of the several ops of its formula.
+struct TanhBackward { template <class T> EMBER_HD T operator()(T g, T y) const { return g * (T(1) - y * y); } };
+struct SigmoidBackward { template <class T> EMBER_HD T operator()(T g, T y) const { return g * (y * (T(1) - y)); } };
+// d/dx x Phi(x) = Phi(x) + x phi(x)
+struct GeluBackward {
+  template <class T> EMBER_HD T operator()(T g, T x) const {
+    const T cdf = T(0.5) * (T(1) + math::erf(x * T(0.70710678118654752440)));
+    const T pdf = math::exp(T(-0.5) * x * x) * T(0.39894228040143267794);  // 1 / sqrt(2 pi)
+    return g * (cdf + x * pdf);
+  }
+};
+// d/dx x (1 + tanh(u)) / 2 with u = k (x + c x^3): (1 + t) / 2 + x (1 - t^2) u' / 2
+struct GeluTanhBackward {
+  template <class T> EMBER_HD T operator()(T g, T x) const {
+    const T k = T(0.79788456080286535588), c = T(0.044715);  // sqrt(2/pi)
+    const T t = math::tanh(k * (x + c * x * x * x));
+    const T du = k * (T(1) + T(3) * c * x * x);
+    return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
+  }
+};
+// d/dx x s(x) = s (1 + x (1 - s)), s = sigmoid(x) = 1 / (1 + e) with e = exp(-x); 1 - s = e s does not
+// cancel where s is near 1.
+struct SiluBackward {
+  template <class T> EMBER_HD T operator()(T g, T x) const {
+    const T e = math::exp(-x), s = T(1) / (T(1) + e);
+    return g * (s * (x * (e * s) + T(1)));
+  }
+};
 
 template <class T>
 EMBER_HD inline bool is_nan(T x) {
@@ -149,7 +185,7 @@ namespace ember {
 
 // Each op's name, kind and saves from the lists, for the primitives and the CUDA kernels alike.
 enum class UnaryKind { Numeric, Floating };
-enum class BinaryKind { Arith, Compare };
+enum class BinaryKind { Arith, Compare, Floating };
 
 template <class Op> struct UnaryTraits;
 template <class Op> struct BinaryTraits;

@@ -300,6 +300,7 @@ void second_derivatives() {
   check2("sin", [](const auto& x) { return sin(x[0]); }, {u(s)});
   check2("sqrt", [](const auto& x) { return sqrt(x[0]); }, {u(s, 0.5, 2)});
   check2("gelu", [](const auto& x) { return gelu(x[0]); }, {u(s)});
+  check2("gelu(tanh)", [](const auto& x) { return gelu(x[0], true); }, {u(s, -3, 3)});
   check2("silu", [](const auto& x) { return silu(x[0]); }, {u(s)});
   check2("pow(x, 3)", [](const auto& x) { return pow(x[0], 3); }, {u(s)});
   check2("reciprocal", [](const auto& x) { return reciprocal(x[0]); }, {away_from_zero(s, 0.5, 2)});

@@ -29,7 +29,7 @@ class Unary final : public Primitive {
 template <class Op>
 class Binary final : public Primitive {
  public:
-  static constexpr bool kDifferentiable = BinaryTraits<Op>::kind == BinaryKind::Arith;
+  static constexpr bool kDifferentiable = BinaryTraits<Op>::kind != BinaryKind::Compare;
   static constexpr int kSaves = BinaryTraits<Op>::saves;
   const char* name() const override { return BinaryTraits<Op>::name; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
