@@ -179,10 +179,30 @@ void Where::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
 }
 
 namespace {
+// Dense runs between f32 and f16 go through the F16C conversion kernels.
+template <class O, class I>
+bool convert_half_runs(const Tensor& dst, const Tensor& src) {
+  const cpu::simd::Kernels* k = cpu::simd::active_kernels();
+  if (k == nullptr) return false;
+  const auto ops = cpu::make_operands<2>(dst, {&src});
+  cpu::for_each_row<2>(dst.shape(), ops, [k](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& s) {
+    if (s[0] == sizeof(O) && s[1] == sizeof(I)) {
+      if constexpr (std::is_same_v<O, f16>) k->f32_to_f16(reinterpret_cast<const float*>(p[1]), reinterpret_cast<uint16_t*>(p[0]), n);
+      else k->f16_to_f32(reinterpret_cast<const uint16_t*>(p[1]), reinterpret_cast<float*>(p[0]), n);
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i)
+      *reinterpret_cast<O*>(p[0] + i * s[0]) = convert<O>(*reinterpret_cast<const I*>(p[1] + i * s[1]));
+  });
+  return true;
+}
+
 // dst = src converted, broadcasting src to dst's shape; any dtype pair.
 void convert_into(const Tensor& dst, const Tensor& src) {
   visit(dst.dtype(), [&]<class O>() {
     visit(src.dtype(), [&]<class I>() {
+      if constexpr ((std::is_same_v<O, f16> && std::is_same_v<I, float>) || (std::is_same_v<O, float> && std::is_same_v<I, f16>))
+        if (convert_half_runs<O, I>(dst, src)) return;
       cpu::map_elements<O, I, 1>(dst, {&src}, [](I x) { return convert<O>(x); });
     });
   });

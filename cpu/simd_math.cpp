@@ -24,8 +24,8 @@ const char* isa_name(Isa isa) {
 bool cpu_supports(Isa isa) {
   __builtin_cpu_init();
   switch (isa) {
-    case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case Isa::avx512: return __builtin_cpu_supports("avx512f");
+    case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    case Isa::avx512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
     default: return true;
   }
 }

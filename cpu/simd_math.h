@@ -9,7 +9,7 @@
 
 namespace ember::cpu::simd {
 
-// The instruction sets with kernels, narrowest first. avx2 means AVX2 and FMA together.
+// The instruction sets with kernels, narrowest first. avx2 means AVX2, FMA and F16C together.
 enum class Isa : uint8_t { none, avx2, avx512 };
 
 const char* isa_name(Isa isa);
@@ -21,6 +21,9 @@ struct Kernels {
   // The activations' backward (tensor/elementwise_ops.h): dx[i] = g[i] * f'(x[i]).
   using Map2 = void (*)(const float* g, const float* x, float* dx, int64_t n);
   Map2 gelu_erf_backward, gelu_tanh_backward, silu_backward;
+  // IEEE half <-> float, rounding to nearest even (F16C's instructions: the same bits as tensor/half.h's).
+  void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
+  void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
   // The largest of x[0, n), NaNs skipped as std::fmax skips them; -inf when n is 0.
   float (*max)(const float* x, int64_t n);
   // The sum of x[0, n), accumulated in double.

@@ -1,4 +1,4 @@
-// cpu/simd_math.h's kernels for AVX2 with FMA (compiled with -mavx2 -mfma: meson.build), 8 floats a vector.
+// cpu/simd_math.h's kernels for AVX2 with FMA and F16C (compiled with -mavx2 -mfma -mf16c: meson.build), 8 floats a vector.
 #include <immintrin.h>
 #include <sleef.h>
 
@@ -56,6 +56,12 @@ struct Avx2 {
     const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
     return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
   }
+  static V load_half(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static void store_half(uint16_t* p, V v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  static float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+  static uint16_t float_to_half(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static V exp(V v) { return Sleef_expf8_u10avx2(v); }
   static V log(V v) { return Sleef_logf8_u10avx2(v); }
   static V log1p(V v) { return Sleef_log1pf8_u10avx2(v); }

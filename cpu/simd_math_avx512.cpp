@@ -1,4 +1,4 @@
-// cpu/simd_math.h's kernels for AVX-512 (compiled with -mavx512f: meson.build), 16 floats a vector.
+// cpu/simd_math.h's kernels for AVX-512 (compiled with -mavx512f -mf16c: meson.build), 16 floats a vector.
 // GCC 12's AVX-512 intrinsics leave lanes undefined by initialising a variable with itself, which its
 // own -Wuninitialized reports (GCC bug 105593, fixed in GCC 13).
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -53,6 +53,12 @@ struct Avx512 {
     s.high = _mm512_fmadd_pd(high, high, s.high);
   }
   static double total(const Sum& s) { return _mm512_reduce_add_pd(_mm512_add_pd(s.low, s.high)); }
+  static V load_half(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static void store_half(uint16_t* p, V v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  static float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+  static uint16_t float_to_half(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static V exp(V v) { return Sleef_expf16_u10avx512f(v); }
   static V log(V v) { return Sleef_logf16_u10avx512f(v); }
   static V log1p(V v) { return Sleef_log1pf16_u10avx512f(v); }

@@ -161,6 +161,16 @@ constexpr Kernels make_kernels() {
       return S::mul(gv, S::mul(s, S::add(S::mul(v, S::mul(e, s)), one)));
     });
   };
+  k.f16_to_f32 = [](const uint16_t* x, float* y, int64_t n) {
+    int64_t i = 0;
+    for (; i + S::width <= n; i += S::width) S::store(y + i, S::load_half(x + i));
+    for (; i < n; ++i) y[i] = S::half_to_float(x[i]);
+  };
+  k.f32_to_f16 = [](const float* x, uint16_t* y, int64_t n) {
+    int64_t i = 0;
+    for (; i + S::width <= n; i += S::width) S::store_half(y + i, S::load(x + i));
+    for (; i < n; ++i) y[i] = S::float_to_half(x[i]);
+  };
   k.max = [](const float* x, int64_t n) {
     V m = S::broadcast(-kInf);
     for_each_vector<S>(x, n, -kInf, [&](V v, int64_t, int64_t) { m = S::max_skip_nan(v, m); });

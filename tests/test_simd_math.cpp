@@ -4,6 +4,7 @@
 // and that the ops take them (and leave them in deterministic mode).
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <functional>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "cpu/simd_math.h"
+#include "tensor/convert.h"
 #include "tensor/deterministic.h"
 #include "tensor/math.h"
 #include "tensor/ops.h"
@@ -226,6 +228,47 @@ TEST_CASE("simd math: row reductions equal plain loops at every tail length") {
       }
     }
   }
+}
+
+TEST_CASE("simd math: half conversions give tensor/half.h's bits") {
+  std::vector<uint16_t> every(65536);
+  for (size_t i = 0; i < every.size(); ++i) every[i] = static_cast<uint16_t>(i);
+  // Floats around every half: the halves themselves, the ties between neighbours, and values just off
+  // them, beyond the largest, in the subnormals, and NaNs.
+  std::vector<float> floats;
+  for (uint16_t h : every) {
+    const float v = static_cast<float>(std::bit_cast<ember::f16>(h));
+    const float next = static_cast<float>(std::bit_cast<ember::f16>(static_cast<uint16_t>(h + 1)));
+    floats.push_back(v);
+    if (std::isfinite(v) && std::isfinite(next) && (h & 0x7fff) != 0x7bff && (h & 0x7fff) != 0x7fff) {
+      const float tie = v + (next - v) / 2;
+      floats.insert(floats.end(), {tie, std::nextafter(tie, kInf), std::nextafter(tie, -kInf)});
+    }
+  }
+  floats.insert(floats.end(), {65520.0f, 65519.99f, 1e10f, -1e10f, kInf, -kInf, kNaN, 1e-10f, -3e-8f, 2.98e-8f});
+  for (Isa isa : testable()) {
+    const Kernels& k = *ember::cpu::simd::kernels_for(isa);
+    std::vector<float> widened(every.size());
+    k.f16_to_f32(every.data(), widened.data(), static_cast<int64_t>(every.size()));
+    int64_t wrong = 0;
+    for (size_t i = 0; i < every.size(); ++i) {
+      const float want = static_cast<float>(std::bit_cast<ember::f16>(every[i]));
+      wrong += std::isnan(want) ? !std::isnan(widened[i]) : std::bit_cast<uint32_t>(widened[i]) != std::bit_cast<uint32_t>(want);
+    }
+    CHECK_MESSAGE(wrong == 0, std::string(ember::cpu::simd::isa_name(isa)), ": ", wrong, " halves widened differently");
+    std::vector<uint16_t> narrowed(floats.size());
+    k.f32_to_f16(floats.data(), narrowed.data(), static_cast<int64_t>(floats.size()));
+    wrong = 0;
+    for (size_t i = 0; i < floats.size(); ++i) {
+      const uint16_t want = std::bit_cast<uint16_t>(ember::convert<ember::f16>(floats[i]));
+      const bool both_nan = std::isnan(floats[i]) && (narrowed[i] & 0x7c00) == 0x7c00 && (narrowed[i] & 0x3ff) != 0;
+      wrong += !both_nan && narrowed[i] != want;
+    }
+    CHECK_MESSAGE(wrong == 0, std::string(ember::cpu::simd::isa_name(isa)), ": ", wrong, " of ", floats.size(), " floats narrowed differently");
+  }
+  // The ops take them: a round trip through a tensor cast.
+  const ember::Tensor x = ember::randn({1000, 37});
+  CHECK(ember::allclose(x.to(ember::DType::f16).to(ember::DType::f32), x, 1e-3, 1e-4));
 }
 
 TEST_CASE("simd math: ops take the kernels, and leave them in deterministic mode") {
