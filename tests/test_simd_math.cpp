@@ -88,7 +88,7 @@ std::vector<Isa> testable() {
   std::vector<Isa> isas;
   for (Isa isa : {Isa::avx2, Isa::avx512}) {
     if (ember::cpu::simd::cpu_supports(isa)) isas.push_back(isa);
-    else MESSAGE("skipped: this CPU has no ", ember::cpu::simd::isa_name(isa));
+    else MESSAGE("skipped: this CPU has no ", std::string(ember::cpu::simd::isa_name(isa)));
   }
   return isas;
 }
@@ -293,7 +293,7 @@ TEST_CASE("simd math: ops take the kernels, and leave them in deterministic mode
     const ember::Tensor fast = ember::exp(x);
     bool same = true;
     for (size_t i = 0; i < in.size(); ++i) same = same && fast.data<float>()[i] == vec[i];
-    CHECK_MESSAGE(same, "exp on ", ember::cpu::simd::isa_name(ember::cpu::simd::active_isa()), " is not the kernel's");
+    CHECK_MESSAGE(same, "exp on ", std::string(ember::cpu::simd::isa_name(ember::cpu::simd::active_isa())), " is not the kernel's");
   } else {
     MESSAGE("skipped: no vector kernels on this CPU (or EMBER_CPU_ISA=none)");
   }
