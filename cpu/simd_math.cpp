@@ -1,6 +1,8 @@
 // Picks cpu/simd_math.h's kernels for the CPU the program runs on.
 #include "cpu/simd_math.h"
 
+#include <sys/platform/x86.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -20,12 +22,12 @@ const char* isa_name(Isa isa) {
   }
 }
 
-// GCC's feature test also checks that the OS saves the AVX and AVX-512 registers (XGETBV).
+// glibc's view of the CPU, as cpu::best_gemm_isa() takes it: "active" features are those the OS saves
+// the registers of, and GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F,... lowers both choices at once.
 bool cpu_supports(Isa isa) {
-  __builtin_cpu_init();
   switch (isa) {
-    case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-    case Isa::avx512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
+    case Isa::avx2: return CPU_FEATURE_ACTIVE(AVX2) && CPU_FEATURE_ACTIVE(FMA) && CPU_FEATURE_ACTIVE(F16C);
+    case Isa::avx512: return CPU_FEATURE_ACTIVE(AVX512F) && CPU_FEATURE_ACTIVE(F16C);
     default: return true;
   }
 }
