@@ -44,6 +44,7 @@ const Kernels* kernels_for(Isa isa);
 
 // The widest instruction set this CPU supports, or the one the environment variable EMBER_CPU_ISA
 // (none, avx2, avx512) names, to measure or test a narrower one; naming one the CPU lacks is an error.
+// GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F,... lowers what the CPU is taken to support, as for libm.
 Isa active_isa();
 
 // The kernels ember's CPU ops use: active_isa()'s, or nullptr when there are none or the
