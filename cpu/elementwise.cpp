@@ -33,27 +33,6 @@ template <> constexpr VectorKernel kVectorKernel<ew::Silu> = &cpu::simd::Kernels
 template <> constexpr VectorKernel kVectorKernel<ew::GeluErf> = &cpu::simd::Kernels::gelu_erf;
 template <> constexpr VectorKernel kVectorKernel<ew::GeluTanh> = &cpu::simd::Kernels::gelu_tanh;
 
-// out = kernel(x) for f32, f16 or bf16 x: dense f32 runs go straight to the kernel; other runs
-// (strided, or 16-bit) are converted through a small f32 block.
-template <class T>
-void map_vectorized(const Tensor& out, const Tensor& x, cpu::simd::Kernels::Map kernel) {
-  static constexpr int64_t kBlock = 512;
-  const auto ops = cpu::make_operands<2>(out, {&x});
-  cpu::for_each_row<2>(out.shape(), ops, [kernel](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& s) {
-    if (std::is_same_v<T, float> && s[0] == sizeof(float) && s[1] == sizeof(float)) {
-      kernel(reinterpret_cast<const float*>(p[1]), reinterpret_cast<float*>(p[0]), n);
-      return;
-    }
-    float block[kBlock];
-    for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
-      const int64_t m = std::min(kBlock, n - i0);
-      for (int64_t i = 0; i < m; ++i) block[i] = static_cast<float>(*reinterpret_cast<const T*>(p[1] + (i0 + i) * s[1]));
-      kernel(block, block, m);
-      for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(p[0] + (i0 + i) * s[0]) = convert<T>(block[i]);
-    }
-  }, /*cost=*/4);
-}
-
 // The same for the activations' backward: dx = kernel(g, x).
 using VectorKernel2 = cpu::simd::Kernels::Map2 cpu::simd::Kernels::*;
 template <class Op> constexpr VectorKernel2 kVectorKernel2 = nullptr;
@@ -61,24 +40,36 @@ template <> constexpr VectorKernel2 kVectorKernel2<ew::GeluBackward> = &cpu::sim
 template <> constexpr VectorKernel2 kVectorKernel2<ew::GeluTanhBackward> = &cpu::simd::Kernels::gelu_tanh_backward;
 template <> constexpr VectorKernel2 kVectorKernel2<ew::SiluBackward> = &cpu::simd::Kernels::silu_backward;
 
-template <class T>
-void map_vectorized2(const Tensor& out, const Tensor& g, const Tensor& x, cpu::simd::Kernels::Map2 kernel) {
+// out = kernel(inputs...) for f32, f16 or bf16 tensors of one dtype T: dense f32 runs go straight
+// to the kernel, other runs (strided, or 16-bit) through small f32 blocks.
+template <class T, int NI, class Kernel>
+void map_vectorized(const Tensor& out, const std::array<const Tensor*, NI>& inputs, Kernel kernel) {
   static constexpr int64_t kBlock = 512;
-  const auto ops = cpu::make_operands<3>(out, {&g, &x});
-  cpu::for_each_row<3>(out.shape(), ops, [kernel](const std::array<char*, 3>& p, int64_t n, const std::array<int64_t, 3>& s) {
-    if (std::is_same_v<T, float> && s[0] == sizeof(float) && s[1] == sizeof(float) && s[2] == sizeof(float)) {
-      kernel(reinterpret_cast<const float*>(p[1]), reinterpret_cast<const float*>(p[2]), reinterpret_cast<float*>(p[0]), n);
+  constexpr int N = NI + 1;
+  const auto ops = cpu::make_operands<N>(out, inputs);
+  cpu::for_each_row<N>(out.shape(), ops, [kernel](const std::array<char*, N>& p, int64_t n, const std::array<int64_t, N>& s) {
+    const auto call = [&](const std::array<const float*, NI>& in, float* y, int64_t m) {
+      if constexpr (NI == 1) kernel(in[0], y, m);
+      else kernel(in[0], in[1], y, m);
+    };
+    bool dense = std::is_same_v<T, float>;
+    for (int k = 0; k < N; ++k) dense = dense && s[k] == sizeof(float);
+    if (dense) {
+      std::array<const float*, NI> in;
+      for (int k = 0; k < NI; ++k) in[k] = reinterpret_cast<const float*>(p[k + 1]);
+      call(in, reinterpret_cast<float*>(p[0]), n);
       return;
     }
-    float gb[kBlock], xb[kBlock];
+    float blocks[NI][kBlock];
     for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
       const int64_t m = std::min(kBlock, n - i0);
-      for (int64_t i = 0; i < m; ++i) {
-        gb[i] = static_cast<float>(*reinterpret_cast<const T*>(p[1] + (i0 + i) * s[1]));
-        xb[i] = static_cast<float>(*reinterpret_cast<const T*>(p[2] + (i0 + i) * s[2]));
+      std::array<const float*, NI> in;
+      for (int k = 0; k < NI; ++k) {
+        for (int64_t i = 0; i < m; ++i) blocks[k][i] = static_cast<float>(*reinterpret_cast<const T*>(p[k + 1] + (i0 + i) * s[k + 1]));
+        in[k] = blocks[k];
       }
-      kernel(gb, xb, gb, m);
-      for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(p[0] + (i0 + i) * s[0]) = convert<T>(gb[i]);
+      call(in, blocks[0], m);
+      for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(p[0] + (i0 + i) * s[0]) = convert<T>(blocks[0][i]);
     }
   }, /*cost=*/4);
 }
@@ -91,7 +82,7 @@ void Unary<Op>::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out
     constexpr bool ok = UnaryTraits<Op>::kind == UnaryKind::Floating ? is_float_type_v<T> : is_numeric_v<T>;
     if constexpr (kVectorKernel<Op> != nullptr && ok && !std::is_same_v<T, double>) {
       if (const cpu::simd::Kernels* kernels = cpu::simd::active_kernels()) {
-        map_vectorized<T>(out[0], in[0], kernels->*kVectorKernel<Op>);
+        map_vectorized<T, 1>(out[0], {&in[0]}, kernels->*kVectorKernel<Op>);
         return;
       }
     }
@@ -135,7 +126,7 @@ void Binary<Op>::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& ou
     using C = compute_t<T>;
     if constexpr (kVectorKernel2<Op> != nullptr && is_float_type_v<T> && !std::is_same_v<T, double>) {
       if (const cpu::simd::Kernels* kernels = cpu::simd::active_kernels()) {
-        map_vectorized2<T>(out[0], in[0], in[1], kernels->*kVectorKernel2<Op>);
+        map_vectorized<T, 2>(out[0], {&in[0], &in[1]}, kernels->*kVectorKernel2<Op>);
         return;
       }
     }

@@ -278,6 +278,14 @@ TEST_CASE("simd math: ops take the kernels, and leave them in deterministic mode
     const ember::Tensor y = ember::gelu(in), want = ember::gelu(in.to(ember::DType::f64));
     CHECK(ember::allclose(y.to(ember::DType::f64), want, in.dtype() == ember::DType::bf16 ? 1e-2 : 1e-6, 1e-6));
   }
+  // The backward kernels too: silu's gradient of a strided f32 and a bf16 input against f64's.
+  for (const ember::Tensor& in : {strided, x.to(ember::DType::bf16)}) {
+    const ember::Tensor leaf = in.detach().requires_grad_(true), leaf64 = in.to(ember::DType::f64).requires_grad_(true);
+    ember::sum(ember::silu(leaf) * 1.5).backward();
+    ember::sum(ember::silu(leaf64) * 1.5).backward();
+    const bool bf16 = in.dtype() == ember::DType::bf16;
+    CHECK(ember::allclose(leaf.grad().to(ember::DType::f64), leaf64.grad(), bf16 ? 2e-2 : 1e-6, bf16 ? 1e-2 : 1e-6));
+  }
   // In deterministic mode every CPU gives the same bits: the scalar SLEEF functions, not these.
   ember::set_deterministic(true);
   const ember::Tensor det = ember::exp(x);
