@@ -276,11 +276,18 @@ using ew::Abs, ew::Clamp, ew::Cos, ew::Erf, ew::Exp, ew::GeluErf, ew::GeluTanh, 
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
 
+// The activations' gradients are fused ops of their own (tensor/elementwise_ops.h's *Backward), recorded
+// like any op: their vjps below give the higher orders. The cotangent takes the saved tensor's dtype.
+template <class Op>
+Tensor activation_backward(const Tensor& g, const Tensor& saved) {
+  return run1(Binary<Op>{}, {g.to(saved.dtype()), saved});
+}
+
 Tensor d(const Neg&, const Tensor& g, const Tensor&, const Tensor&) { return neg(g); }
 Tensor d(const Abs&, const Tensor& g, const Tensor& x, const Tensor&) { return g * sign(x); }
 Tensor d(const Sign&, const Tensor& g, const Tensor&, const Tensor&) { return zeros_like(g); }
 Tensor d(const Square&, const Tensor& g, const Tensor& x, const Tensor&) { return g * (x * 2); }
-Tensor d(const Relu&, const Tensor& g, const Tensor&, const Tensor& y) { return where(gt(y, 0), g, zeros_like(g)); }
+Tensor d(const Relu&, const Tensor& g, const Tensor&, const Tensor& y) { return activation_backward<ew::ReluBackward>(g, y); }
 Tensor d(const Clamp& c, const Tensor& g, const Tensor& x, const Tensor&) {
   // The gradient passes where the input was inside [lo, hi] (PyTorch includes the bounds).
   return masked_fill(masked_fill(g, lt(x, c.lo), 0), gt(x, c.hi), 0);
@@ -292,12 +299,6 @@ Tensor d(const Sqrt&, const Tensor& g, const Tensor&, const Tensor& y) { return 
 Tensor d(const Rsqrt&, const Tensor& g, const Tensor&, const Tensor& y) { return g * (y * y * y) * -0.5; }
 Tensor d(const Sin&, const Tensor& g, const Tensor& x, const Tensor&) { return g * cos(x); }
 Tensor d(const Cos&, const Tensor& g, const Tensor& x, const Tensor&) { return neg(g * sin(x)); }
-// The activations' gradients are fused ops of their own (tensor/elementwise_ops.h's *Backward), recorded
-// like any op: their vjps below give the higher orders. The cotangent takes the saved tensor's dtype.
-template <class Op>
-Tensor activation_backward(const Tensor& g, const Tensor& saved) {
-  return run1(Binary<Op>{}, {g.to(saved.dtype()), saved});
-}
 Tensor d(const Tanh&, const Tensor& g, const Tensor&, const Tensor& y) { return activation_backward<ew::TanhBackward>(g, y); }
 Tensor d(const Sigmoid&, const Tensor& g, const Tensor&, const Tensor& y) {
   return activation_backward<ew::SigmoidBackward>(g, y);
@@ -321,6 +322,9 @@ struct Grads {
   Tensor a, b;
 };
 // The backward ops' own: a = gg * f'(s) (the op itself on gg), b = gg * g * f''(s), s the saved tensor.
+Grads d(const ew::ReluBackward&, const Tensor& gg, const Tensor&, const Tensor& y, const Tensor&) {
+  return {activation_backward<ew::ReluBackward>(gg, y), zeros_like(y)};
+}
 Grads d(const ew::TanhBackward&, const Tensor& gg, const Tensor& g, const Tensor& y, const Tensor&) {
   return {activation_backward<ew::TanhBackward>(gg, y), gg * g * (y * -2)};
 }

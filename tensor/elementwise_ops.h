@@ -36,7 +36,7 @@ namespace ember::ew {
   X(PowScalar, "pow_scalar", Floating, 1)
 
 // X(Functor, "name", kind, saves). kind: Arith keeps the promoted dtype; Compare returns bool;
-// Floating takes floating dtypes only (the activations' backward, called by their vjps).
+// Floating takes floating dtypes only. The *Backward ops are the activations' gradients, called by their vjps.
 #define EMBER_BINARY_OPS(X)         \
   X(Add, "add", Arith, 0)           \
   X(Sub, "sub", Arith, 0)           \
@@ -51,6 +51,7 @@ namespace ember::ew {
   X(Le, "le", Compare, 0)           \
   X(Gt, "gt", Compare, 0)           \
   X(Ge, "ge", Compare, 0)           \
+  X(ReluBackward, "relu_backward", Arith, 1)              \
   X(TanhBackward, "tanh_backward", Floating, 1)           \
   X(SigmoidBackward, "sigmoid_backward", Floating, 1)     \
   X(GeluBackward, "gelu_backward", Floating, 1)           \
@@ -59,6 +60,8 @@ namespace ember::ew {
 
 // The activations' backward: the input's gradient from the output's gradient g and the saved
 // output y (tanh, sigmoid) or input x, in one pass instead of the several ops of its formula.
+// g where y > 0, else 0 (where y is NaN too).
+struct ReluBackward { template <class T> EMBER_HD T operator()(T g, T y) const { return y > T(0) ? g : T(0); } };
 struct TanhBackward { template <class T> EMBER_HD T operator()(T g, T y) const { return g * (T(1) - y * y); } };
 struct SigmoidBackward { template <class T> EMBER_HD T operator()(T g, T y) const { return g * (y * (T(1) - y)); } };
 // d/dx x Phi(x) = Phi(x) + x phi(x)

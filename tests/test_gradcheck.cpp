@@ -295,6 +295,7 @@ void second_derivatives() {
   const Shape s{2, 3};
   check2("tanh", [](const auto& x) { return tanh(x[0]); }, {u(s)});
   check2("exp", [](const auto& x) { return exp(x[0]); }, {u(s)});
+  check2("relu", [](const auto& x) { return relu(x[0]) * x[0]; }, {away_from_zero(s)});
   check2("log", [](const auto& x) { return log(x[0]); }, {u(s, 0.5, 2)});
   check2("sigmoid", [](const auto& x) { return sigmoid(x[0]); }, {u(s)});
   check2("sin", [](const auto& x) { return sin(x[0]); }, {u(s)});
