@@ -41,13 +41,15 @@ template <> constexpr VectorKernel2 kVectorKernel2<ew::GeluTanhBackward> = &cpu:
 template <> constexpr VectorKernel2 kVectorKernel2<ew::SiluBackward> = &cpu::simd::Kernels::silu_backward;
 
 // out = kernel(inputs...) for f32, f16 or bf16 tensors of one dtype T: dense f32 runs go straight
-// to the kernel, other runs (strided, or 16-bit) through small f32 blocks.
+// to the kernel, other runs (strided, or 16-bit) through small f32 blocks, dense f16 ones converted
+// by F16C (the scalar conversion branches on every value: it was most of an f16 relu).
 template <class T, int NI, class Kernel>
-void map_vectorized(const Tensor& out, const std::array<const Tensor*, NI>& inputs, Kernel kernel) {
+void map_vectorized(const Tensor& out, const std::array<const Tensor*, NI>& inputs, Kernel kernel,
+                    const cpu::simd::Kernels& simd) {
   static constexpr int64_t kBlock = 512;
   constexpr int N = NI + 1;
   const auto ops = cpu::make_operands<N>(out, inputs);
-  cpu::for_each_row<N>(out.shape(), ops, [kernel](const std::array<char*, N>& p, int64_t n, const std::array<int64_t, N>& s) {
+  cpu::for_each_row<N>(out.shape(), ops, [&kernel, &simd](const std::array<char*, N>& p, int64_t n, const std::array<int64_t, N>& s) {
     const auto call = [&](const std::array<const float*, NI>& in, float* y, int64_t m) {
       if constexpr (NI == 1) kernel(in[0], y, m);
       else kernel(in[0], in[1], y, m);
@@ -65,11 +67,19 @@ void map_vectorized(const Tensor& out, const std::array<const Tensor*, NI>& inpu
       const int64_t m = std::min(kBlock, n - i0);
       std::array<const float*, NI> in;
       for (int k = 0; k < NI; ++k) {
-        for (int64_t i = 0; i < m; ++i) blocks[k][i] = static_cast<float>(*reinterpret_cast<const T*>(p[k + 1] + (i0 + i) * s[k + 1]));
+        const char* src = p[k + 1] + i0 * s[k + 1];
+        if (std::is_same_v<T, f16> && s[k + 1] == sizeof(f16))
+          simd.f16_to_f32(reinterpret_cast<const uint16_t*>(src), blocks[k], m);
+        else
+          for (int64_t i = 0; i < m; ++i) blocks[k][i] = static_cast<float>(*reinterpret_cast<const T*>(src + i * s[k + 1]));
         in[k] = blocks[k];
       }
       call(in, blocks[0], m);
-      for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(p[0] + (i0 + i) * s[0]) = convert<T>(blocks[0][i]);
+      char* dst = p[0] + i0 * s[0];
+      if (std::is_same_v<T, f16> && s[0] == sizeof(f16))
+        simd.f32_to_f16(blocks[0], reinterpret_cast<uint16_t*>(dst), m);
+      else
+        for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(dst + i * s[0]) = convert<T>(blocks[0][i]);
     }
   }, /*cost=*/4);
 }
@@ -82,7 +92,15 @@ void Unary<Op>::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out
     constexpr bool ok = UnaryTraits<Op>::kind == UnaryKind::Floating ? is_float_type_v<T> : is_numeric_v<T>;
     if constexpr (kVectorKernel<Op> != nullptr && ok && !std::is_same_v<T, double>) {
       if (const cpu::simd::Kernels* kernels = cpu::simd::active_kernels()) {
-        map_vectorized<T, 1>(out[0], {&in[0]}, kernels->*kVectorKernel<Op>);
+        map_vectorized<T, 1>(out[0], {&in[0]}, kernels->*kVectorKernel<Op>, *kernels);
+        return;
+      }
+    } else if constexpr (std::is_same_v<T, f16>) {  // the functor on f32 blocks
+      if (const cpu::simd::Kernels* kernels = cpu::simd::active_kernels()) {
+        const Op op = op_;
+        map_vectorized<T, 1>(out[0], {&in[0]}, [op](const float* x, float* y, int64_t n) {
+          for (int64_t i = 0; i < n; ++i) y[i] = op(x[i]);
+        }, *kernels);
         return;
       }
     }
@@ -126,7 +144,14 @@ void Binary<Op>::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& ou
     using C = compute_t<T>;
     if constexpr (kVectorKernel2<Op> != nullptr && is_float_type_v<T> && !std::is_same_v<T, double>) {
       if (const cpu::simd::Kernels* kernels = cpu::simd::active_kernels()) {
-        map_vectorized<T, 2>(out[0], {&in[0], &in[1]}, kernels->*kVectorKernel2<Op>);
+        map_vectorized<T, 2>(out[0], {&in[0], &in[1]}, kernels->*kVectorKernel2<Op>, *kernels);
+        return;
+      }
+    } else if constexpr (std::is_same_v<T, f16> && BinaryTraits<Op>::kind != BinaryKind::Compare) {
+      if (const cpu::simd::Kernels* kernels = cpu::simd::active_kernels()) {  // the functor on f32 blocks
+        map_vectorized<T, 2>(out[0], {&in[0], &in[1]}, [](const float* a, const float* b, float* y, int64_t n) {
+          for (int64_t i = 0; i < n; ++i) y[i] = Op{}(a[i], b[i]);
+        }, *kernels);
         return;
       }
     }

@@ -286,6 +286,24 @@ TEST_CASE("simd math: ops take the kernels, and leave them in deterministic mode
     const bool bf16 = in.dtype() == ember::DType::bf16;
     CHECK(ember::allclose(leaf.grad().to(ember::DType::f64), leaf64.grad(), bf16 ? 2e-2 : 1e-6, bf16 ? 1e-2 : 1e-6));
   }
+  // f16 ops without a vector kernel run their functor on f32 blocks converted by F16C: the same bits
+  // as the scalar loop of the deterministic mode (NaN payloads aside).
+  const ember::Tensor h = (ember::randn({7, 301}) * 300).to(ember::DType::f16), h2 = ember::randn({7, 301}).to(ember::DType::f16);
+  const auto f16_ops = [&] {
+    return std::vector<ember::Tensor>{ember::relu(h), ember::add(h, h2), ember::mul(h, h2), ember::clamp(h, -2.0, 3.0),
+                                      ember::maximum(h, h2), ember::square(h)};  // square overflows to inf
+  };
+  const std::vector<ember::Tensor> fast16 = f16_ops();
+  ember::set_deterministic(true);
+  const std::vector<ember::Tensor> scalar16 = f16_ops();
+  ember::set_deterministic(false);
+  for (size_t i = 0; i < fast16.size(); ++i) {
+    const auto* a = static_cast<const uint16_t*>(fast16[i].raw_data());
+    const auto* b = static_cast<const uint16_t*>(scalar16[i].raw_data());
+    int64_t differ = 0;
+    for (int64_t e = 0; e < fast16[i].numel(); ++e) differ += a[e] != b[e] && !((a[e] & 0x7fff) > 0x7c00 && (b[e] & 0x7fff) > 0x7c00);
+    CHECK_MESSAGE(differ == 0, "f16 op ", i, ": ", differ, " elements differ from the scalar loop's");
+  }
   // In deterministic mode every CPU gives the same bits: the scalar SLEEF functions, not these.
   ember::set_deterministic(true);
   const ember::Tensor det = ember::exp(x);
