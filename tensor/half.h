@@ -75,16 +75,17 @@ struct f16 {
     }
   }
   EMBER_HD explicit f16(double d) : f16(static_cast<float>(d)) {}
+  // Without branches, so that loops reading halves vectorise (with branches an f16 batch norm spent
+  // most of its time here): exponent and mantissa move into a float's place, the exponent rebiased by
+  // 112 (127 - 15); inf and NaN (exponent 31) take 112 more, to 255; a subnormal m * 2^-24 is
+  // renormalised by the float unit, as 2^-14 (1 + m / 1024) - 2^-14. Selects, not branches.
   EMBER_HD operator float() const {
     const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
-    const uint32_t exp = (bits >> 10) & 0x1fu;
-    const uint32_t man = bits & 0x3ffu;
-    if (exp == 0x1f) return detail::bits_float(sign | 0x7f800000u | (man << 13));  // inf / NaN
-    if (exp == 0) {  // zero or subnormal: man * 2^-24
-      const float mag = static_cast<float>(man) * detail::bits_float(0x33800000u);
-      return detail::bits_float(sign | detail::float_bits(mag));
-    }
-    return detail::bits_float(sign | ((exp + 112u) << 23) | (man << 13));
+    const uint32_t moved = static_cast<uint32_t>(bits & 0x7fffu) << 13;
+    const uint32_t exp = moved & 0x0f800000u;
+    const uint32_t normal = moved + (112u << 23) + (exp == 0x0f800000u ? 112u << 23 : 0u);
+    const float subnormal = detail::bits_float(moved + (113u << 23)) - detail::bits_float(113u << 23);
+    return detail::bits_float(sign | (exp == 0 ? detail::float_bits(subnormal) : normal));
   }
   EMBER_HD static f16 from_bits(uint16_t b) { f16 h; h.bits = b; return h; }
 };
