@@ -98,6 +98,7 @@ const std::vector<Config> kConfigs = {
     {"additive key padding mask (B, 1, 1, S)", {2, 3, 40, 16}, {2, 3, 100, 16}, {2, 3, 100, 8}, MaskKind::additive,
      {2, 1, 1, 100}},
     {"additive mask (L, S)", {3, 70, 16}, {3, 65, 16}, {3, 65, 16}, MaskKind::additive, {70, 65}},
+    {"a mask that adds a batch dim", {5, 8}, {7, 8}, {7, 3}, MaskKind::boolean, {2, 5, 7}},
 };
 
 }  // namespace
