@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Times in PyTorch the cases the ember bench binaries register: GEMM (bench_gemm), conv2d passes
 (bench_conv), attention (bench_ops' attention cases) and training steps (bench_train), read from the
-binaries' own case lists (--benchmark_list_tests) so both sides run the same shapes. Writes Google Benchmark's JSON schema
-(context + benchmarks, one entry per case under the ember case's name, with the same counters:
-TFLOPS, or img_per_s and peak_MiB), which bench/report.py shows beside ember's.
+binaries' own case lists (--benchmark_list_tests) so both sides run the same shapes. Writes Google
+Benchmark's JSON schema (context + benchmarks, one entry per case under the ember case's name, with
+the same counters: TFLOPS, GFLOPS, or img_per_s and peak_MiB), which bench/report.py shows beside ember's.
 
 Usage: bench/torch_compare.py --bench-dir build/bench [--filter REGEX] [--compile] --out results/x/torch.json
        bench/torch_compare.py --bench-dir build/bench --device cpu [--threads N] [--repeats 5] --out results/x/cpu.json

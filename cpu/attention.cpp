@@ -4,8 +4,6 @@
 // exp(m_old - m_new). The backward recomputes each tile's probabilities from the saved logsumexp.
 // Tile products go through cpu::gemm in the compute type (f32 for 16-bit inputs).
 #include <algorithm>
-#include <bit>
-#include <cstdint>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -13,6 +11,7 @@
 
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"
+#include "cpu/simd_math.h"
 #include "nn/primitives/attention.h"
 #include "tensor/convert.h"
 #include "tensor/math.h"
@@ -115,95 +114,39 @@ class DropoutMask {
   philox::Block block_{};
 };
 
-// max(init, s[0..n)) and sum(s[0..n)) kept in kLanes independent lanes: the compiler vectorises
-// them, where one running value is a chain of dependent scalar operations (perf showed the max loop
-// alone taking a fifth of the forward at L = S = 1024).
-constexpr int kLanes = 16;
+// The row passes over a score tile: cpu/simd_math.h's kernels for float where they are active,
+// scalar loops with tensor/math.h's exp otherwise (f64, the deterministic mode, CPUs without AVX2).
+// perf at (4, 8, 1024, 1024, 64) before they were vectorised: a scalar running max took a fifth of
+// the forward, libm's expf (one call per score) 40% of the rest.
 template <class C>
-C row_max(const C* s, int64_t n, C init) {
-  C lane[kLanes];
-  std::fill_n(lane, kLanes, init);
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes)
-    for (int j = 0; j < kLanes; ++j) lane[j] = s[c + j] > lane[j] ? s[c + j] : lane[j];
-  for (; c < n; ++c) lane[0] = s[c] > lane[0] ? s[c] : lane[0];
-  for (int j = 1; j < kLanes; ++j) lane[0] = lane[j] > lane[0] ? lane[j] : lane[0];
-  return lane[0];
-}
-template <class C>
-C row_sum(const C* s, int64_t n) {
-  C lane[kLanes] = {};
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes)
-    for (int j = 0; j < kLanes; ++j) lane[j] += s[c + j];
-  for (; c < n; ++c) lane[0] += s[c];
-  for (int j = 1; j < kLanes; ++j) lane[0] += lane[j];
-  return lane[0];
-}
-
-// x's bits as an int that orders as x does (negative floats' magnitude bits flipped); the map is
-// its own inverse.
-constexpr int32_t order_key(float x) {
-  const int32_t b = std::bit_cast<int32_t>(x);
-  return b ^ ((b >> 31) & 0x7fffffff);
-}
-
-// e^x in float by plain arithmetic that the compiler vectorises (libm's expf, one call per score,
-// took 40% of the forward at L = S = 1024). Cody & Waite's reduction x = n ln2 + r, |r| <= ln2 / 2,
-// with ln2 in two parts so that n * kLn2Hi is exact; e^r by its Taylor series to r^7 / 7! (the next
-// term is below 2^-27 relative); 2^n written into the exponent bits. 1.7 ulp at most against
-// double exp over [-87, 5]; 0 below -87 (e^x under FLT_MIN), NaN for NaN, x clamped at 88. The clamp
-// and the special cases are integer min/max and bit masks: GCC vectorises no float compare here
-// (-ftrapping-math). The same bits on every x86-64 CPU (ember builds with -ffp-contract=off), as
-// deterministic mode asks.
-inline float exp_arith(float x) {
-  constexpr float kLog2e = 1.44269504f, kRound = 12582912.0f;       // 1.5 * 2^23: adding it rounds to an integer
-  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;  // kLn2Hi has 9 significant bits
-  constexpr int32_t kLo = order_key(-87.0f), kHi = order_key(88.0f);
-  const int32_t b = std::bit_cast<int32_t>(x), key = order_key(x);
-  const float xc = std::bit_cast<float>(order_key(std::bit_cast<float>(std::min(std::max(key, kLo), kHi))));
-  const float t = xc * kLog2e + kRound;
-  const float n = t - kRound;
-  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
-  const float p =
-      1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
-  const uint32_t e = std::bit_cast<uint32_t>(t) - std::bit_cast<uint32_t>(kRound) + 127u;  // n + 127 in [1, 254]
-  const uint32_t y = std::bit_cast<uint32_t>(p * std::bit_cast<float>(e << 23));
-  const uint32_t keep = -static_cast<uint32_t>(key >= kLo);
-  const uint32_t nan = -static_cast<uint32_t>((static_cast<uint32_t>(b) & 0x7fffffffu) > 0x7f800000u);
-  return std::bit_cast<float>((y & keep & ~nan) | (static_cast<uint32_t>(b) & nan));
-}
-
-// s[c] = e^(s[c] - shift) for c < n, once per instruction set that cpu::best_gemm_isa() may pick:
-// all give the same bits (IEEE operations, no FMA). (4, 8, 1024, 64) forward on one thread: 173 ms
-// with SSE2's 4 lanes, 129 ms with AVX-512's 16 (the same output bits under GLIBC_TUNABLES lowering it).
-[[gnu::always_inline]] inline void exp_rows(float* s, int64_t n, float shift) {
-  for (int64_t c = 0; c < n; ++c) s[c] = exp_arith(s[c] - shift);
-}
-void exp_rows_sse2(float* s, int64_t n, float shift) { exp_rows(s, n, shift); }
-[[gnu::target("avx2")]] void exp_rows_avx2(float* s, int64_t n, float shift) { exp_rows(s, n, shift); }
-[[gnu::target("avx512f")]] void exp_rows_avx512(float* s, int64_t n, float shift) { exp_rows(s, n, shift); }
-
-using ExpRows = void (*)(float*, int64_t, float);
-ExpRows exp_rows_for(cpu::GemmIsa isa) {
-  switch (isa) {
-    case cpu::GemmIsa::avx512: return exp_rows_avx512;
-    case cpu::GemmIsa::avx2: return exp_rows_avx2;
-    case cpu::GemmIsa::sse2: break;
+class RowOps {
+ public:
+  // The largest of s[0, n) and init, NaNs skipped (std::fmax's rule, as the SIMD max's).
+  C max(const C* s, int64_t n, C init) const {
+    if constexpr (std::is_same_v<C, float>)
+      if (simd_) return std::fmax(init, simd_->max(s, n));
+    C m = init;
+    for (int64_t c = 0; c < n; ++c) m = std::fmax(m, s[c]);
+    return m;
   }
-  return exp_rows_sse2;
-}
-
-// The same in double with math::exp (gradcheck's precision).
-template <class C>
-void exp_shifted(C* s, int64_t n, C shift) {
-  if constexpr (std::is_same_v<C, float>) {
-    static const ExpRows rows = exp_rows_for(cpu::best_gemm_isa());
-    rows(s, n, shift);
-  } else {
+  // s[c] = e^(s[c] - shift), and their sum.
+  C exp_sum(C* s, int64_t n, C shift) const {
+    if constexpr (std::is_same_v<C, float>)
+      if (simd_) return static_cast<C>(simd_->exp_sum(s, shift, s, n));
+    C sum = 0;
+    for (int64_t c = 0; c < n; ++c) sum += s[c] = math::exp(s[c] - shift);
+    return sum;
+  }
+  // s[c] = e^(s[c] - shift).
+  void exp(C* s, int64_t n, C shift) const {
+    if constexpr (std::is_same_v<C, float>)
+      if (simd_) return simd_->exp_scale(s, shift, 1.0f, s, n);
     for (int64_t c = 0; c < n; ++c) s[c] = math::exp(s[c] - shift);
   }
-}
+
+ private:
+  const cpu::simd::Kernels* simd_ = std::is_same_v<C, float> ? cpu::simd::active_kernels() : nullptr;
+};
 
 template <class T>
 void forward(const AttentionParams& prm, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
@@ -216,6 +159,7 @@ void forward(const AttentionParams& prm, const std::vector<Tensor>& in, std::vec
   C* lse = out[1].data<C>();
   const C scale = static_cast<C>(prm.scale);
   const bool dropout = prm.dropout_p > 0;
+  const RowOps<C> rows;
   // Threads over (batch entry, query block); each task walks all key blocks.
   cpu::parallel_for(N * qb.count, (L / std::max<int64_t>(qb.count, 1) + 1) * S * (E + Ev), [&](int64_t begin, int64_t end) {
     std::vector<C> qs(kQueryBlock * E), st(kQueryBlock * kKeyBlock), acc(kQueryBlock * Ev), m(kQueryBlock),
@@ -243,14 +187,13 @@ void forward(const AttentionParams& prm, const std::vector<Tensor>& in, std::vec
         for (int64_t r = 0; r < br; ++r) {
           C* s = st.data() + r * bc;
           mask.apply(s, i0 + r, j0, bc);
-          const C mx = row_max(s, bc, m[r]);
+          const C mx = rows.max(s, bc, m[r]);
           if (mx == kNegInf<C>) {  // no key of this row taken part so far
             std::fill_n(s, bc, C(0));
             continue;
           }
           const C alpha = math::exp(m[r] - mx);  // 0 on the first block with a key
-          exp_shifted(s, bc, mx);
-          const C sum = row_sum(s, bc);
+          const C sum = rows.exp_sum(s, bc, mx);
           if (dropout) {  // l sums the weights before dropout: softmax, then dropout
             const auto row = static_cast<uint64_t>((n * L + i0 + r) * S + j0);
             for (int64_t c = 0; c < bc; ++c) s[c] *= drop.factor(row + static_cast<uint64_t>(c));
@@ -286,6 +229,7 @@ void backward(const AttentionParams& prm, const std::vector<Tensor>& in, std::ve
   const C* lse = in[5].data<C>();
   const C scale = static_cast<C>(prm.scale);
   const bool dropout = prm.dropout_p > 0;
+  const RowOps<C> rows;
   cpu::parallel_for(N, L * S * (E + Ev), [&](int64_t begin, int64_t end) {
     std::vector<C> qs(L * E), dq(L * E), dk(S * E), dv(S * Ev), d(L), st(kQueryBlock * kKeyBlock),
         dp(kQueryBlock * kKeyBlock), z(dropout ? kQueryBlock * kKeyBlock : 0), pz(z.size()), kbuf, vbuf, gbuf;
@@ -315,7 +259,7 @@ void backward(const AttentionParams& prm, const std::vector<Tensor>& in, std::ve
           for (int64_t r = 0; r < br; ++r) {
             C* s = st.data() + r * bc;
             mask.apply(s, i0 + r, j0, bc);
-            exp_shifted(s, bc, lse[n * L + i0 + r]);
+            rows.exp(s, bc, lse[n * L + i0 + r]);
             if (dropout) {
               const auto row = static_cast<uint64_t>((n * L + i0 + r) * S + j0);
               for (int64_t c = 0; c < bc; ++c) {
