@@ -22,9 +22,10 @@ namespace ember {
 namespace {
 
 // Most query rows and key columns per tile (a 128 x 128 f32 score tile is 64 KB, in L2 with its q,
-// k and v rows). One thread's CPU time on this 2-core EPYC (best of two runs), (B, h, L = S, E) =
-// (4, 8, 1024, 64) / (32, 3, 65, 64), forward + backward: 64 x 64 522 / 8.4 ms, 64 x 128 512 / 8.6,
-// 128 x 128 506 / 8.2, 32 x 64 525 / 8.1; forward alone at L = 1024: 197, 188, 183, 196 ms.
+// k and v rows). One thread's CPU time on this 2-core EPYC (best of two runs, with libm's exp then),
+// (B, h, L = S, E) = (4, 8, 1024, 64) / (32, 3, 65, 64), forward + backward: 64 x 64 522 / 8.4 ms,
+// 64 x 128 512 / 8.6, 128 x 128 506 / 8.2, 32 x 64 525 / 8.1; forward alone at L = 1024: 197, 188,
+// 183, 196 ms.
 constexpr int64_t kQueryBlock = 128, kKeyBlock = 128;
 
 // [0, n) in ceil(n / most) blocks whose sizes differ by at most 1 (300 rows: 3 x 100, not 128 + 128 + 44).
