@@ -6,6 +6,10 @@
 //     same traffic in the same case (memcpy on the CPU, cudaMemcpyAsync on a GPU), ratio = GBps / copy_GBps.
 //   dispatch/<device>/f32/add/<nograd|grad>: host microseconds (us) per call of add on two
 //     1-element tensors, without autograd and while recording for backward.
+//   attention/cpu/f32/<B>x<heads>x<L>x<E>/<fwd|fwdbwd>: scaled_dot_product_attention (L = S, Ev = E),
+//     the fused primitive against its composition (raw_*: scaled_dot_product_attention_math), forward
+//     alone or forward and backward; GFLOPS counts the products' 4 B h L S E multiply-adds forward
+//     and 8 B h L S E backward (no recomputation), ratio = composition time / fused time.
 // Run: build/bench/bench_ops --benchmark_filter=ops/cpu/
 #include <benchmark/benchmark.h>
 
@@ -17,6 +21,7 @@
 
 #include "autograd/grad_mode.h"
 #include "bench/compare.h"
+#include "nn/attention.h"
 #include "nn/loss.h"
 #include "nn/normalization.h"
 #include "tensor/ops.h"
@@ -140,6 +145,29 @@ void dispatch_case(benchmark::State& state, ember::Device device, bool record) {
   state.counters["us"] = total * 1e6 / (static_cast<double>(state.iterations()) * kCalls);
 }
 
+// The fused attention against its composition on one (B, heads, L, E) shape, on the CPU in f32.
+void attention_case(benchmark::State& state, const ember::Shape& shape, bool backward) {
+  const ember::TensorOptions opts = ember::TensorOptions(ember::DType::f32).with_requires_grad(backward);
+  const Tensor q = ember::randn(shape, opts), k = ember::randn(shape, opts), v = ember::randn(shape, opts),
+               g = ember::randn(shape);
+  std::optional<ember::NoGradGuard> no_grad;
+  if (!backward) no_grad.emplace();
+  auto run = [&](const std::function<Tensor()>& attention) {
+    const Tensor out = attention();
+    if (backward) {
+      for (const Tensor& t : {q, k, v}) t.set_grad({});
+      out.backward(g);
+    }
+    benchmark::DoNotOptimize(out);
+  };
+  const bench::Timing t = bench::time_against(
+      state, bench::WallTimer{}, bench::PlainPhase{},
+      [&] { run([&] { return ember::scaled_dot_product_attention(q, k, v); }); },
+      [&] { run([&] { return ember::scaled_dot_product_attention_math(q, k, v).output; }); });
+  const double macs = static_cast<double>(shape[0] * shape[1] * shape[2] * shape[2] * shape[3]);
+  bench::set_rate_counters(state, "GFLOPS", (backward ? 12 : 4) * macs / 1e9, t);
+}
+
 const char* short_name(ember::DType dtype) {
   switch (dtype) {
     case ember::DType::f16: return "f16";
@@ -187,6 +215,17 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("cpu_threads", std::to_string(ember::get_num_threads()));
   register_device("cpu", ember::kCPU, {ember::DType::f32}, {1 << 16, 1 << 24});
+  // ViT-tiny's attention (192 / 3 heads, 8 x 8 patches + the class token) and a long sequence.
+  for (const ember::Shape& shape : {ember::Shape{32, 3, 65, 64}, ember::Shape{4, 8, 1024, 64}})
+    for (bool backward : {false, true}) {
+      std::string name = "attention/cpu/f32/";
+      for (int d = 0; d < shape.size(); ++d) {
+        if (d) name += 'x';
+        name += std::to_string(shape[d]);
+      }
+      bench::register_case(name + (backward ? "/fwdbwd" : "/fwd"),
+                           [shape, backward](benchmark::State& s) { attention_case(s, shape, backward); });
+    }
 #if defined(EMBER_BENCH_CUDA)
   if (ember::backend::cuda_device_count() > 0)
     register_device("cuda", ember::Device(ember::DeviceType::cuda, 0),

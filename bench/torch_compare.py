@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Times in PyTorch the cases the ember bench binaries register: GEMM (bench_gemm), conv2d passes
-(bench_conv) and training steps (bench_train), read from the binaries' own case lists
-(--benchmark_list_tests) so both sides run the same shapes. Writes Google Benchmark's JSON schema
-(context + benchmarks, one entry per case under the ember case's name, with the same counters:
-TFLOPS, or img_per_s and peak_MiB), which bench/report.py shows beside ember's.
+(bench_conv), attention (bench_ops' attention cases) and training steps (bench_train), read from the
+binaries' own case lists (--benchmark_list_tests) so both sides run the same shapes. Writes Google
+Benchmark's JSON schema (context + benchmarks, one entry per case under the ember case's name, with
+the same counters: TFLOPS, GFLOPS, or img_per_s and peak_MiB), which bench/report.py shows beside ember's.
 
 Usage: bench/torch_compare.py --bench-dir build/bench [--filter REGEX] [--compile] --out results/x/torch.json
        bench/torch_compare.py --bench-dir build/bench --device cpu [--threads N] [--repeats 5] --out results/x/cpu.json
 --device cpu runs ember's case and PyTorch's alternately, each in a fresh process (peak RSS per case), and
 writes the medians and their ratios, with a Markdown table beside the JSON (BENCHMARKS.md, "CPU against
-PyTorch"): the training steps of CPU_CASES, bench_ops' ops at 16M elements and every CPU conv case.
+PyTorch"): the training steps of CPU_CASES, bench_ops' ops at 16M elements and attention cases, and
+every CPU conv case.
 Training steps run in the precision modes PyTorch eager has (fp32, tf32, autocast with GradScaler for
 fp16), channels-last where ember's case is; --compile times them under torch.compile instead.
 Needs torch (and torchvision for the ResNets); cases it cannot run are left out, with a note."""
@@ -267,17 +268,47 @@ def train_case(name, min_time, compile_model=False):
     return {"img_per_s": batch / seconds, "peak_MiB": peak}, seconds
 
 
-RUNNERS = {"bench_gemm": gemm_case, "bench_conv": conv_case, "bench_train": train_case, "bench_ops": ops_case}
-BINARY_OF = {"gemm": "bench_gemm", "conv": "bench_conv", "train": "bench_train", "ops": "bench_ops"}
+ATTENTION = re.compile(r"^attention/(cpu|cuda)/(\w+)/(\d+)x(\d+)x(\d+)x(\d+)/(fwd|fwdbwd)$")
+
+
+def attention_case(name, min_time):
+    """F.scaled_dot_product_attention on (B, heads, L, E) for q, k, v (L = S); GFLOPS as bench_ops counts."""
+    m = ATTENTION.match(name)
+    device, prec = torch.device(m[1]), m[2]
+    b, h, length, e = (int(m[i]) for i in range(3, 7))
+    backward = m[7] == "fwdbwd"
+    q, k, v, g = (torch.randn(b, h, length, e, dtype=DTYPES[prec], device=device) for _ in range(4))
+    for t in (q, k, v):
+        t.requires_grad_(backward)
+
+    def step():
+        out = F.scaled_dot_product_attention(q, k, v)
+        if backward:
+            q.grad = k.grad = v.grad = None
+            out.backward(g)
+
+    with torch.set_grad_enabled(backward):
+        seconds = mean_seconds(step, device, min_time)
+    return {"GFLOPS": (12 if backward else 4) * b * h * length * length * e / seconds / 1e9}, seconds
+
+
+def bench_ops_case(name, min_time):
+    return (attention_case if name.startswith("attention/") else ops_case)(name, min_time)
+
+
+RUNNERS = {"bench_gemm": gemm_case, "bench_conv": conv_case, "bench_train": train_case, "bench_ops": bench_ops_case}
+BINARY_OF = {"gemm": "bench_gemm", "conv": "bench_conv", "train": "bench_train", "ops": "bench_ops",
+             "attention": "bench_ops"}
 
 # --device cpu: the models, precisions and ops the CPU is measured on (bench_train, bench_ops case names),
 # plus every CPU case of bench_conv. naive_fp16 has no PyTorch counterpart: it is compared with ember's fp32.
 CPU_CASES = ["train/cpu/fp32/mlp_28/128", "train/cpu/fp32/cnn_28/128", "train/cpu/amp_bf16/cnn_28/128",
              "train/cpu/naive_fp16/cnn_28/128", "train/cpu/fp32/resnet18/32", "train/cpu/fp32/vit_tiny/32"] + [
     f"ops/cpu/f32/{op}/16777216" for op in ("exp", "log", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "softmax",
-                                           "log_softmax", "layer_norm", "cross_entropy")]
+                                           "log_softmax", "layer_norm", "cross_entropy")] + [
+    f"attention/cpu/f32/{shape}/{p}" for shape in ("32x3x65x64", "4x8x1024x64") for p in ("fwd", "fwdbwd")]
 # The counter each kind of case is compared on (higher is better).
-MEASURE = {"train": "img_per_s", "ops": "GBps", "conv": "TFLOPS", "gemm": "TFLOPS"}
+MEASURE = {"train": "img_per_s", "ops": "GBps", "conv": "TFLOPS", "gemm": "TFLOPS", "attention": "GFLOPS"}
 
 
 def run_ember(bench_dir, name, min_time, threads):

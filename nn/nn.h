@@ -1,6 +1,7 @@
 // The nn umbrella header: the functional ops, Module, init, layers and models.
 #pragma once
 
+#include "nn/attention.h"
 #include "nn/conv.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"

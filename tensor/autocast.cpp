@@ -15,12 +15,14 @@ using enum Policy;
 // REFERENCE.md §1 (PyTorch aten/src/ATen/autocast_mode.cpp) with ember's op names. Every op
 // front end that computes is listed: views, creation, casts and in-place forms are not autocast.
 constexpr OpPolicy kTable[] = {
-    // lower precision: §1's matmul, mm, bmm, conv2d, linear (attention's projections use linear).
+    // lower precision: §1's matmul, mm, bmm, conv2d, linear (attention's projections use linear),
+    // scaled_dot_product_attention.
     {"matmul", lower},
     {"mm", lower},
     {"bmm", lower},
     {"conv2d", lower},
     {"linear", lower},
+    {"scaled_dot_product_attention", lower},
     // fp32: §1's exp, log, log1p, pow (tensor and scalar exponents), reciprocal, rsqrt, layer_norm,
     // norms, logsumexp and every loss.
     {"exp", fp32},

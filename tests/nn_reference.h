@@ -1,4 +1,4 @@
-// Naive f64 references for the nn ops (conv2d, pooling, batch/layer norm, losses, embedding):
+// Naive f64 references for the nn ops (conv2d, pooling, batch/layer norm, losses, embedding, attention):
 // plain loops over row-major host values, written straight from the PyTorch definitions and sharing
 // no code with the library. The op-case table (tests/op_cases.cpp) and the nn tests
 // (tests/test_nn_conv.cpp, tests/test_nn_functional.cpp) all check against these.
@@ -239,6 +239,40 @@ inline Host embedding(const Host& weight, const Host& index) {
   for (double i : index.v)
     for (int64_t j = 0; j < D; ++j) r.v.push_back(weight.v[static_cast<int64_t>(i) * D + j]);
   return r;
+}
+
+// ---- scaled dot-product attention
+
+// y[n][i] = sum_j softmax_j(q[n][i] . k[n][j] / sqrt(E)) v[n][j] over the keys j that take part:
+// mask[i][j] != 0 (mask (L, S), or none) and, when causal, j <= i. q (..., L, E), k (..., S, E) and
+// v (..., S, Ev) share their batch dims. A query with no key taking part gets zeros (PyTorch's SDPA).
+inline Host attention(const Host& q, const Host& k, const Host& v, const Host* mask, bool causal) {
+  const int r = q.shape.size();
+  const int64_t L = q.shape[r - 2], E = q.shape[r - 1], S = k.shape[r - 2], Ev = v.shape[r - 1];
+  const int64_t N = L * E == 0 ? 0 : q.numel() / (L * E);
+  Shape out = q.shape;
+  out[r - 1] = Ev;
+  Host y{out, std::vector<double>(static_cast<size_t>(N * L * Ev), 0.0)};
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < L; ++i) {
+      std::vector<double> w(static_cast<size_t>(S), 0.0);
+      std::vector<bool> take(static_cast<size_t>(S));
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < S; ++j) {
+        take[j] = (!mask || mask->v[i * S + j] != 0) && !(causal && j > i);
+        if (!take[j]) continue;
+        double dot = 0;
+        for (int64_t e = 0; e < E; ++e) dot += q.v[(n * L + i) * E + e] * k.v[(n * S + j) * E + e];
+        w[j] = dot / std::sqrt(static_cast<double>(E));
+        mx = std::max(mx, w[j]);
+      }
+      double total = 0;
+      for (int64_t j = 0; j < S; ++j) total += take[j] ? std::exp(w[j] - mx) : 0.0;
+      for (int64_t j = 0; j < S; ++j)
+        if (take[j])
+          for (int64_t c = 0; c < Ev; ++c) y.v[(n * L + i) * Ev + c] += std::exp(w[j] - mx) / total * v.v[(n * S + j) * Ev + c];
+    }
+  return y;
 }
 
 }  // namespace ember_test::ref

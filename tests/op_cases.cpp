@@ -1,7 +1,7 @@
 // The op-case table (ggml's test-backend-ops, tinygrad's helper_test_op): every op of tensor/ops.h
 // on every dtype it supports and several input layouts (broadcast, transposed, strided, expanded,
 // 0-dim, empty; channels-last for the NCHW nn ops), and the nn ops (conv2d, pooling, norms, losses,
-// embedding; references in tests/nn_reference.h), compared with an independent f64 reference written
+// embedding, attention; references in tests/nn_reference.h), compared with an independent f64 reference written
 // as plain loops over the inputs' values (rounded to the dtype first). The same table runs on CUDA
 // when there is a GPU. It checks forward values, dtypes and devices; gradients are gradchecked on the
 // CPU (conv2d's and pooling's CUDA gradients are compared with the CPU's in tests/test_nn_conv.cpp,
@@ -13,6 +13,7 @@
 #include <numeric>
 #include <optional>
 
+#include "nn/attention.h"
 #include "nn/conv.h"
 #include "nn/embedding.h"
 #include "nn/loss.h"
@@ -1202,6 +1203,27 @@ std::vector<Case> composite_nn_cases() {
   return v;
 }
 
+// scaled_dot_product_attention: the fused primitive on the CPU, its composition on CUDA.
+std::vector<Case> attention_cases() {
+  std::vector<Case> v;
+  v.push_back({"scaled_dot_product_attention", kFloats,
+               {{c({2, 3, 5, 4}), c({2, 3, 7, 4}), c({2, 3, 7, 3})},
+                {tr({3, 6, 4}), c({3, 9, 4}), st({3, 9, 2})},
+                {c({4, 2}), c({1, 2}), c({1, 5})},
+                {c({0, 6, 4}), c({0, 3, 4}), c({0, 3, 2})}},
+               one([](const auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }),
+               one_ref([](const auto& x) { return ref::attention(x[0], x[1], x[2], nullptr, false); })});
+  v.push_back({"scaled_dot_product_attention causal", kFloats,
+               {{c({2, 9, 4}), c({2, 6, 4}), c({2, 6, 5})}, {c({2, 4, 3}), c({2, 8, 3}), c({2, 8, 3})}},
+               one([](const auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2], {}, 0.0, true); }),
+               one_ref([](const auto& x) { return ref::attention(x[0], x[1], x[2], nullptr, true); })});
+  v.push_back({"scaled_dot_product_attention bool mask", kFloats,
+               {{c({2, 5, 4}), c({2, 7, 4}), c({2, 7, 3}), mask({5, 7})}},
+               one([](const auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]); }),
+               one_ref([](const auto& x) { return ref::attention(x[0], x[1], x[2], &x[3], false); })});
+  return v;
+}
+
 void run_all(const std::vector<Case>& cases, Device device) {
   for (const Case& c : cases) run_case(c, device);
 }
@@ -1227,6 +1249,7 @@ TEST_SUITE("cpu") {
   TEST_CASE("nn ops: batch_norm layer_norm") { run_all(norm_cases(), kCPU); }
   TEST_CASE("nn ops: cross_entropy nll_loss") { run_all(loss_cases(), kCPU); }
   TEST_CASE("nn ops: mse_loss embedding") { run_all(composite_nn_cases(), kCPU); }
+  TEST_CASE("nn ops: scaled_dot_product_attention") { run_all(attention_cases(), kCPU); }
 }
 
 EMBER_CUDA_TEST_CASE("cuda ops: unary elementwise") { run_all(unary_cases(), kCuda); }
@@ -1245,3 +1268,4 @@ EMBER_CUDA_TEST_CASE("cuda nn ops: pooling") { run_all(pool_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda nn ops: batch_norm layer_norm") { run_all(norm_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda nn ops: cross_entropy nll_loss") { run_all(loss_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda nn ops: mse_loss embedding") { run_all(composite_nn_cases(), kCuda); }
+EMBER_CUDA_TEST_CASE("cuda nn ops: scaled_dot_product_attention") { run_all(attention_cases(), kCuda); }

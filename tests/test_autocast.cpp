@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "nn/attention.h"
 #include "nn/conv.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
@@ -68,6 +69,9 @@ std::map<std::string, Call> op_calls() {
     nn::Linear layer(4, 3);
     layer.to(w).to(m.device);
     return layer.forward(m({2, 4}, x));
+  };
+  c["scaled_dot_product_attention"] = [](M& m, DType x, DType w) {
+    return scaled_dot_product_attention(m({2, 3, 4}, x), m({2, 5, 4}, w), m({2, 5, 3}, w));
   };
   c["exp"] = unary(exp);
   c["log"] = unary(log, 0.5, 2);

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "autograd/gradcheck.h"
+#include "nn/attention.h"
 #include "tests/helpers.h"
 
 using namespace ember;
@@ -289,6 +290,11 @@ void linalg_and_softmax_ops() {
     check("log_softmax dim " + std::to_string(dim), [dim](const auto& x) { return log_softmax(x[0], dim); },
           {u({2, 3, 2})});
   }
+  check("scaled_dot_product_attention", [](const auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); },
+        {u({2, 3, 4}), u({2, 5, 4}), u({2, 5, 3})});
+  check("scaled_dot_product_attention causal", [](const auto& x) {
+    return scaled_dot_product_attention(x[0], x[1], x[2], {}, 0.0, true);
+  }, {u({2, 4, 3}), u({2, 3, 3}), u({2, 3, 2})});
 }
 
 void second_derivatives() {
@@ -313,6 +319,8 @@ void second_derivatives() {
   check2("linear", [](const auto& x) { return linear(x[0], x[1], x[2]); }, {u({2, 2, 3}), u({2, 3}), u({2})});
   check2("softmax", [](const auto& x) { return softmax(x[0], -1); }, {u({2, 3})});
   check2("log_softmax", [](const auto& x) { return log_softmax(x[0], 0); }, {u({2, 3})});
+  check2("scaled_dot_product_attention", [](const auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); },
+         {u({2, 3, 2}), u({2, 4, 2}), u({2, 4, 2})});
   check2("logsumexp", [](const auto& x) { return logsumexp(x[0], {1}); }, {u({2, 3})});
   check2("var", [](const auto& x) { return var(x[0], {1}); }, {u({2, 3})});
   check2("norm", [](const auto& x) { return norm(x[0]); }, {away_from_zero({2, 3})});

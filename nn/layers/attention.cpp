@@ -1,10 +1,8 @@
 // MultiheadAttention.
 #include "nn/layers/attention.h"
 
-#include <cmath>
-#include <limits>
-
 #include "autograd/grad_mode.h"
+#include "nn/attention.h"
 #include "nn/init.h"
 #include "tensor/error.h"
 
@@ -52,18 +50,13 @@ Tensor MultiheadAttention::forward(const Tensor& q_in, const Tensor& k_in, const
     return reshape(y, {B, T, num_heads, head_dim}).transpose(1, 2);
   };
   Tensor q = heads(project(q_in, 0), L), k = heads(project(k_in, 1), S), v = heads(project(v_in, 2), S);
-  Tensor scores = matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(head_dim));  // (B, h, L, S)
-  if (attn_mask.defined()) {
-    Tensor m = attn_mask;
-    if (m.dim() == 3) m = reshape(m, {B, num_heads, L, S});  // PyTorch's (B*h, L, S) layout
-    if (m.dtype() == DType::boolean) {
-      scores = masked_fill(scores, m, -std::numeric_limits<double>::infinity());
-    } else {
-      scores = scores + m;
-    }
+  // nn.MultiheadAttention's bool mask marks what is masked out; SDPA's marks what takes part.
+  Tensor mask = attn_mask;
+  if (mask.defined()) {
+    if (mask.dim() == 3) mask = reshape(mask, {B, num_heads, L, S});  // PyTorch's (B*h, L, S) layout
+    mask = mask.dtype() == DType::boolean ? logical_not(mask) : mask.to(q.dtype());
   }
-  Tensor attn = softmax(scores, -1);                                     // (B, h, L, S)
-  Tensor out = matmul(attn, v).transpose(1, 2);                          // (B, L, h, d)
+  Tensor out = scaled_dot_product_attention(q, k, v, mask).transpose(1, 2);  // (B, L, h, d)
   return (*out_proj)(reshape(out, {B, L, E}));
 }
 

@@ -1,5 +1,5 @@
-// MultiheadAttention (batch first), composed of core ops: one in-projection (3E, E) as PyTorch's
-// in_proj_weight / in_proj_bias, softmax(Q K^T / sqrt(d)) V per head, and out_proj (a Linear).
+// MultiheadAttention (batch first): one in-projection (3E, E) as PyTorch's in_proj_weight /
+// in_proj_bias, scaled_dot_product_attention per head (softmax(Q K^T / sqrt(d)) V), and out_proj.
 #pragma once
 
 #include "nn/layers/linear.h"

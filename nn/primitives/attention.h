@@ -1,0 +1,54 @@
+// Fused scaled dot-product attention: flash attention's tiled forward and backward, which never hold
+// the (L, S) score matrix. CPU kernels in cpu/attention.cpp, front end and vjp in nn/attention.cpp.
+#pragma once
+
+#include "tensor/primitive.h"
+
+namespace ember {
+
+// What one attention call computes besides its inputs: the score scale, the causal (top-left)
+// mask, and dropout on the weights drawn from Philox (seed, first_block) as rand() would draw a
+// (N, L, S) f32 tensor there, so the backward regenerates the mask instead of storing it.
+struct AttentionParams {
+  double scale = 1;
+  bool causal = false;
+  bool has_mask = false;
+  double dropout_p = 0;
+  uint64_t seed = 0, first_block = 0;
+};
+
+// Inputs {q (N, L, E), k (N, S, E), v (N, S, Ev), all contiguous and of one floating dtype,
+// [mask (B..., L, S) with prod(B) = N, any strides: bool (true = take part) or q's dtype (added)]}.
+// Outputs {out (N, L, Ev) in q's dtype, lse (N, L) in its opmath dtype}: lse is each row's
+// logsumexp of the scores, +inf for a row whose keys are all masked (its output row is 0).
+class ScaledDotProductAttention final : public Primitive {
+ public:
+  static constexpr int kSaves = kSaveInputs | kSaveOutputs;
+  explicit ScaledDotProductAttention(const AttentionParams& p) : p_(p) {}
+  const char* name() const override { return "scaled_dot_product_attention"; }
+  std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const;
+  EMBER_PRIMITIVE_KERNELS;
+  EMBER_PRIMITIVE_VJP;
+
+ private:
+  AttentionParams p_;
+};
+
+// The backward kernel (first order; the vjp composes public ops when the backward is recorded).
+// Inputs {q, k, v, out, g (out's cotangent, contiguous), lse, [mask]} as above; outputs
+// {dq, dk, dv} in q's dtype.
+class ScaledDotProductAttentionBackward final : public Primitive {
+ public:
+  static constexpr bool kDifferentiable = false;
+  explicit ScaledDotProductAttentionBackward(const AttentionParams& p) : p_(p) {}
+  const char* name() const override { return "scaled_dot_product_attention_backward"; }
+  std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const {
+    return {{in[0].shape(), in[0].dtype()}, {in[1].shape(), in[1].dtype()}, {in[2].shape(), in[2].dtype()}};
+  }
+  EMBER_PRIMITIVE_KERNELS;
+
+ private:
+  AttentionParams p_;
+};
+
+}  // namespace ember

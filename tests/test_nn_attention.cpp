@@ -1,0 +1,267 @@
+// scaled_dot_product_attention: the fused CPU primitive against its composition
+// (scaled_dot_product_attention_math, run in f64 as the reference) forward and in all three
+// gradients, over shapes that do not fill the kernel's tiles, masks, causal, dropout and dtypes;
+// gradcheck and gradgradcheck in f64; the memory the fused path holds; argument errors.
+#include <cmath>
+#include <limits>
+
+#include "autograd/gradcheck.h"
+#include "nn/attention.h"
+#include "nn/primitives/attention.h"
+#include "tensor/storage.h"
+#include "tests/helpers.h"
+
+using namespace ember;
+using namespace ember_test;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+enum class MaskKind { none, boolean, additive, causal };
+
+struct Config {
+  std::string name;
+  Shape q, k, v;
+  MaskKind mask;
+  Shape mask_shape;  // for boolean / additive
+};
+
+// Attention inputs: values in [-2, 2], a bool mask with about a third of its entries false, or an
+// additive mask with values in [-1, 1] and about a tenth -inf.
+struct Inputs {
+  Tensor q, k, v, mask;
+  bool causal = false;
+};
+Inputs make_inputs(const Config& c, uint64_t seed) {
+  Inputs in;
+  in.q = from_vector(random_values(numel(c.q), DType::f64, -2, 2, false, seed), c.q);
+  in.k = from_vector(random_values(numel(c.k), DType::f64, -2, 2, false, seed + 1), c.k);
+  in.v = from_vector(random_values(numel(c.v), DType::f64, -2, 2, false, seed + 2), c.v);
+  in.causal = c.mask == MaskKind::causal;
+  if (c.mask == MaskKind::boolean || c.mask == MaskKind::additive) {
+    std::vector<double> m = random_values(numel(c.mask_shape), DType::f64, 0, 1, false, seed + 3);
+    for (double& x : m)
+      x = c.mask == MaskKind::boolean ? (x > 0.33 ? 1.0 : 0.0) : (x < 0.1 ? -kInf : 2 * x - 1);
+    in.mask = from_vector(m, c.mask_shape);
+    if (c.mask == MaskKind::boolean) in.mask = in.mask.to(DType::boolean);
+  }
+  return in;
+}
+
+struct Result {
+  Tensor out, dq, dk, dv;
+};
+
+// Output and gradients of sum(attention(q, k, v) * r) with q, k, v (and a floating mask) in dtype d.
+template <class F>
+Result run(F attention, const Inputs& x, DType d, const Tensor& r) {
+  auto leaf = [d](const Tensor& t) { return t.to(d).detach().requires_grad_(true); };
+  const Tensor q = leaf(x.q), k = leaf(x.k), v = leaf(x.v);
+  const Tensor mask = x.mask.defined() && x.mask.dtype() != DType::boolean ? x.mask.to(d) : x.mask;
+  const Tensor out = attention(q, k, v, mask, x.causal);
+  sum(out.to(DType::f64) * r).backward();
+  return {out.detach(), q.grad(), k.grad(), v.grad()};
+}
+
+Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal) {
+  return scaled_dot_product_attention(q, k, v, mask, 0.0, causal);
+}
+Tensor composed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal) {
+  return scaled_dot_product_attention_math(q, k, v, mask, 0.0, causal).output;
+}
+
+// Largest |got - want| / (1 + |want|) over the elements (0 when both are the same NaN pattern).
+double max_error(const Tensor& got, const Tensor& want) {
+  const std::vector<double> g = values(got), w = values(want);
+  REQUIRE(g.size() == w.size());
+  double e = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(w[i]) && std::isnan(g[i])) continue;
+    const double d = std::fabs(g[i] - w[i]) / (1 + std::fabs(w[i]));
+    e = std::isnan(d) ? kInf : std::max(e, d);
+  }
+  return e;
+}
+
+// Shapes that do not fill the 64 x 64 tiles (L != S, E != Ev, odd sizes), batch dims of none, 1, 2
+// and broadcast ones, causal with L < S and L > S, bool and additive masks broadcast from smaller shapes.
+const std::vector<Config> kConfigs = {
+    {"no batch dims", {5, 8}, {7, 8}, {7, 3}, MaskKind::none, {}},
+    {"one batch dim of 1, L = S = 65", {1, 65, 16}, {1, 65, 16}, {1, 65, 16}, MaskKind::none, {}},
+    {"(2, 3) batch, L 70, S 133, E 24, Ev 40", {2, 3, 70, 24}, {2, 3, 133, 24}, {2, 3, 133, 40}, MaskKind::none, {}},
+    {"broadcast batch dims", {2, 1, 9, 8}, {1, 3, 11, 8}, {1, 3, 11, 5}, MaskKind::none, {}},
+    {"causal, L 130 > S 70", {2, 130, 16}, {2, 70, 16}, {2, 70, 12}, MaskKind::causal, {}},
+    {"causal, L 33 < S 150", {2, 33, 16}, {2, 150, 16}, {2, 150, 12}, MaskKind::causal, {}},
+    {"bool mask (L, S)", {2, 2, 67, 16}, {2, 2, 90, 16}, {2, 2, 90, 8}, MaskKind::boolean, {67, 90}},
+    {"bool mask (B, 1, L, S)", {2, 2, 20, 16}, {2, 2, 30, 16}, {2, 2, 30, 8}, MaskKind::boolean, {2, 1, 20, 30}},
+    {"additive key padding mask (B, 1, 1, S)", {2, 3, 40, 16}, {2, 3, 100, 16}, {2, 3, 100, 8}, MaskKind::additive,
+     {2, 1, 1, 100}},
+    {"additive mask (L, S)", {3, 70, 16}, {3, 65, 16}, {3, 65, 16}, MaskKind::additive, {70, 65}},
+    {"a mask that adds a batch dim", {5, 8}, {7, 8}, {7, 3}, MaskKind::boolean, {2, 5, 7}},
+};
+
+}  // namespace
+
+TEST_SUITE("cpu") {
+
+// Largest errors measured against the f64 composition (|got - want| / (1 + |want|)) over these
+// configs, inputs rounded to the dtype first: f64 1.0e-15 (forward and gradients); f32 4.4e-7
+// forward, 3.7e-7 gradients (the f32 composition: 4.4e-7, 3.6e-7); bf16 1.9e-3 and 3.0e-3, as it
+// computes in f32 and rounds once (the bf16 composition rounds the scores and weights too: 1.2e-2,
+// 8.4e-3). The tolerances leave about 3x room.
+TEST_CASE("scaled_dot_product_attention: fused forward and gradients match the composition") {
+  struct Tolerance {
+    DType d;
+    double forward, gradient;
+  };
+  for (const Tolerance t : {Tolerance{DType::f64, 3e-15, 3e-15}, Tolerance{DType::f32, 1.5e-6, 1.5e-6},
+                            Tolerance{DType::bf16, 6e-3, 1e-2}}) {
+    for (size_t i = 0; i < kConfigs.size(); ++i) {
+      const Config& c = kConfigs[i];
+      INFO(c.name, ", ", name(t.d));
+      Inputs x = make_inputs(c, 100 + 10 * i);
+      // Inputs rounded to the dtype, so the reference sees what the fused op sees.
+      x.q = x.q.to(t.d).to(DType::f64);
+      x.k = x.k.to(t.d).to(DType::f64);
+      x.v = x.v.to(t.d).to(DType::f64);
+      if (x.mask.defined() && x.mask.dtype() != DType::boolean) x.mask = x.mask.to(t.d).to(DType::f64);
+      const Tensor q64 = x.q, k64 = x.k, v64 = x.v;
+      const Shape out_shape = fused(q64, k64, v64, x.mask, x.causal).shape();
+      const Tensor r = from_vector(random_values(numel(out_shape), DType::f64, -1, 1, false, 7 + i), out_shape);
+      const Result want = run(composed, x, DType::f64, r);
+      const Result got = run(fused, x, t.d, r);
+      CHECK(name(got.out.dtype()) == name(t.d));
+      CHECK(to_string(got.out.shape()) == to_string(want.out.shape()));
+      CHECK(max_error(got.out, want.out) <= t.forward);
+      CHECK(max_error(got.dq, want.dq) <= t.gradient);
+      CHECK(max_error(got.dk, want.dk) <= t.gradient);
+      CHECK(max_error(got.dv, want.dv) <= t.gradient);
+    }
+  }
+}
+
+TEST_CASE("scaled_dot_product_attention: a query whose keys are all masked gets zeros, as PyTorch's SDPA") {
+  // ember's softmax of a row of -inf is NaN (as torch.softmax); SDPA (and its composition here, with
+  // PyTorch's _safe_softmax rule) gives that query a zero output row and zero gradients instead.
+  CHECK(std::isnan(values(softmax(full({3}, -kInf, DType::f64), 0))[0]));
+  Inputs x = make_inputs({"", {2, 6, 8}, {2, 70, 8}, {2, 70, 4}, MaskKind::boolean, {6, 70}}, 5);
+  Tensor mask = x.mask.to(DType::f64);
+  Tensor dead_row = narrow(mask, 0, 2, 1);  // query 2 sees no key
+  zero_(dead_row);
+  x.mask = mask.to(DType::boolean);
+  const Tensor r = full({2, 6, 4}, 1.0, DType::f64);
+  for (auto attention : {fused, composed}) {
+    const Result got = run(attention, x, DType::f32, r);
+    CHECK(values(narrow(got.out, 1, 2, 1)) == std::vector<double>(8, 0.0));
+    CHECK(values(narrow(got.dq, 1, 2, 1)) == std::vector<double>(16, 0.0));
+    CHECK(all_finite(got.dk));
+    CHECK(all_finite(got.dv));
+  }
+  // An additive mask of -inf does the same.
+  x.mask = where(x.mask, zeros({6, 70}, DType::f64), full({6, 70}, -kInf, DType::f64));
+  const Result got = run(fused, x, DType::f32, r);
+  CHECK(values(narrow(got.out, 1, 2, 1)) == std::vector<double>(8, 0.0));
+}
+
+TEST_CASE("scaled_dot_product_attention: dropout draws the composition's mask, and the backward redraws it") {
+  const Config c{"", {2, 2, 37, 8}, {2, 2, 70, 8}, {2, 2, 70, 6}, MaskKind::boolean, {37, 70}};
+  const Inputs x = make_inputs(c, 9);
+  const Tensor r = from_vector(random_values(2 * 2 * 37 * 6, DType::f64, -1, 1, false, 3), {2, 2, 37, 6});
+  auto with_dropout = [](bool fuse) {
+    return [fuse](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal) {
+      Generator gen(42);
+      return fuse ? scaled_dot_product_attention(q, k, v, mask, 0.3, causal, std::nullopt, &gen)
+                  : scaled_dot_product_attention_math(q, k, v, mask, 0.3, causal, std::nullopt, &gen).output;
+    };
+  };
+  const Result got = run(with_dropout(true), x, DType::f64, r), want = run(with_dropout(false), x, DType::f64, r);
+  CHECK(max_error(got.out, want.out) <= 1e-12);
+  CHECK(max_error(got.dq, want.dq) <= 1e-12);
+  CHECK(max_error(got.dk, want.dk) <= 1e-12);
+  CHECK(max_error(got.dv, want.dv) <= 1e-12);
+  // Some weights were dropped: the result differs from attention without dropout.
+  CHECK(max_error(got.out, run(fused, x, DType::f64, r).out) > 1e-3);
+  // Both advance the generator by the same rand() draw of the (2, 2, 37, 70) weights.
+  Generator a(1), b(1);
+  scaled_dot_product_attention(x.q, x.k, x.v, {}, 0.5, false, std::nullopt, &a);
+  rand({2, 2, 37, 70}, DType::f32, &b);
+  CHECK(a.state().offset == b.state().offset);
+}
+
+TEST_CASE("scaled_dot_product_attention: gradcheck and gradgradcheck in f64") {
+  const Tensor bool_mask = from_vector<double>({1, 1, 0, 1, 0, 1, 1, 0, 1, 1, 1, 0, 1, 0, 0, 1, 1, 1, 1, 0}, {4, 5})
+                               .to(DType::boolean);
+  const Tensor add_mask = uniform_f64({1, 5}, -1, 1, 4, false);
+  auto qkv = [](uint64_t seed) {
+    return std::vector<Tensor>{uniform_f64({2, 4, 3}, -1, 1, seed), uniform_f64({2, 5, 3}, -1, 1, seed + 1),
+                               uniform_f64({2, 5, 2}, -1, 1, seed + 2)};
+  };
+  auto check = [&](const std::string& what, const std::function<Tensor(const std::vector<Tensor>&)>& f, bool second) {
+    INFO(what);
+    CHECK(gradcheck(f, qkv(11)).entries > 0);
+    if (second) CHECK(gradgradcheck(f, qkv(21)).entries > 0);
+  };
+  check("plain", [](const auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }, true);
+  check("causal, scale 0.7", [](const auto& x) {
+    return scaled_dot_product_attention(x[0], x[1], x[2], {}, 0.0, true, 0.7);
+  }, true);
+  check("bool mask", [&](const auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2], bool_mask); }, true);
+  check("additive mask", [&](const auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2], add_mask); }, false);
+  check("dropout 0.4 (one generator state per call)", [](const auto& x) {
+    Generator gen(5);
+    return scaled_dot_product_attention(x[0], x[1], x[2], {}, 0.4, false, std::nullopt, &gen);
+  }, true);
+  // The composition gives the additive mask its gradient (the fused vjp has none).
+  const Tensor m = uniform_f64({4, 5}, -1, 1, 8);
+  CHECK(gradcheck([](const auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]); },
+                  {uniform_f64({2, 4, 3}, -1, 1, 1), uniform_f64({2, 5, 3}, -1, 1, 2), uniform_f64({2, 5, 2}, -1, 1, 3), m})
+            .entries > 0);
+}
+
+TEST_CASE("scaled_dot_product_attention: the fused path never holds an (L, S) tensor") {
+  // L = S = 1024: one f32 score matrix is 4 MB; q, k, v, out and their gradients are 128 KB each.
+  const int64_t n = 1024, e = 32;
+  const Tensor q = randn({1, n, e}).requires_grad_(true), k = randn({1, n, e}).requires_grad_(true),
+               v = randn({1, n, e}).requires_grad_(true);
+  auto peak_of = [&](auto attention) {
+    q.set_grad({});
+    k.set_grad({});
+    v.set_grad({});
+    const size_t before = backend::memory_stats(kCPU).allocated;
+    backend::reset_peak_memory_stats(kCPU);
+    sum(attention()).backward();
+    return backend::memory_stats(kCPU).peak - before;
+  };
+  const size_t scores = static_cast<size_t>(n * n) * sizeof(float);
+  CHECK(peak_of([&] { return scaled_dot_product_attention(q, k, v, {}, 0.0, true); }) < scores / 2);
+  CHECK(peak_of([&] { return scaled_dot_product_attention(q, k, v, {}, 0.1); }) < scores / 2);
+  // The composition does hold them: the bound above can fail.
+  CHECK(peak_of([&] { return scaled_dot_product_attention_math(q, k, v).output; }) > scores);
+}
+
+TEST_CASE("scaled_dot_product_attention: errors name the shapes, dtypes and devices") {
+  const Tensor q = zeros({2, 4, 8}), k = zeros({2, 5, 8}), v = zeros({2, 5, 3});
+  expect_error<ShapeError>("embedding sizes", [&] { scaled_dot_product_attention(q, zeros({2, 5, 7}), v); },
+                           {"scaled_dot_product_attention", "(2, 4, 8)", "(2, 5, 7)"});
+  expect_error<ShapeError>("key count", [&] { scaled_dot_product_attention(q, k, zeros({2, 6, 3})); },
+                           {"(2, 5, 8)", "(2, 6, 3)"});
+  expect_error<ShapeError>("batch dims", [&] { scaled_dot_product_attention(zeros({3, 4, 8}), k, v); },
+                           {"(3, 4, 8)", "broadcast"});
+  expect_error<ShapeError>("rank", [&] { scaled_dot_product_attention(zeros({8}), k, v); }, {"(8,)"});
+  expect_error<DTypeError>("dtypes", [&] { scaled_dot_product_attention(q, k.to(DType::f64), v); },
+                           {"float32", "float64"});
+  expect_error<DTypeError>("integer inputs", [&] {
+    scaled_dot_product_attention(q.to(DType::i64), k.to(DType::i64), v.to(DType::i64));
+  }, {"int64"});
+  expect_error<DTypeError>("mask dtype", [&] { scaled_dot_product_attention(q, k, v, zeros({4, 5}, DType::f64)); },
+                           {"attn_mask", "float64", "float32"});
+  expect_error<ShapeError>("mask shape", [&] { scaled_dot_product_attention(q, k, v, zeros({4, 6}, DType::boolean)); },
+                           {"attn_mask (4, 6)", "(2, 4, 5)"});
+  expect_error<ValueError>("mask and causal", [&] {
+    scaled_dot_product_attention(q, k, v, zeros({4, 5}, DType::boolean), 0.0, true);
+  }, {"is_causal"});
+  expect_error<ValueError>("dropout_p", [&] { scaled_dot_product_attention(q, k, v, {}, 1.5); }, {"1.5"});
+}
+
+}  // TEST_SUITE("cpu")
