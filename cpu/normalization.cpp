@@ -117,23 +117,61 @@ void with_reader(const T* p, int64_t stride, F&& f) {
     f([p, stride](int64_t i) { return static_cast<double>(static_cast<Cp>(p[i * stride])); });
 }
 
+// run_moments of a dense f32 run (g null: without the g sums) by the vector kernels.
+Moments vector_run_moments(const cpu::simd::Kernels& k, const float* x, const float* g, int64_t len) {
+  Moments m;
+  m.n = static_cast<double>(len);
+  m.mean = k.sum(x, len) / m.n;
+  m.m2 = k.sum_squared_deviations(x, m.mean, len);
+  if (g != nullptr) {
+    m.g = k.sum(g, len);
+    m.gx = k.sum_products_about(g, x, m.mean, len);
+  }
+  return m;
+}
+
+// A dense run of f32 values as f32: itself, or f16 ones converted into `buffer` (F16C).
+template <class T>
+const float* as_floats(const cpu::simd::Kernels& k, const T* p, int64_t len, std::vector<float>& buffer) {
+  if constexpr (std::is_same_v<T, float>) {
+    return p;
+  } else {
+    buffer.resize(static_cast<size_t>(len));
+    k.f16_to_f32(reinterpret_cast<const uint16_t*>(p), buffer.data(), len);
+    return buffer.data();
+  }
+}
+
 // Per channel, the moments of x (and, with g, the g sums) over the batch: pieces in parallel,
-// then merged in piece order.
+// then merged in piece order. Dense f32 and f16 runs take the vector kernels where they are active.
 template <class T>
 std::vector<Moments> channel_moments(const Runs& r, const T* xp, const RunStrides& xs, const T* gp,
                                      const RunStrides& gs) {
   std::vector<Moments> part(static_cast<size_t>(r.C * r.pieces));
+  const cpu::simd::Kernels* simd =
+      (std::is_same_v<T, float> || std::is_same_v<T, f16>) && xs.si == 1 && (!gp || gs.si == 1) ? cpu::simd::active_kernels()
+                                                                                                 : nullptr;
   cpu::parallel_for(r.C * r.pieces, r.runs * r.len / r.pieces, [&](int64_t begin, int64_t end) {
+    std::vector<float> x_buffer, g_buffer;
     for (int64_t u = begin; u < end; ++u) {
       const int64_t c = u / r.pieces, piece = u % r.pieces;
       Moments& m = part[static_cast<size_t>(u)];
-      for (int64_t run = r.first_run(piece); run < r.first_run(piece + 1); ++run)
+      for (int64_t run = r.first_run(piece); run < r.first_run(piece + 1); ++run) {
+        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16>) {
+          if (simd != nullptr) {
+            const float* x = as_floats(*simd, xp + xs.at(c, run), r.len, x_buffer);
+            const float* g = gp ? as_floats(*simd, gp + gs.at(c, run), r.len, g_buffer) : nullptr;
+            m.merge(vector_run_moments(*simd, x, g, r.len));
+            continue;
+          }
+        }
         with_reader(xp + xs.at(c, run), xs.si, [&](auto x) {
           if (gp)
             with_reader(gp + gs.at(c, run), gs.si, [&](auto g) { m.merge(run_moments<true>(r.len, x, g)); });
           else
             m.merge(run_moments<false>(r.len, x, x));
         });
+      }
     }
   });
   std::vector<Moments> out(static_cast<size_t>(r.C));

@@ -1,5 +1,5 @@
 // Vectorised f32 kernels for the transcendental ops and the row passes of softmax, log_softmax,
-// cross entropy and layer norm, compiled once per x86-64 instruction set (AVX2 with FMA, AVX-512) and chosen
+// cross entropy, layer norm and batch norm, compiled once per x86-64 instruction set (AVX2 with FMA, AVX-512) and chosen
 // at run time from the CPU's features, so one binary built for generic x86-64 runs at the speed of
 // the machine it lands on. The functions are SLEEF's vector versions (within 1.0 ULP, "u10"), the
 // library PyTorch's CPU kernels use for the same ops.
@@ -30,6 +30,8 @@ struct Kernels {
   double (*sum)(const float* x, int64_t n);
   // The sum of (x[i] - center)^2, in double.
   double (*sum_squared_deviations)(const float* x, double center, int64_t n);
+  // The sum of g[i] (x[i] - center), in double.
+  double (*sum_products_about)(const float* g, const float* x, double center, int64_t n);
   // The sum of exp(x[i] - shift) in double; each exp is also stored in y[i] unless y is null.
   double (*exp_sum)(const float* x, float shift, float* y, int64_t n);
   // y[i] = exp(x[i] - shift) * scale.

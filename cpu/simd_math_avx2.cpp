@@ -51,6 +51,13 @@ struct Avx2 {
     s.low = _mm256_fmadd_pd(low, low, s.low);
     s.high = _mm256_fmadd_pd(high, high, s.high);
   }
+  static void accumulate_products_about(Sum& s, V g, V v, double center) {
+    const __m256d c = _mm256_set1_pd(center);
+    const auto low = [](V a) { return _mm256_cvtps_pd(_mm256_castps256_ps128(a)); };
+    const auto high = [](V a) { return _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)); };
+    s.low = _mm256_fmadd_pd(low(g), _mm256_sub_pd(low(v), c), s.low);
+    s.high = _mm256_fmadd_pd(high(g), _mm256_sub_pd(high(v), c), s.high);
+  }
   static double total(const Sum& s) {
     const __m256d t = _mm256_add_pd(s.low, s.high);
     const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));

@@ -52,6 +52,13 @@ struct Avx512 {
     s.low = _mm512_fmadd_pd(low, low, s.low);
     s.high = _mm512_fmadd_pd(high, high, s.high);
   }
+  static void accumulate_products_about(Sum& s, V g, V v, double center) {
+    const __m512d c = _mm512_set1_pd(center);
+    const auto low = [](V a) { return _mm512_cvtps_pd(_mm512_castps512_ps256(a)); };
+    const auto high = [](V a) { return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1))); };
+    s.low = _mm512_fmadd_pd(low(g), _mm512_sub_pd(low(v), c), s.low);
+    s.high = _mm512_fmadd_pd(high(g), _mm512_sub_pd(high(v), c), s.high);
+  }
   static double total(const Sum& s) { return _mm512_reduce_add_pd(_mm512_add_pd(s.low, s.high)); }
   static V load_half(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   static void store_half(uint16_t* p, V v) {

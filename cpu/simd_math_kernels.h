@@ -192,6 +192,14 @@ constexpr Kernels make_kernels() {
     }
     return S::total(s) + tail;
   };
+  k.sum_products_about = [](const float* g, const float* x, double center, int64_t n) {
+    typename S::Sum s = S::zero_sum();
+    int64_t i = 0;
+    for (; i + S::width <= n; i += S::width) S::accumulate_products_about(s, S::load(g + i), S::load(x + i), center);
+    double tail = 0;
+    for (; i < n; ++i) tail += static_cast<double>(g[i]) * (static_cast<double>(x[i]) - center);
+    return S::total(s) + tail;
+  };
   // Padding with -inf adds exp(-inf) = 0 (or NaN when shift is -inf, as every real lane is then).
   k.exp_sum = [](const float* x, float shift, float* y, int64_t n) {
     const V s = S::broadcast(shift);

@@ -210,6 +210,17 @@ TEST_CASE("simd math: row reductions equal plain loops at every tail length") {
       const std::string what = std::string(ember::cpu::simd::isa_name(isa)) + ", n = " + std::to_string(n);
       CHECK_MESSAGE(k.max(x.data(), n) == max, what);
       CHECK_MESSAGE(std::fabs(k.sum(x.data(), n) - sum) <= 1e-12 * (1 + std::fabs(sum)), what);
+      double squares = 0, products = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        squares += (x[i] - 0.25) * (x[i] - 0.25);
+        products += std::cos(i) * (x[i] - 0.25);
+      }
+      std::vector<float> g(x.size());
+      for (int64_t i = 0; i < n; ++i) g[i] = static_cast<float>(std::cos(i));
+      for (int64_t i = 0; i < n; ++i) products += (g[i] - std::cos(i)) * (x[i] - 0.25);  // g as stored
+      CHECK_MESSAGE(std::fabs(k.sum_squared_deviations(x.data(), 0.25, n) - squares) <= 1e-12 * (1 + squares), what);
+      CHECK_MESSAGE(std::fabs(k.sum_products_about(g.data(), x.data(), 0.25, n) - products) <= 1e-12 * (1 + std::fabs(products)),
+                    what);
       std::vector<float> e(x.size(), -1.0f), scaled(x.size(), -1.0f);
       const double got = k.exp_sum(x.data(), max, e.data(), n);
       CHECK_MESSAGE(std::fabs(got - exp_sum) <= 1e-6 * exp_sum, what);
