@@ -56,23 +56,21 @@ struct bf16 {
 struct f16 {
   uint16_t bits = 0;
   f16() = default;
+  // Rounds to nearest even. Every case is computed and one selected, without branches, so that loops
+  // writing halves vectorise (as operator float below).
   EMBER_HD explicit f16(float f) {
     const uint32_t u = detail::float_bits(f);
     const uint32_t sign = (u >> 16) & 0x8000u;
     const uint32_t abs = u & 0x7fffffffu;
-    if (abs > 0x7f800000u) {  // NaN
-      bits = static_cast<uint16_t>(sign | 0x7e00u);
-    } else if (abs >= 0x477ff000u) {  // rounds to >= 65520: overflow to infinity
-      bits = static_cast<uint16_t>(sign | 0x7c00u);
-    } else if (abs < 0x38800000u) {  // below 2^-14: subnormal half (or zero)
-      // Adding 0.5 in float aligns the value's bits so the float adder does the rounding.
-      const float magic = detail::bits_float(0x3f000000u);  // 0.5
-      const float r = detail::bits_float(abs) + magic;
-      bits = static_cast<uint16_t>(sign | (detail::float_bits(r) - 0x3f000000u));
-    } else {  // normal: rebias exponent 127 -> 15 and round the 13 dropped mantissa bits
-      uint32_t v = abs + 0xc8000fffu + ((abs >> 13) & 1u);  // 0xc8000000 = -(112 << 23)
-      bits = static_cast<uint16_t>(sign | (v >> 13));
-    }
+    // Below 2^-14, a subnormal half (or zero): adding 0.5 in float aligns the value's bits so that
+    // the float adder does the rounding.
+    const uint32_t subnormal = detail::float_bits(detail::bits_float(abs) + detail::bits_float(0x3f000000u)) - 0x3f000000u;
+    // Normal: rebias the exponent 127 -> 15 and round the 13 dropped mantissa bits.
+    const uint32_t normal = (abs + 0xc8000fffu + ((abs >> 13) & 1u)) >> 13;  // 0xc8000000 = -(112 << 23)
+    uint32_t h = abs < 0x38800000u ? subnormal : normal;
+    h = abs >= 0x477ff000u ? 0x7c00u : h;  // rounds to >= 65520: overflow to infinity
+    h = abs > 0x7f800000u ? 0x7e00u : h;   // NaN
+    bits = static_cast<uint16_t>(sign | h);
   }
   EMBER_HD explicit f16(double d) : f16(static_cast<float>(d)) {}
   // Without branches, so that loops reading halves vectorise (with branches an f16 batch norm spent
