@@ -12,6 +12,7 @@ Needs torch (and torchvision for the ResNets); cases it cannot run are left out,
 import argparse
 import datetime
 import json
+import os
 import re
 import subprocess
 import sys
@@ -35,6 +36,13 @@ def list_cases(binary, pattern):
                          capture_output=True, text=True)
     # Manually timed cases are listed as "<name>/manual_time"; torch.json stores "<name>".
     return [line.strip().removesuffix("/manual_time") for line in out.stdout.splitlines() if line.strip()]
+
+
+def ember_threads():
+    """The CPU threads ember's bench binaries run on: OpenMP's default, OMP_NUM_THREADS or one per CPU
+    this process may use (torch's default counts physical cores instead)."""
+    first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]
+    return int(first) if first.isdigit() else len(os.sched_getaffinity(0))
 
 
 def set_tf32(on):
@@ -227,6 +235,7 @@ def main():
         runners = [("bench_train", lambda name, t: train_case(name, t, compile_model=True))]
     else:
         runners = [("bench_gemm", gemm_case), ("bench_conv", conv_case), ("bench_train", train_case)]
+    torch.set_num_threads(ember_threads())
     results, skipped = [], []
     for binary, run in runners:
         for name in list_cases(args.bench_dir / binary, args.filter):
