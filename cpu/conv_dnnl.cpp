@@ -144,9 +144,9 @@ std::optional<Plan> make_conv(Pass pass, const Md& src, const Md& wei, const Md&
 }
 
 // The plans oneDNN offers for a pass on the caller's layouts user[] (input 0, input 1, output, in
-// the order of make_conv's arguments): the activations as they lie, and every layout oneDNN's
-// choice; weights always in oneDNN's (they change every step and are small: a reorder per call, as
-// PyTorch does). Empty where oneDNN declines the pass.
+// the order of make_conv's arguments), with tensors as they lie or in layouts of oneDNN's choice:
+// all as they lie; weights in oneDNN's layout (reordered every call, as PyTorch does); all in
+// oneDNN's. Empty where oneDNN declines the pass.
 std::vector<Plan> make_plans(Pass pass, const Md (&user)[3], const Geometry& g) {
   // Which of src, weights, dst each of (input 0, input 1, output) is, per pass.
   static constexpr int kRole[3][3] = {{0, 1, 2}, {2, 1, 0}, {2, 0, 1}};
@@ -155,19 +155,21 @@ std::vector<Plan> make_plans(Pass pass, const Md (&user)[3], const Geometry& g) 
   for (int i = 0; i < 3; ++i) by_role[role[i]] = user[i];
   auto any = [](const Md& m) { return Md(m.dims(), m.data_type(), memory::format_tag::any); };
   std::vector<Plan> plans;
-  for (bool as_they_lie : {true, false}) {
+  for (int theirs = 0; theirs < 3; ++theirs) {  // 0: none in oneDNN's layout, 1: weights, 2: all
     std::optional<Plan> plan;
     try {
-      plan = as_they_lie ? make_conv(pass, by_role[0], any(by_role[1]), by_role[2], g)
-                         : make_conv(pass, any(by_role[0]), any(by_role[1]), any(by_role[2]), g);
+      plan = make_conv(pass, theirs == 2 ? any(by_role[0]) : by_role[0], theirs ? any(by_role[1]) : by_role[1],
+                       theirs == 2 ? any(by_role[2]) : by_role[2], g);
     } catch (const dnnl::error&) {  // no implementation for these layouts
     }
     if (!plan) continue;
     for (int i = 0; i < 3; ++i)
       if (plan->md[i] != user[i])
         plan->reorder[i] = i < 2 ? reorder_step(user[i], plan->md[i]) : reorder_step(plan->md[i], user[i]);
-    if (plans.empty() || plan->md[0] != plans[0].md[0] || plan->md[1] != plans[0].md[1] || plan->md[2] != plans[0].md[2])
-      plans.push_back(std::move(*plan));
+    const bool seen = std::any_of(plans.begin(), plans.end(), [&](const Plan& q) {
+      return q.md[0] == plan->md[0] && q.md[1] == plan->md[1] && q.md[2] == plan->md[2];
+    });
+    if (!seen) plans.push_back(std::move(*plan));
   }
   return plans;
 }
@@ -224,7 +226,7 @@ void execute(const Plan& plan, const Md (&user)[3], const Tensor* const (&t)[3])
 // Keeps the fastest of plans on these tensors (the best of two runs each, after one to warm up).
 // Which wins depends on the shape: on 2 Zen 5 cores, NCHW 3x3 convs ran about 1.4x faster in
 // oneDNN's blocked layout with reorders than on its im2col GEMM in place, the stem's backward-input
-// 3x slower.
+// 3x slower; at batch 2, reordering layer4's 3x3 weights (9 MiB) took about as long as the conv.
 void keep_fastest(std::vector<Plan>& plans, const Md (&user)[3], const Tensor* const (&t)[3]) {
   size_t best = 0;
   double best_seconds = 0;
