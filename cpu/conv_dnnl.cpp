@@ -1,9 +1,9 @@
-// conv2d through oneDNN's convolution primitives (dnnl.hpp, v2.x API). Activations are handed over
-// as memory descriptors with their own strides, so NCHW and channels-last tensors are read and
-// written in place; weights, and activations only oneDNN's reference code would take as they lie,
-// go in the layout oneDNN picks (format_tag::any), with reorders copying in and out. Primitives are
-// cached by geometry, so a training loop creates each once; scratch memory comes from ember's
-// allocator (user scratchpad mode), which also lets two threads run the same cached primitive at once.
+// conv2d through oneDNN's convolution primitives (dnnl.hpp, v2.x API). Tensors are handed over as
+// memory descriptors with their own strides, so NCHW and channels-last ones can be read and written
+// in place; or in the layouts oneDNN picks (format_tag::any), with reorders copying in and out. The
+// first call of a geometry times these plans and keeps the fastest, so a training loop creates and
+// chooses once; scratch memory comes from ember's allocator (user scratchpad mode), which also lets
+// two threads run the same cached primitive at once.
 #include "cpu/conv_dnnl.h"
 
 #include <dnnl.hpp>
@@ -51,8 +51,9 @@ dnnl::stream& stream() {
   return s;
 }
 
-// bf16 only on the CPUs whose instructions do bf16 dot products (oneDNN would emulate them elsewhere,
-// slower than ember's f32 copies); f16 needs avx512_fp16, which oneDNN 2.6 does not use for conv.
+// bf16 only on CPUs whose instructions do bf16 dot products (oneDNN's jit_bf16:avx512_core_bf16);
+// elsewhere ember's f32 copies run, as before. f16: oneDNN 2.6 has no CPU convolution for it (creating
+// one fails on this Zen 5 with avx512_bf16).
 std::optional<memory::data_type> dnnl_type(DType dt) {
   if (dt == DType::f32) return memory::data_type::f32;
   if (dt == DType::bf16 && __builtin_cpu_supports("avx512bf16")) return memory::data_type::bf16;
