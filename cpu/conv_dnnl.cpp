@@ -224,21 +224,23 @@ void execute(const Plan& plan, const Md (&user)[3], const Tensor* const (&t)[3])
   stream().wait();
 }
 
-// Keeps the fastest of plans on these tensors (the best of two runs each, after one to warm up).
-// Which wins depends on the shape: on 2 Zen 5 cores, NCHW 3x3 convs ran about 1.4x faster in
-// oneDNN's blocked layout with reorders than on its im2col GEMM in place, the stem's backward-input
-// 3x slower; at batch 2, reordering layer4's 3x3 weights (9 MiB) took about as long as the conv.
+// Keeps the fastest of plans on these tensors (the best of three runs each; a plan whose run takes
+// twice the best so far is dropped at once). Which wins depends on the shape: on 2 Zen 5 cores, NCHW
+// 3x3 convs ran about 1.4x faster in oneDNN's blocked layout with reorders than on its im2col GEMM
+// in place, the stem's backward-input 3x slower, and the GEMM's backward-weight of ResNet-18's first
+// 3x3 convs at batch 16 ran at 2 GFLOP/s; at batch 2, reordering layer4's 3x3 weights (9 MiB) took
+// about as long as the conv.
 void keep_fastest(std::vector<Plan>& plans, const Md (&user)[3], const Tensor* const (&t)[3]) {
   size_t best = 0;
   double best_seconds = 0;
   for (size_t i = 0; i < plans.size(); ++i) {
-    execute(plans[i], user, t);
     double seconds = 0;
-    for (int run = 0; run < 2; ++run) {
+    for (int run = 0; run < 3; ++run) {
       const auto start = std::chrono::steady_clock::now();
       execute(plans[i], user, t);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       seconds = run == 0 ? s : std::min(seconds, s);
+      if (i > 0 && s > 2 * best_seconds) break;
     }
     if (i == 0 || seconds < best_seconds) best = i, best_seconds = seconds;
   }
