@@ -146,8 +146,8 @@ std::optional<Plan> make_conv(Pass pass, const Md& src, const Md& wei, const Md&
 
 // The plans oneDNN offers for a pass on the caller's layouts user[] (input 0, input 1, output, in
 // the order of make_conv's arguments), with tensors as they lie or in layouts of oneDNN's choice:
-// all as they lie; weights in oneDNN's layout (reordered every call, as PyTorch does); all in
-// oneDNN's. Empty where oneDNN declines the pass.
+// all in oneDNN's; weights in oneDNN's (reordered every call, as PyTorch does); all as they lie.
+// Empty where oneDNN declines the pass.
 std::vector<Plan> make_plans(Pass pass, const Md (&user)[3], const Geometry& g) {
   // Which of src, weights, dst each of (input 0, input 1, output) is, per pass.
   static constexpr int kRole[3][3] = {{0, 1, 2}, {2, 1, 0}, {2, 0, 1}};
@@ -156,7 +156,9 @@ std::vector<Plan> make_plans(Pass pass, const Md (&user)[3], const Geometry& g) 
   for (int i = 0; i < 3; ++i) by_role[role[i]] = user[i];
   auto any = [](const Md& m) { return Md(m.dims(), m.data_type(), memory::format_tag::any); };
   std::vector<Plan> plans;
-  for (int theirs = 0; theirs < 3; ++theirs) {  // 0: none in oneDNN's layout, 1: weights, 2: all
+  // All in oneDNN's layout first: its blocked kernels are never far off, so that keep_fastest drops
+  // a slow in-place GEMM after one run.
+  for (int theirs = 2; theirs >= 0; --theirs) {  // 2: all in oneDNN's layout, 1: weights, 0: none
     std::optional<Plan> plan;
     try {
       plan = make_conv(pass, theirs == 2 ? any(by_role[0]) : by_role[0], theirs ? any(by_role[1]) : by_role[1],
