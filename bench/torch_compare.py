@@ -45,6 +45,13 @@ def list_cases(binary, pattern):
     return [line.strip().removesuffix("/manual_time") for line in out.stdout.splitlines() if line.strip()]
 
 
+def ember_threads():
+    """The CPU threads ember's bench binaries run on: OpenMP's default, OMP_NUM_THREADS or one per CPU
+    this process may use (torch's default counts physical cores instead)."""
+    first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]
+    return int(first) if first.isdigit() else len(os.sched_getaffinity(0))
+
+
 def set_tf32(on):
     torch.backends.cuda.matmul.allow_tf32 = on
     torch.backends.cudnn.allow_tf32 = on
@@ -399,7 +406,7 @@ def main():
     parser.add_argument("--device", choices=["all", "cpu"], default="all",
                         help="cpu: ember and PyTorch side by side on the CPU cases, alternating (writes JSON and a "
                              "Markdown table beside it)")
-    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="--device cpu: threads of each side")
+    parser.add_argument("--threads", type=int, default=ember_threads(), help="--device cpu: threads of each side")
     parser.add_argument("--repeats", type=int, default=5, help="--device cpu: runs of each side per case")
     parser.add_argument("--filter", default=".", help="regex on case names, as --benchmark_filter")
     parser.add_argument("--out", type=Path, required=True)
@@ -422,6 +429,7 @@ def main():
         runners = [("bench_train", lambda name, t: train_case(name, t, compile_model=True))]
     else:
         runners = [(b, RUNNERS[b]) for b in ("bench_gemm", "bench_conv", "bench_train")]
+    torch.set_num_threads(ember_threads())
     results, skipped = [], []
     for binary, run in runners:
         for name in list_cases(args.bench_dir / binary, args.filter):

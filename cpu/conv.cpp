@@ -8,10 +8,13 @@
 // threads, each doing its own im2col/col2im and one-thread GEMMs. im2col/col2im copy the in-bounds
 // run of each output row without per-element bounds checks; that, more than chunking, is what brought
 // conv fwd+bwd from about 0.35 to about 0.75 of raw GEMM speed.
+// In a build with oneDNN, the passes go to cpu/conv_dnnl.cpp first (outside deterministic mode);
+// these kernels run what it declines, and stay the readable reference it is tested against.
 #include <algorithm>
 #include <optional>
 #include <vector>
 
+#include "cpu/conv_dnnl.h"
 #include "cpu/gemm.h"
 #include "cpu/loops.h"
 #include "nn/primitives/conv.h"
@@ -327,19 +330,32 @@ void run_float(const char* op, const Tensor& a, const Tensor& b, const Tensor& o
   });
 }
 
+// oneDNN runs the pass (dnnl_pass: one of cpu/conv_dnnl.h's) outside the deterministic mode, unless
+// ember's own kernel is chosen; false where it did not, and ember's kernel runs.
+template <class F>
+bool ran_dnnl(F dnnl_pass, const Tensor& a, const Tensor& b, const Tensor& out, bool channels_last,
+              const Conv2dParams& p) {
+  if (is_deterministic() || !cpu_conv_dnnl()) return false;
+  NoGradGuard no_grad;
+  return dnnl_pass(a, b, nchw(out, channels_last), p);
+}
+
 }  // namespace
 
 void Conv2d::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  if (ran_dnnl(cpu::dnnl_conv_forward, in[0], in[1], out[0], channels_last_, p_)) return;
   run_float(name(), in[0], in[1], out[0], channels_last_,
             [&]<class T>(const Tensor& x, const Tensor& w, const Tensor& y) { conv_forward<T>(x, w, y, p_); });
 }
 
 void Conv2dBackwardInput::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  if (ran_dnnl(cpu::dnnl_conv_backward_input, in[0], in[1], out[0], channels_last_, p_)) return;
   run_float(name(), in[0], in[1], out[0], channels_last_,
             [&]<class T>(const Tensor& gy, const Tensor& w, const Tensor& gx) { conv_backward_input<T>(gy, w, gx, p_); });
 }
 
 void Conv2dBackwardWeight::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  if (ran_dnnl(cpu::dnnl_conv_backward_weight, in[0], in[1], out[0], false, p_)) return;
   run_float(name(), in[0], in[1], out[0], false,
             [&]<class T>(const Tensor& gy, const Tensor& x, const Tensor& gw) { conv_backward_weight<T>(gy, x, gw, p_); });
 }

@@ -7,8 +7,10 @@
 
 #include "autograd/gradcheck.h"
 #include "nn/conv.h"
+#include "nn/primitives/conv.h"
 #include "tensor/cuda_settings.h"
 #include "nn/pooling.h"
+#include "tensor/deterministic.h"
 #include "tests/helpers.h"
 #include "tests/nn_reference.h"
 
@@ -126,6 +128,134 @@ TEST_CASE("conv2d double backward (gradgradcheck)" * doctest::test_suite("cpu"))
   } catch (const std::exception& e) {
     FAIL_CHECK(std::string(e.what()));
   }
+}
+
+// ---- oneDNN (cpu/conv_dnnl.cpp) against ember's own kernel, which the tests above check; skipped in a
+// build without oneDNN.
+
+namespace {
+
+// Chooses the CPU conv kernel for a scope: oneDNN (on) or ember's own.
+struct DnnlChoice {
+  explicit DnnlChoice(bool on) { set_cpu_conv_dnnl(on); }
+  ~DnnlChoice() { set_cpu_conv_dnnl(true); }
+};
+
+struct ConvPasses {
+  Tensor y, gx, gw;
+};
+
+// Forward, backward-input and backward-weight of one geometry, through the primitives as nn/conv.cpp runs them.
+ConvPasses conv_passes(const Tensor& x, const Tensor& w, const Tensor& gy, const Conv2dParams& p, bool channels_last) {
+  return {run1(Conv2d{p, channels_last}, {x, w}), run1(Conv2dBackwardInput{p, x.shape(), channels_last}, {gy, w}),
+          run1(Conv2dBackwardWeight{p, w.shape()}, {gy, x})};
+}
+
+// max |got - want| / max |want|: GEMM-like sums are compared normwise, not element by element.
+double relative_error(const Tensor& got, const Tensor& want) {
+  const std::vector<double> g = values(got), r = values(want);
+  REQUIRE(g.size() == r.size());
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    err = std::max(err, std::fabs(g[i] - r[i]));
+    scale = std::max(scale, std::fabs(r[i]));
+  }
+  return err / scale;
+}
+
+// Geometries beyond kConvCases (the forward test above runs those on oneDNN too, caching their
+// primitives): ResNet's, odd sizes, batch 1.
+const std::vector<ConvCase> kDnnlCases = {
+    {{1, 3, 9, 9}, {4, 3, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, false},          // batch 1, no padding
+    {{2, 4, 9, 11}, {6, 2, 3, 3}, {1, 2}, {2, 1}, {2, 1}, 2, false},         // groups, dilation
+    {{3, 6, 5, 7}, {12, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 6, false},         // depthwise multiplier 2
+    {{2, 16, 13, 11}, {32, 16, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, false},     // stride 2, odd sizes
+    {{2, 32, 8, 8}, {64, 32, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, false},       // 1x1
+    {{2, 64, 8, 8}, {128, 64, 1, 1}, {2, 2}, {0, 0}, {1, 1}, 1, false},      // 1x1 stride 2: negative right padding
+    {{1, 3, 32, 30}, {16, 3, 7, 7}, {2, 2}, {3, 3}, {1, 1}, 1, false},       // ResNet's 7x7 stem
+    {{2, 3, 11, 5}, {2, 3, 5, 2}, {3, 1}, {2, 0}, {1, 1}, 1, false},         // non-square kernel
+    {{2, 64, 14, 14}, {64, 64, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false},     // ResNet's 3x3
+};
+
+// (x, w, gy) of case c in dtype dt, channels-last (x, w and gy) or NCHW.
+std::array<Tensor, 3> conv_operands(const ConvCase& c, DType dt, bool channels_last) {
+  const Conv2dParams p{c.stride, c.padding, c.dilation, c.groups};
+  const Shape y = Conv2d{p, false}.infer({empty(c.x, dt), empty(c.w, dt)})[0].shape;
+  std::array<Tensor, 3> t{make_tensor(random_values(numel(c.x), DType::f64, -1, 1, false, next_seed()), c.x, dt),
+                          make_tensor(random_values(numel(c.w), DType::f64, -1, 1, false, next_seed()), c.w, dt),
+                          make_tensor(random_values(numel(y), DType::f64, -1, 1, false, next_seed()), y, dt)};
+  if (channels_last)
+    for (Tensor& v : t) v = to_channels_last(v);
+  return t;
+}
+
+}  // namespace
+
+// Runs kDnnlCases in both layouts through oneDNN in dtype dt and checks each pass against
+// reference(x, w, gy, p, channels_last) within bound (relative_error); returns the largest error met.
+template <class Reference>
+double check_dnnl_passes(DType dt, double bound, Reference reference) {
+  double worst = 0;
+  for (const ConvCase& c : kDnnlCases)
+    for (bool channels_last : {false, true}) {
+      INFO(describe(c), std::string(channels_last ? " channels-last" : ""));
+      const Conv2dParams p{c.stride, c.padding, c.dilation, c.groups};
+      const auto [x, w, gy] = conv_operands(c, dt, channels_last);
+      const size_t cached = cpu_conv_dnnl_cache_size();
+      const ConvPasses got = conv_passes(x, w, gy, p, channels_last);
+      CHECK(cpu_conv_dnnl_cache_size() == cached + 3);  // oneDNN ran all three
+      const ConvPasses want = reference(x, w, gy, p, channels_last);
+      CHECK(got.y.strides() == want.y.strides());
+      CHECK(got.gx.strides() == want.gx.strides());
+      const std::pair<Tensor, Tensor> results[] = {{got.y, want.y}, {got.gx, want.gx}, {got.gw, want.gw}};
+      for (const auto& [a, b] : results) {
+        CHECK(a.dtype() == dt);
+        const double err = relative_error(a, b);
+        worst = std::max(worst, err);
+        CHECK(err < bound);
+      }
+    }
+  return worst;
+}
+
+TEST_CASE("oneDNN conv2d passes match ember's kernel" * doctest::test_suite("cpu") * doctest::skip(!cpu_conv_dnnl())) {
+  // Measured: at most 8.2e-7 (f32 sums in another order); 1e-5 leaves room for other CPUs' kernels.
+  const double worst = check_dnnl_passes(DType::f32, 1e-5, [](const Tensor& x, const Tensor& w, const Tensor& gy,
+                                                              const Conv2dParams& p, bool channels_last) {
+    const DnnlChoice ember(false);
+    return conv_passes(x, w, gy, p, channels_last);
+  });
+  MESSAGE("oneDNN vs ember f32: max relative error ", worst);
+}
+
+TEST_CASE("oneDNN bf16 conv2d passes match f32 on the same values" * doctest::test_suite("cpu") *
+          doctest::skip(!cpu_conv_dnnl() || !__builtin_cpu_supports("avx512bf16"))) {
+  // Measured: at most 3.5e-3, the rounding of the bf16 results (2^-8 relative) and f32 sums in another order.
+  const double worst = check_dnnl_passes(DType::bf16, 8e-3, [](const Tensor& x, const Tensor& w, const Tensor& gy,
+                                                               const Conv2dParams& p, bool channels_last) {
+    return conv_passes(to(x, DType::f32), to(w, DType::f32), to(gy, DType::f32), p, channels_last);
+  });
+  MESSAGE("oneDNN bf16 vs f32: max relative error ", worst);
+}
+
+TEST_CASE("the deterministic mode runs ember's conv kernel, not oneDNN" * doctest::test_suite("cpu") *
+          doctest::skip(!cpu_conv_dnnl())) {
+  const ConvCase c{{2, 8, 10, 10}, {8, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false};
+  const Conv2dParams p{c.stride, c.padding, c.dilation, c.groups};
+  const auto [x, w, gy] = conv_operands(c, DType::f32, false);
+  const size_t cached = cpu_conv_dnnl_cache_size();
+  set_deterministic(true);
+  const ConvPasses got = conv_passes(x, w, gy, p, false);
+  ConvPasses want;
+  {
+    const DnnlChoice ember(false);
+    want = conv_passes(x, w, gy, p, false);
+  }
+  set_deterministic(false);
+  CHECK(cpu_conv_dnnl_cache_size() == cached);
+  CHECK(equal(got.y, want.y));
+  CHECK(equal(got.gx, want.gx));
+  CHECK(equal(got.gw, want.gw));
 }
 
 namespace {

@@ -8,11 +8,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 dest="${1:-.deps}"
 # Headers and the shared libraries the build links (zlib, SLEEF, Google Benchmark for bench/, Gloo
-# with the libraries it loads for dist/), plus the data set the training program reads. OpenBLAS is
-# left out: without it the CPU GEMM falls back to Eigen.
+# with the libraries it loads for dist/, oneDNN with the OpenCL loader it links for CPU conv2d), plus
+# the data set the training program reads. OpenBLAS is left out: without it the CPU GEMM falls back to Eigen.
 packages=(libeigen3-dev nlohmann-json3-dev doctest-dev libcli11-dev zlib1g-dev zlib1g libsleef-dev libsleef3
           libbenchmark-dev libbenchmark1debian libgloo-dev libgloo0 libhiredis0.14 libibverbs1 libnl-3-200
-          libnl-route-3-200 dataset-fashion-mnist)
+          libnl-route-3-200 libdnnl-dev libdnnl2 ocl-icd-libopencl1 dataset-fashion-mnist)
 
 downloads="$(mktemp -d)"
 trap 'rm -rf "$downloads"' EXIT

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 
 #include "tensor/primitive.h"
 
@@ -14,6 +15,17 @@ struct Conv2dParams {
   Pair stride{1, 1}, padding{0, 0}, dilation{1, 1};
   int64_t groups = 1;
 };
+
+// Whether CPU conv2d runs on oneDNN, as PyTorch's does, where ember was built with it (Meson option
+// dnnl) and it takes the dtype (f32; bf16 on CPUs with avx512_bf16). On by default; the environment
+// variable EMBER_CPU_CONV=ember starts it off, for comparing. Off: ember's own im2col + GEMM kernel
+// (cpu/conv.cpp), which the deterministic mode always runs. cpu_conv_dnnl() is false without oneDNN.
+void set_cpu_conv_dnnl(bool on);
+bool cpu_conv_dnnl();
+
+// The number of oneDNN conv primitives cached (one per pass, dtype, shapes, strides, parameters and
+// thread count that oneDNN runs; always 0 without oneDNN).
+size_t cpu_conv_dnnl_cache_size();
 
 // Inputs {input (N, C, H, W), weight (O, C/groups, kH, kW)}: out (N, O, OH, OW), or (N, OH, OW, O)
 // when channels_last (the front end permutes it back to an NCHW-shaped view with NHWC strides).
