@@ -325,7 +325,9 @@ def run_ember(bench_dir, name, min_time, threads):
     if kind == "train":
         _, _, prec, _, batch = name.split("/")
         cmd += [f"--precision={prec}", f"--batch={batch}"]
-    cmd += [f"--benchmark_filter=^{re.escape(name)}(/manual_time)?$", f"--benchmark_min_time={min_time}",
+    # Google Benchmark's regex is POSIX's, where re.escape's "\-" is undefined: escape metacharacters only.
+    pattern = re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", name)
+    cmd += [f"--benchmark_filter=^{pattern}(/manual_time)?$", f"--benchmark_min_time={min_time}",
             "--benchmark_format=json"]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
