@@ -1,7 +1,8 @@
 // conv2d through oneDNN's convolution primitives (dnnl.hpp, v2.x API). Tensors are handed over as
 // memory descriptors with their own strides, so NCHW and channels-last ones can be read and written
-// in place; or in the layouts oneDNN picks (format_tag::any), with reorders copying in and out. The
-// first call of a geometry times these plans and keeps the fastest, so a training loop creates and
+// in place; or in the layouts oneDNN picks (format_tag::any), with reorders copying in and out. A
+// geometry's plan is made on its first call and cached (the one in oneDNN's layouts, or with
+// EMBER_CPU_CONV_BENCHMARK=1 the fastest of the candidates, timed), so a training loop creates and
 // chooses once; scratch memory comes from ember's allocator (user scratchpad mode), which also lets
 // two threads run the same cached primitive at once.
 #include "cpu/conv_dnnl.h"
@@ -226,6 +227,17 @@ void execute(const Plan& plan, const Md (&user)[3], const Tensor* const (&t)[3])
   stream().wait();
 }
 
+// Whether the first call of a geometry times the plans (EMBER_CPU_CONV_BENCHMARK=1, as PyTorch's
+// cudnn.benchmark): faster where another plan wins, but the choice, and so the result's last bits,
+// can then differ between processes (two ranks, or a run and its resume). Off by default.
+bool timed_plans() {
+  static const bool on = [] {
+    const char* v = std::getenv("EMBER_CPU_CONV_BENCHMARK");
+    return v != nullptr && std::string_view(v) == "1";
+  }();
+  return on;
+}
+
 // Keeps the fastest of plans on these tensors (the best of three runs each; a plan whose run takes
 // twice the best so far is dropped at once). Which wins depends on the shape: on 2 Zen 5 cores, NCHW
 // 3x3 convs ran about 1.4x faster in oneDNN's blocked layout with reorders than on its im2col GEMM
@@ -277,7 +289,10 @@ bool run(Pass pass, const Tensor& a, const Tensor& b, const Tensor& out, const C
     if (it == c.plans.end())
       it = c.plans.emplace(key, make_plans(pass, user, geometry(x.shape(), w.shape(), y.shape(), p))).first;
     if (it->second.empty()) return false;
-    if (it->second.size() > 1) keep_fastest(it->second, user, t);
+    if (it->second.size() > 1) {
+      if (timed_plans()) keep_fastest(it->second, user, t);
+      else it->second.resize(1);  // oneDNN's own layouts: the same choice in every process
+    }
     plan = &it->second[0];  // std::map nodes stay put, and a timed entry no longer changes
   }
   execute(*plan, user, t);
