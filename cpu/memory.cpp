@@ -147,15 +147,18 @@ ThreadBlockCache::~ThreadBlockCache() {
   thread_blocks_gone = true;
 }
 
+// The thread cache's slot for blocks of `size` bytes, or -1 where it keeps none.
+int thread_slot(size_t size) {
+  return size > 0 && size <= kThreadCachedMax && !thread_blocks_gone ? static_cast<int>(size / kHostAlignment) - 1 : -1;
+}
+
 }  // namespace
 
 void* host_allocate(size_t nbytes) {
   if (nbytes >= kCachedMin) return host_cache().allocate(class_size(nbytes));
   const size_t size = small_size(nbytes);
-  if (size <= kThreadCachedMax && size > 0 && !thread_blocks_gone) {
-    const size_t c = size / kHostAlignment - 1;
-    if (thread_blocks.count[c] > 0) return thread_blocks.blocks[c][--thread_blocks.count[c]];
-  }
+  if (const int c = thread_slot(size); c >= 0 && thread_blocks.count[c] > 0)
+    return thread_blocks.blocks[c][--thread_blocks.count[c]];
   void* p = std::aligned_alloc(kHostAlignment, size);
   if (p) small_bytes += size;
   return p;
@@ -164,12 +167,9 @@ void* host_allocate(size_t nbytes) {
 void host_deallocate(void* ptr, size_t nbytes) {
   if (nbytes >= kCachedMin) return host_cache().release(ptr, class_size(nbytes));
   const size_t size = small_size(nbytes);
-  if (size <= kThreadCachedMax && size > 0 && !thread_blocks_gone) {
-    const size_t c = size / kHostAlignment - 1;
-    if (thread_blocks.count[c] < kThreadCachedPerSize) {
-      thread_blocks.blocks[c][thread_blocks.count[c]++] = ptr;
-      return;
-    }
+  if (const int c = thread_slot(size); c >= 0 && thread_blocks.count[c] < kThreadCachedPerSize) {
+    thread_blocks.blocks[c][thread_blocks.count[c]++] = ptr;
+    return;
   }
   small_bytes -= size;
   std::free(ptr);

@@ -308,12 +308,8 @@ namespace {
 // there are.
 template <class T>
 Moments row_moments(const T* x, int64_t n, const cpu::simd::Kernels* simd) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (simd != nullptr) {
-      const double mean = simd->sum(x, n) / static_cast<double>(n);
-      return {static_cast<double>(n), mean, simd->sum_squared_deviations(x, mean, n)};
-    }
-  }
+  if constexpr (std::is_same_v<T, float>)
+    if (simd != nullptr) return vector_run_moments(*simd, x, nullptr, n);
   using Cp = compute_t<T>;
   double s = 0, q = 0;
   for (int64_t j = 0; j < n; ++j) s += static_cast<double>(static_cast<Cp>(x[j]));
