@@ -314,50 +314,44 @@ void conv_backward_weight(const Tensor& gy_in, const Tensor& x, const Tensor& gw
 
 Tensor nchw(const Tensor& t, bool channels_last) { return channels_last ? permute(t, {0, 3, 1, 2}) : t; }
 
-// Runs kernel<T>(a, b, out) in f32/f64; f16/bf16 go through f32 copies and are narrowed back.
-template <class K>
-void run_float(const char* op, const Tensor& a, const Tensor& b, const Tensor& out, bool channels_last, K kernel) {
+// Runs one pass: oneDNN's (dnnl_pass: one of cpu/conv_dnnl.h's) outside the deterministic mode unless
+// ember's own kernel is chosen, else kernel<T>(a, b, out) in f32/f64. 16-bit types oneDNN declines
+// (f16; bf16 on CPUs without avx512_bf16) go through f32 copies, on oneDNN's f32 kernels where it
+// runs, and are narrowed back.
+template <class F, class K>
+void run_pass(const char* op, F dnnl_pass, const Tensor& a, const Tensor& b, const Tensor& out, bool channels_last,
+              const Conv2dParams& p, K kernel) {
   NoGradGuard no_grad;  // views and temporaries here are not graph nodes
+  const bool dnnl = !is_deterministic() && cpu_conv_dnnl();
+  if (dnnl && dnnl_pass(a, b, nchw(out, channels_last), p)) return;
   visit_floating(out.dtype(), op, [&]<class T>() {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       kernel.template operator()<T>(a, b, nchw(out, channels_last));
     } else {
       const Tensor a32 = to(a, DType::f32), b32 = to(b, DType::f32);
       const Tensor o32 = Tensor::empty(out.shape(), DType::f32);
-      kernel.template operator()<float>(a32, b32, nchw(o32, channels_last));
+      if (!(dnnl && dnnl_pass(a32, b32, nchw(o32, channels_last), p)))
+        kernel.template operator()<float>(a32, b32, nchw(o32, channels_last));
       cpu::map_elements<T, float, 1>(out, {&o32}, [](float v) { return convert<T>(v); });
     }
   });
 }
 
-// oneDNN runs the pass (dnnl_pass: one of cpu/conv_dnnl.h's) outside the deterministic mode, unless
-// ember's own kernel is chosen; false where it did not, and ember's kernel runs.
-template <class F>
-bool ran_dnnl(F dnnl_pass, const Tensor& a, const Tensor& b, const Tensor& out, bool channels_last,
-              const Conv2dParams& p) {
-  if (is_deterministic() || !cpu_conv_dnnl()) return false;
-  NoGradGuard no_grad;
-  return dnnl_pass(a, b, nchw(out, channels_last), p);
-}
-
 }  // namespace
 
 void Conv2d::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  if (ran_dnnl(cpu::dnnl_conv_forward, in[0], in[1], out[0], channels_last_, p_)) return;
-  run_float(name(), in[0], in[1], out[0], channels_last_,
-            [&]<class T>(const Tensor& x, const Tensor& w, const Tensor& y) { conv_forward<T>(x, w, y, p_); });
+  run_pass(name(), cpu::dnnl_conv_forward, in[0], in[1], out[0], channels_last_, p_,
+           [&]<class T>(const Tensor& x, const Tensor& w, const Tensor& y) { conv_forward<T>(x, w, y, p_); });
 }
 
 void Conv2dBackwardInput::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  if (ran_dnnl(cpu::dnnl_conv_backward_input, in[0], in[1], out[0], channels_last_, p_)) return;
-  run_float(name(), in[0], in[1], out[0], channels_last_,
-            [&]<class T>(const Tensor& gy, const Tensor& w, const Tensor& gx) { conv_backward_input<T>(gy, w, gx, p_); });
+  run_pass(name(), cpu::dnnl_conv_backward_input, in[0], in[1], out[0], channels_last_, p_,
+           [&]<class T>(const Tensor& gy, const Tensor& w, const Tensor& gx) { conv_backward_input<T>(gy, w, gx, p_); });
 }
 
 void Conv2dBackwardWeight::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  if (ran_dnnl(cpu::dnnl_conv_backward_weight, in[0], in[1], out[0], false, p_)) return;
-  run_float(name(), in[0], in[1], out[0], false,
-            [&]<class T>(const Tensor& gy, const Tensor& x, const Tensor& gw) { conv_backward_weight<T>(gy, x, gw, p_); });
+  run_pass(name(), cpu::dnnl_conv_backward_weight, in[0], in[1], out[0], false, p_,
+           [&]<class T>(const Tensor& gy, const Tensor& x, const Tensor& gw) { conv_backward_weight<T>(gy, x, gw, p_); });
 }
 
 }  // namespace ember

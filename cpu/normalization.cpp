@@ -130,34 +130,58 @@ Moments vector_run_moments(const cpu::simd::Kernels& k, const float* x, const fl
   return m;
 }
 
-// A dense run of f32 values as f32: itself, or f16 ones converted into `buffer` (F16C).
+// A dense run of 16-bit values widened into `buffer`: F16C's conversion for f16, a shift (which the
+// compiler vectorises) for bf16.
 template <class T>
-const float* as_floats(const cpu::simd::Kernels& k, const T* p, int64_t len, std::vector<float>& buffer) {
-  if constexpr (std::is_same_v<T, float>) {
-    return p;
-  } else {
-    buffer.resize(static_cast<size_t>(len));
+float* widen(const cpu::simd::Kernels& k, const T* p, int64_t len, std::vector<float>& buffer) {
+  buffer.resize(static_cast<size_t>(len));
+  if constexpr (std::is_same_v<T, f16>)
     k.f16_to_f32(reinterpret_cast<const uint16_t*>(p), buffer.data(), len);
-    return buffer.data();
-  }
+  else
+    for (int64_t i = 0; i < len; ++i) buffer[i] = static_cast<float>(p[i]);
+  return buffer.data();
 }
 
+// A dense run of values as f32: itself, or 16-bit ones widened into `buffer`.
+template <class T>
+const float* as_floats(const cpu::simd::Kernels& k, const T* p, int64_t len, std::vector<float>& buffer) {
+  if constexpr (std::is_same_v<T, float>)
+    return p;
+  else
+    return widen(k, p, len, buffer);
+}
+
+// Stores a dense run of floats as T values: F16C's conversion for f16, a loop the compiler
+// vectorises for bf16.
+template <class T>
+void store_floats(const cpu::simd::Kernels& k, const float* x, T* y, int64_t len) {
+  if constexpr (std::is_same_v<T, f16>)
+    k.f32_to_f16(x, reinterpret_cast<uint16_t*>(y), len);
+  else
+    for (int64_t i = 0; i < len; ++i) y[i] = T(x[i]);
+}
+
+template <class T>
+constexpr bool kHalf = std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
+
+template <class T>
+constexpr bool kVectorMoments = std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
+
 // Per channel, the moments of x (and, with g, the g sums) over the batch: pieces in parallel,
-// then merged in piece order. Dense f32 and f16 runs take the vector kernels where they are active.
+// then merged in piece order. Dense f32, f16 and bf16 runs take the vector kernels where they are active.
 template <class T>
 std::vector<Moments> channel_moments(const Runs& r, const T* xp, const RunStrides& xs, const T* gp,
                                      const RunStrides& gs) {
   std::vector<Moments> part(static_cast<size_t>(r.C * r.pieces));
   const cpu::simd::Kernels* simd =
-      (std::is_same_v<T, float> || std::is_same_v<T, f16>) && xs.si == 1 && (!gp || gs.si == 1) ? cpu::simd::active_kernels()
-                                                                                                 : nullptr;
+      kVectorMoments<T> && xs.si == 1 && (!gp || gs.si == 1) ? cpu::simd::active_kernels() : nullptr;
   cpu::parallel_for(r.C * r.pieces, r.runs * r.len / r.pieces, [&](int64_t begin, int64_t end) {
     std::vector<float> x_buffer, g_buffer;
     for (int64_t u = begin; u < end; ++u) {
       const int64_t c = u / r.pieces, piece = u % r.pieces;
       Moments& m = part[static_cast<size_t>(u)];
       for (int64_t run = r.first_run(piece); run < r.first_run(piece + 1); ++run) {
-        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16>) {
+        if constexpr (kVectorMoments<T>) {
           if (simd != nullptr) {
             const float* x = as_floats(*simd, xp + xs.at(c, run), r.len, x_buffer);
             const float* g = gp ? as_floats(*simd, gp + gs.at(c, run), r.len, g_buffer) : nullptr;
@@ -226,10 +250,20 @@ void BatchNorm::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out
       scale[c] = static_cast<Cp>(w[c] / std::sqrt(var[c] + eps_));
       bias[c] = static_cast<Cp>(b[c]);
     }
+    const cpu::simd::Kernels* simd = kHalf<T> && xs.si == 1 && ys.si == 1 ? cpu::simd::active_kernels() : nullptr;
     for_each_run(r, [&](int64_t c, int64_t run) {
       const T* xr = xp + xs.at(c, run);
       T* yr = yp + ys.at(c, run);
       const Cp m = shift[c], a = scale[c], sh = bias[c];
+      if constexpr (kHalf<T>) {
+        if (simd != nullptr) {  // 16-bit runs in f32 blocks, converted by the vector kernels
+          thread_local std::vector<float> buffer;
+          float* v = widen(*simd, xr, r.len, buffer);
+          for (int64_t i = 0; i < r.len; ++i) v[i] = (v[i] - m) * a + sh;
+          store_floats(*simd, v, yr, r.len);
+          return;
+        }
+      }
       if (xs.si == 1 && ys.si == 1)
         for (int64_t i = 0; i < r.len; ++i) yr[i] = convert<T>((static_cast<Cp>(xr[i]) - m) * a + sh);
       else
@@ -282,11 +316,26 @@ void BatchNormBackward::eval_cpu(const std::vector<Tensor>& in, std::vector<Tens
         slope[c] = static_cast<Cp>(training_ ? (2.0 * b[c] - kc * rstd * dw[c]) / M : 0.0);
         offset[c] = static_cast<Cp>(training_ ? (a[c] - kc * s.g) / M : 0.0);
       }
+      const cpu::simd::Kernels* simd =
+          kHalf<T> && xs.si == 1 && gs.si == 1 && ds.si == 1 ? cpu::simd::active_kernels() : nullptr;
       for_each_run(r, [&](int64_t c, int64_t run) {
         const T* xr = xp + xs.at(c, run);
         const T* gr = gp + gs.at(c, run);
         T* dr = dxp + ds.at(c, run);
         const Cp kc = k[c], mc = m[c], sl = slope[c], off = offset[c];
+        if constexpr (kHalf<T>) {
+          if (simd != nullptr) {  // 16-bit runs in f32 blocks, converted by the vector kernels
+            thread_local std::vector<float> x_buffer, g_buffer;
+            const float* xv = widen(*simd, xr, r.len, x_buffer);
+            float* gv = widen(*simd, gr, r.len, g_buffer);
+            if (training_)
+              for (int64_t i = 0; i < r.len; ++i) gv[i] = kc * gv[i] + (xv[i] - mc) * sl + off;
+            else
+              for (int64_t i = 0; i < r.len; ++i) gv[i] = kc * gv[i];
+            store_floats(*simd, gv, dr, r.len);
+            return;
+          }
+        }
         auto dx = [&](Cp xv, Cp gv) { return convert<T>(training_ ? kc * gv + (xv - mc) * sl + off : kc * gv); };
         if (xs.si == 1 && gs.si == 1 && ds.si == 1)
           for (int64_t i = 0; i < r.len; ++i) dr[i] = dx(static_cast<Cp>(xr[i]), static_cast<Cp>(gr[i]));

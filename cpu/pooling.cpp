@@ -43,9 +43,9 @@ std::pair<int64_t, int64_t> inside_taps(int64_t start, int64_t d, int64_t k, int
 // take ? a : b, without a branch.
 template <class V>
 V select(bool take, V a, V b) {
-  using U = std::conditional_t<sizeof(V) == 8, uint64_t, uint32_t>;
-  const U mask = U(0) - static_cast<U>(take);
-  return std::bit_cast<V>((std::bit_cast<U>(a) & mask) | (std::bit_cast<U>(b) & ~mask));
+  using U = std::conditional_t<sizeof(V) == 8, uint64_t, std::conditional_t<sizeof(V) == 4, uint32_t, uint16_t>>;
+  const U mask = static_cast<U>(U(0) - static_cast<U>(take));
+  return std::bit_cast<V>(static_cast<U>((std::bit_cast<U>(a) & mask) | (std::bit_cast<U>(b) & ~mask)));
 }
 
 // What max pooling of one plane reads: sizes, steps and the input's element strides.
@@ -81,17 +81,21 @@ void max_pool_plane(const MaxPlane g, const T* plane, T* y, int64_t* idx) {
     // Output j from the taps [ka, kb) x [kc, kd) of its window, not empty; padding counts as -inf.
     auto window = [&](int64_t j, auto ka, auto kb, auto kc, auto kd) {
       const int64_t w0 = j * g.sw - g.pw;
-      C<T> best = static_cast<C<T>>(plane[(h0 + ka * g.dh) * g.xh + (w0 + kc * g.dw) * g.xw]);
+      // The winner is kept as read too, so that a 16-bit one is stored without a round trip.
+      T best_read = plane[(h0 + ka * g.dh) * g.xh + (w0 + kc * g.dw) * g.xw];
+      C<T> best = static_cast<C<T>>(best_read);
       int64_t arg = (h0 + ka * g.dh) * g.W + w0 + kc * g.dw;
       for (int64_t ki = ka; ki < kb; ++ki)
         for (int64_t kj = kc; kj < kd; ++kj) {
           const int64_t h = h0 + ki * g.dh, w = w0 + kj * g.dw;
-          const C<T> v = static_cast<C<T>>(plane[h * g.xh + w * g.xw]);
+          const T read = plane[h * g.xh + w * g.xw];
+          const C<T> v = static_cast<C<T>>(read);
           const bool take = !(v <= best) & (best == best);  // greater, or a NaN unless one came first
           best = select(take, v, best);
+          best_read = select(take, read, best_read);
           arg = select(take, h * g.W + w, arg);
         }
-      y[i * g.OW + j] = convert<T>(best);
+      y[i * g.OW + j] = best_read;
       idx[i * g.OW + j] = arg;
     };
     auto clipped = [&](int64_t j) {

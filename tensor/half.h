@@ -38,14 +38,12 @@ EMBER_HD inline float bits_float(uint32_t u) {
 struct bf16 {
   uint16_t bits = 0;
   bf16() = default;
+  // A select, not a branch, so that loops writing bf16 vectorise (as f16's below).
   EMBER_HD explicit bf16(float f) {
-    uint32_t u = detail::float_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) {
-      bits = static_cast<uint16_t>((u >> 16) | 0x40u);
-    } else {
-      u += 0x7fffu + ((u >> 16) & 1u);
-      bits = static_cast<uint16_t>(u >> 16);
-    }
+    const uint32_t u = detail::float_bits(f);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t quiet_nan = (u >> 16) | 0x40u;
+    bits = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
   }
   EMBER_HD explicit bf16(double d) : bf16(static_cast<float>(d)) {}
   EMBER_HD operator float() const { return detail::bits_float(static_cast<uint32_t>(bits) << 16); }
