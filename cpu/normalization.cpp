@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "cpu/half_runs.h"
 #include "cpu/parallel.h"
 #include "cpu/simd_math.h"
 #include "nn/primitives/batch_norm_layout.h"
@@ -130,15 +131,11 @@ Moments vector_run_moments(const cpu::simd::Kernels& k, const float* x, const fl
   return m;
 }
 
-// A dense run of 16-bit values widened into `buffer`: F16C's conversion for f16, a shift (which the
-// compiler vectorises) for bf16.
+// A dense run of 16-bit values widened into `buffer`.
 template <class T>
 float* widen(const cpu::simd::Kernels& k, const T* p, int64_t len, std::vector<float>& buffer) {
   buffer.resize(static_cast<size_t>(len));
-  if constexpr (std::is_same_v<T, f16>)
-    k.f16_to_f32(reinterpret_cast<const uint16_t*>(p), buffer.data(), len);
-  else
-    for (int64_t i = 0; i < len; ++i) buffer[i] = static_cast<float>(p[i]);
+  cpu::widen_run(k, p, buffer.data(), len);
   return buffer.data();
 }
 
@@ -150,19 +147,6 @@ const float* as_floats(const cpu::simd::Kernels& k, const T* p, int64_t len, std
   else
     return widen(k, p, len, buffer);
 }
-
-// Stores a dense run of floats as T values: F16C's conversion for f16, a loop the compiler
-// vectorises for bf16.
-template <class T>
-void store_floats(const cpu::simd::Kernels& k, const float* x, T* y, int64_t len) {
-  if constexpr (std::is_same_v<T, f16>)
-    k.f32_to_f16(x, reinterpret_cast<uint16_t*>(y), len);
-  else
-    for (int64_t i = 0; i < len; ++i) y[i] = T(x[i]);
-}
-
-template <class T>
-constexpr bool kHalf = std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
 
 template <class T>
 constexpr bool kVectorMoments = std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
@@ -250,17 +234,17 @@ void BatchNorm::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out
       scale[c] = static_cast<Cp>(w[c] / std::sqrt(var[c] + eps_));
       bias[c] = static_cast<Cp>(b[c]);
     }
-    const cpu::simd::Kernels* simd = kHalf<T> && xs.si == 1 && ys.si == 1 ? cpu::simd::active_kernels() : nullptr;
+    const cpu::simd::Kernels* simd = cpu::kHalf<T> && xs.si == 1 && ys.si == 1 ? cpu::simd::active_kernels() : nullptr;
     for_each_run(r, [&](int64_t c, int64_t run) {
       const T* xr = xp + xs.at(c, run);
       T* yr = yp + ys.at(c, run);
       const Cp m = shift[c], a = scale[c], sh = bias[c];
-      if constexpr (kHalf<T>) {
+      if constexpr (cpu::kHalf<T>) {
         if (simd != nullptr) {  // 16-bit runs in f32 blocks, converted by the vector kernels
           thread_local std::vector<float> buffer;
           float* v = widen(*simd, xr, r.len, buffer);
           for (int64_t i = 0; i < r.len; ++i) v[i] = (v[i] - m) * a + sh;
-          store_floats(*simd, v, yr, r.len);
+          cpu::narrow_run(*simd, v, yr, r.len);
           return;
         }
       }
@@ -317,13 +301,13 @@ void BatchNormBackward::eval_cpu(const std::vector<Tensor>& in, std::vector<Tens
         offset[c] = static_cast<Cp>(training_ ? (a[c] - kc * s.g) / M : 0.0);
       }
       const cpu::simd::Kernels* simd =
-          kHalf<T> && xs.si == 1 && gs.si == 1 && ds.si == 1 ? cpu::simd::active_kernels() : nullptr;
+          cpu::kHalf<T> && xs.si == 1 && gs.si == 1 && ds.si == 1 ? cpu::simd::active_kernels() : nullptr;
       for_each_run(r, [&](int64_t c, int64_t run) {
         const T* xr = xp + xs.at(c, run);
         const T* gr = gp + gs.at(c, run);
         T* dr = dxp + ds.at(c, run);
         const Cp kc = k[c], mc = m[c], sl = slope[c], off = offset[c];
-        if constexpr (kHalf<T>) {
+        if constexpr (cpu::kHalf<T>) {
           if (simd != nullptr) {  // 16-bit runs in f32 blocks, converted by the vector kernels
             thread_local std::vector<float> x_buffer, g_buffer;
             const float* xv = widen(*simd, xr, r.len, x_buffer);
@@ -332,7 +316,7 @@ void BatchNormBackward::eval_cpu(const std::vector<Tensor>& in, std::vector<Tens
               for (int64_t i = 0; i < r.len; ++i) gv[i] = kc * gv[i] + (xv[i] - mc) * sl + off;
             else
               for (int64_t i = 0; i < r.len; ++i) gv[i] = kc * gv[i];
-            store_floats(*simd, gv, dr, r.len);
+            cpu::narrow_run(*simd, gv, dr, r.len);
             return;
           }
         }

@@ -1,4 +1,5 @@
-// CPU kernels of the pooling primitives: direct loops over windows, one (n, c) plane per task,
+// CPU kernels of the pooling primitives: direct loops over windows (2x2 max pooling on the vector
+// kernels, cpu/simd_math.h), one (n, c) plane per task,
 // inputs read through their strides (channels-last included); outputs are NCHW-contiguous.
 #include <algorithm>
 #include <bit>
@@ -8,7 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "cpu/half_runs.h"
 #include "cpu/parallel.h"
+#include "cpu/simd_math.h"
 #include "nn/primitives/avg_pool_window.h"
 #include "nn/primitives/pooling.h"
 #include "tensor/convert.h"
@@ -117,6 +120,32 @@ void max_pool_plane(const MaxPlane g, const T* plane, T* y, int64_t* idx) {
   }
 }
 
+// Max pooling of one plane by 2x2 windows at stride 2, all inside the plane, with dense rows: the
+// vector kernel a row pair at a time, 16-bit rows widened to f32 first (the maximum is one of the
+// values, so narrowing it back is exact).
+template <class T>
+void max_pool_2x2_plane(const cpu::simd::Kernels& k, const MaxPlane g, const T* plane, T* y, int64_t* idx) {
+  thread_local std::vector<float> buffer;
+  buffer.resize(static_cast<size_t>(6 * g.OW));  // tap, and for 16-bit: two rows and y
+  float *tap = buffer.data(), *a = tap + g.OW, *b = a + 2 * g.OW, *row_max = b + 2 * g.OW;
+  for (int64_t i = 0; i < g.OH; ++i) {
+    const T* top = plane + 2 * i * g.xh;
+    T* out = y + i * g.OW;
+    if constexpr (std::is_same_v<T, float>) {
+      k.max_pool_2x2(top, top + g.xh, out, tap, g.OW);
+    } else {
+      cpu::widen_run(k, top, a, 2 * g.OW);
+      cpu::widen_run(k, top + g.xh, b, 2 * g.OW);
+      k.max_pool_2x2(a, b, row_max, tap, g.OW);
+      cpu::narrow_run(k, row_max, out, g.OW);
+    }
+    for (int64_t j = 0; j < g.OW; ++j) {
+      const int t = static_cast<int>(tap[j]);
+      idx[i * g.OW + j] = (2 * i + t / 2) * g.W + 2 * j + t % 2;
+    }
+  }
+}
+
 }  // namespace
 
 void MaxPool2d::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
@@ -137,6 +166,15 @@ void MaxPool2d::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out
           plane_kernel(g, x + (nc / s.C) * xs.n + (nc % s.C) * xs.c, y + nc * s.OH * s.OW, idx + nc * s.OH * s.OW);
       });
     };
+    const cpu::simd::Kernels* simd = cpu::simd::active_kernels();
+    const bool pairs = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 &&
+                       g.dw == 1 && g.xw == 1 && 2 * g.OH <= g.H && 2 * g.OW <= g.W;
+    if constexpr (std::is_same_v<T, float> || cpu::kHalf<T>) {
+      if (pairs && simd != nullptr) {
+        planes([simd](const MaxPlane g, const T* plane, T* y, int64_t* idx) { max_pool_2x2_plane(*simd, g, plane, y, idx); });
+        return;
+      }
+    }
     if (g.kh == 2 && g.kw == 2)
       planes(max_pool_plane<T, 2, 2>);
     else if (g.kh == 3 && g.kw == 3)

@@ -36,6 +36,10 @@ struct Kernels {
   double (*exp_sum)(const float* x, float shift, float* y, int64_t n);
   // y[i] = exp(x[i] - shift) * scale.
   void (*exp_scale)(const float* x, float shift, float scale, float* y, int64_t n);
+  // Max pooling of a row pair by 2x2 windows at stride 2: y[j] is the largest of a[2j], a[2j+1],
+  // b[2j], b[2j+1] and tap[j] which one (0 to 3 in that order), the first of equal values, or the
+  // first NaN, winning (as cpu/pooling.cpp's scalar loop). Reads a[0, 2n) and b[0, 2n).
+  void (*max_pool_2x2)(const float* a, const float* b, float* y, float* tap, int64_t n);
 };
 
 // Whether this CPU (and the OS, which must save the wider registers) can run isa's kernels.

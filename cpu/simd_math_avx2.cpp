@@ -26,8 +26,20 @@ struct Avx2 {
     const V sign = _mm256_set1_ps(-0.0f);
     return _mm256_or_ps(_mm256_andnot_ps(sign, a), _mm256_and_ps(sign, b));
   }
+  // p[0], p[2], ..., p[14] and p[1], p[3], ..., p[15]: shuffled within 128-bit halves, then the
+  // 64-bit pairs put in order.
+  static V even_lanes(const float* p) {
+    const V mixed = _mm256_shuffle_ps(load(p), load(p + 8), _MM_SHUFFLE(2, 0, 2, 0));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(mixed), _MM_SHUFFLE(3, 1, 2, 0)));
+  }
+  static V odd_lanes(const float* p) {
+    const V mixed = _mm256_shuffle_ps(load(p), load(p + 8), _MM_SHUFFLE(3, 1, 3, 1));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(mixed), _MM_SHUFFLE(3, 1, 2, 0)));
+  }
   using Mask = V;  // all bits set in the lanes where the comparison holds
   static Mask less(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+  // a > b, or a NaN, where b is not NaN.
+  static Mask greater_unless_nan(V a, V b) { return _mm256_and_ps(_mm256_cmp_ps(a, b, _CMP_NLE_UQ), _mm256_cmp_ps(b, b, _CMP_ORD_Q)); }
   static V select(Mask m, V if_set, V otherwise) { return _mm256_blendv_ps(otherwise, if_set, m); }
   // vmaxps returns its second operand when either is NaN, so a NaN in v leaves m as it was.
   static V max_skip_nan(V v, V m) { return _mm256_max_ps(v, m); }

@@ -31,8 +31,17 @@ struct Avx512 {
     return _mm512_castsi512_ps(_mm512_or_si512(_mm512_andnot_si512(sign, _mm512_castps_si512(a)),
                                                _mm512_and_si512(sign, _mm512_castps_si512(b))));
   }
+  // p[0], p[2], ..., p[30] and p[1], p[3], ..., p[31].
+  static V even_lanes(const float* p) {
+    return _mm512_permutex2var_ps(load(p), _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0), load(p + 16));
+  }
+  static V odd_lanes(const float* p) {
+    return _mm512_permutex2var_ps(load(p), _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1), load(p + 16));
+  }
   using Mask = __mmask16;
   static Mask less(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+  // a > b, or a NaN, where b is not NaN.
+  static Mask greater_unless_nan(V a, V b) { return _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(b, b, _CMP_ORD_Q), a, b, _CMP_NLE_UQ); }
   static V select(Mask m, V if_set, V otherwise) { return _mm512_mask_blend_ps(m, otherwise, if_set); }
   // vmaxps returns its second operand when either is NaN, so a NaN in v leaves m as it was.
   static V max_skip_nan(V v, V m) { return _mm512_max_ps(v, m); }

@@ -1,6 +1,7 @@
 // The bodies of cpu/simd_math.h's kernels, written once over an instruction set's traits S and
 // compiled once per set (cpu/simd_math_avx2.cpp, cpu/simd_math_avx512.cpp) with it enabled. S gives
-// the vector type V of `width` floats, loads and stores, arithmetic, lane masks (less, select),
+// the vector type V of `width` floats, loads and stores (whole, of even or odd lanes), arithmetic,
+// lane masks (less, greater_unless_nan, select),
 // SLEEF's functions and a double-precision Sum.
 //
 // Neither this header nor those files may use a standard-library template or inline function: the
@@ -217,6 +218,29 @@ constexpr Kernels make_kernels() {
   k.exp_scale = [](const float* x, float shift, float scale, float* y, int64_t n) {
     const V s = S::broadcast(shift), c = S::broadcast(scale);
     map<S>(x, y, n, [&](V v) { return S::mul(S::exp(S::sub(v, s)), c); });
+  };
+  k.max_pool_2x2 = [](const float* a, const float* b, float* y, float* tap, int64_t n) {
+    int64_t j = 0;
+    for (; j + S::width <= n; j += S::width) {
+      V best = S::even_lanes(a + 2 * j), which = S::broadcast(0.0f);
+      const V taps[3] = {S::odd_lanes(a + 2 * j), S::even_lanes(b + 2 * j), S::odd_lanes(b + 2 * j)};
+      for (int t = 0; t < 3; ++t) {
+        const typename S::Mask take = S::greater_unless_nan(taps[t], best);
+        best = S::select(take, taps[t], best);
+        which = S::select(take, S::broadcast(static_cast<float>(t + 1)), which);
+      }
+      S::store(y + j, best);
+      S::store(tap + j, which);
+    }
+    for (; j < n; ++j) {
+      const float v[4] = {a[2 * j], a[2 * j + 1], b[2 * j], b[2 * j + 1]};
+      float best = v[0];
+      int which = 0;
+      for (int t = 1; t < 4; ++t)
+        if (!(v[t] <= best) && best == best) best = v[t], which = t;
+      y[j] = best;
+      tap[j] = static_cast<float>(which);
+    }
   };
   return k;
 }

@@ -16,6 +16,7 @@
 #include "autograd/engine.h"
 #include "cpu/simd_math.h"
 #include "nn/normalization.h"
+#include "nn/pooling.h"
 #include "tensor/convert.h"
 #include "tensor/deterministic.h"
 #include "tensor/math.h"
@@ -363,6 +364,31 @@ TEST_CASE("simd math: 16-bit batch norm's passes in f32 blocks agree with the sc
       int worst = 0;
       for (int64_t e = 0; e < fast[i].numel(); ++e) worst = std::max(worst, std::abs(ordered(a[e]) - ordered(s[e])));
       CHECK_MESSAGE(worst <= 1, (i == 0 ? "y" : "dx"), ": ", worst, " units apart");
+    }
+  }
+}
+
+TEST_CASE("simd math: 2x2 max pooling gives the scalar loop's values and indices") {
+  // Small integers make ties common (the first tap must win) and NaNs stand in a few windows (the
+  // first NaN wins); odd widths leave a column out; a row slice gives rows a stride longer than W.
+  const ember::Tensor ints = ember::randint(-4, 5, {3, 5, 9, 37}, ember::DType::f32);
+  const ember::Tensor nan_at = ember::lt(ember::rand({3, 5, 9, 37}), 0.02);
+  const ember::Tensor base = ember::masked_fill(ints, nan_at, std::numeric_limits<double>::quiet_NaN());
+  for (const ember::DType d : {ember::DType::f32, ember::DType::f16, ember::DType::bf16}) {
+    for (const ember::Tensor& x : {base.to(d), ember::slice(base.to(d), 3, 1, 34)}) {
+      INFO(ember::dtype_name(d), x.is_contiguous() ? "" : ", a row slice");
+      const ember::ValuesIndices fast = ember::max_pool2d_with_indices(x, {2, 2});
+      ember::set_deterministic(true);
+      const ember::ValuesIndices scalar = ember::max_pool2d_with_indices(x, {2, 2});
+      ember::set_deterministic(false);
+      CHECK(ember::equal(fast.indices, scalar.indices));
+      const ember::Tensor a = fast.values.to(ember::DType::f64), b = scalar.values.to(ember::DType::f64);
+      int64_t differ = 0;
+      for (int64_t e = 0; e < a.numel(); ++e) {
+        const double u = a.data<double>()[e], v = b.data<double>()[e];
+        differ += !(u == v || (std::isnan(u) && std::isnan(v)));
+      }
+      CHECK_MESSAGE(differ == 0, differ, " values differ");
     }
   }
 }
