@@ -1,8 +1,11 @@
-// train/: the MMEngine log format, checkpoints, the Runner's loop, its files and bit-exact resume on
-// synthetic data, and an end-to-end run on the real Fashion-MNIST (skipped, saying so, when Debian's
-// dataset-fashion-mnist is not installed; `./ember deps` installs it).
+// train/: the MMEngine log format, TensorBoard event files, checkpoints, the Runner's loop, its
+// files and bit-exact resume on synthetic data, and an end-to-end run on the real Fashion-MNIST
+// (skipped, saying so, when Debian's dataset-fashion-mnist is not installed; `./ember deps` installs it).
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -27,12 +30,14 @@
 #include "tensor/atomic_file.h"
 #include "tensor/safetensors.h"
 #include "tensor/host_sync.h"
+#include "tests/event_file_reader.h"
 #include "tests/helpers.h"
 #include "train/checkpoint.h"
 #include "train/deepspeed_config.h"
 #include "train/log.h"
 #include "train/model_zoo.h"
 #include "train/runner.h"
+#include "train/tensorboard.h"
 #include "train/work_dir_lock.h"
 
 using namespace ember;
@@ -238,6 +243,149 @@ TEST_CASE("log: MetricLog cuts the unfinished last line that a process killed mi
   std::ofstream(path) << "{\"mode\":";  // no whole line at all
   MetricLog(console, path);
   CHECK(read_text(path).empty());
+}
+
+TEST_CASE("tensorboard: CRC-32C gives the published check values; masked, it undoes as TFRecord readers undo it") {
+  const std::string check = "123456789";
+  CHECK(crc32c(check.data(), check.size()) == 0xE3069283u);  // the CRC catalogue's check value for CRC-32C
+  CHECK(crc32c("", 0) == 0u);
+  // RFC 3720 (iSCSI), appendix B.4.
+  std::vector<uint8_t> bytes(32, 0x00);
+  CHECK(crc32c(bytes.data(), bytes.size()) == 0x8A9136AAu);
+  std::fill(bytes.begin(), bytes.end(), 0xFF);
+  CHECK(crc32c(bytes.data(), bytes.size()) == 0x62A8AB43u);
+  std::iota(bytes.begin(), bytes.end(), 0);
+  CHECK(crc32c(bytes.data(), bytes.size()) == 0x46DD794Eu);
+  std::reverse(bytes.begin(), bytes.end());
+  CHECK(crc32c(bytes.data(), bytes.size()) == 0x113FDB5Cu);
+  // The writer's table against the test reader's bit-by-bit CRC, on odd lengths of random bytes.
+  std::mt19937 gen(5);
+  for (size_t n : {1, 7, 8, 9, 63, 1000}) {
+    std::vector<uint8_t> data(n);
+    for (auto& b : data) b = static_cast<uint8_t>(gen());
+    CHECK(crc32c(data.data(), n) == crc32c_bitwise(data.data(), n));
+    CHECK(unmask_crc(masked_crc32c(data.data(), n)) == crc32c(data.data(), n));
+    CHECK(masked_crc32c(data.data(), n) != crc32c(data.data(), n));
+  }
+}
+
+TEST_CASE("tensorboard: event files read back by an independent reader; a changed byte is a CRC mismatch, a cut tail keeps the records before it") {
+  TempDir dir;
+  const auto unix_seconds = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  };
+  const double before = unix_seconds();
+  std::string path;
+  {
+    TensorBoardWriter writer(dir / "tb");  // made when missing
+    path = writer.path();
+    writer.add_scalars({{"train/loss", 0.6134}, {"train/lr", 1e-3}, {"train/memory", 0}}, 50);
+    writer.add_scalars({{"val/accuracy/top1", 88.41}}, 1);  // a step that goes back: validation at epochs
+    writer.add_scalars({{"train/loss", -2.5}}, int64_t(1) << 40);
+    writer.add_scalars({}, -3);  // a negative int64: a 10-byte varint
+  }
+  const double after = unix_seconds();
+  CHECK_MESSAGE(std::regex_match(fs::path(path).filename().string(),
+                                 std::regex("events\\.out\\.tfevents\\.[0-9]{10}\\..+\\." + std::to_string(::getpid()) + "\\.[0-9]+")),
+                path);
+  const EventFileContents read = read_event_file(path);
+  CHECK(read.error == "");
+  REQUIRE(read.events.size() == 5);
+  CHECK(read.events[0].file_version == "brain.Event:2");
+  CHECK(read.events[0].values.empty());
+  for (const TensorBoardEvent& e : read.events) {
+    CHECK(e.wall_time >= std::floor(before));
+    CHECK(e.wall_time <= after + 1);
+  }
+  CHECK(read.events[1].step == 50);
+  CHECK(read.events[1].file_version == "");
+  using Values = std::vector<std::pair<std::string, float>>;
+  CHECK(read.events[1].values == Values{{"train/loss", 0.6134f}, {"train/lr", 1e-3f}, {"train/memory", 0.0f}});
+  CHECK(read.events[2].step == 1);
+  CHECK(read.events[2].values == Values{{"val/accuracy/top1", 88.41f}});
+  CHECK(read.events[3].step == int64_t(1) << 40);
+  CHECK(read.events[3].values == Values{{"train/loss", -2.5f}});
+  CHECK(read.events[4].step == -3);
+  CHECK(read.events[4].values.empty());
+
+  // A second writer on the directory starts a file of its own.
+  {
+    TensorBoardWriter second(dir / "tb");
+    CHECK(second.path() != path);
+  }
+  CHECK(read_event_file(path).events.size() == 5);
+
+  const std::string bytes = read_binary(path);
+  const size_t second_record = 12 + static_cast<size_t>(event_file_detail::little_endian_at(bytes, 0, 8)) + 4;
+  // A byte of the second record's data: its data CRC no longer matches; the first record still reads.
+  std::string changed = bytes;
+  changed[second_record + 12 + 3] ^= 0x10;
+  EventFileContents bad = parse_event_file(changed);
+  CHECK(bad.events.size() == 1);
+  CHECK(bad.error == "the record at byte " + std::to_string(second_record) + ": data CRC mismatch");
+  // A byte of its length: the length CRC catches it before the length is used.
+  changed = bytes;
+  changed[second_record + 1] ^= 0x01;
+  bad = parse_event_file(changed);
+  CHECK(bad.events.size() == 1);
+  CHECK(bad.error == "the record at byte " + std::to_string(second_record) + ": length CRC mismatch");
+  // A stored CRC: a mismatch too.
+  changed = bytes;
+  changed[bytes.size() - 1] ^= 0x80;
+  CHECK(parse_event_file(changed).error.ends_with(": data CRC mismatch"));
+  // A tail cut mid-record (a process killed in a write): every earlier record reads.
+  bad = parse_event_file(bytes.substr(0, bytes.size() - 5));
+  CHECK(bad.events.size() == 4);
+  CHECK(bad.error.ends_with(" is cut in its data"));
+  CHECK(parse_event_file(bytes.substr(0, second_record + 6)).error.ends_with(" is cut in its header"));
+}
+
+// Lowers the process's file size limit for its lifetime, so that writes past `bytes` fail with
+// EFBIG (a full disk as far as a writer can tell), SIGXFSZ ignored.
+struct FileSizeLimit {
+  rlimit saved{};
+  struct sigaction saved_action{};
+  explicit FileSizeLimit(rlim_t bytes) {
+    struct sigaction ignore{};
+    ignore.sa_handler = SIG_IGN;
+    REQUIRE(::sigaction(SIGXFSZ, &ignore, &saved_action) == 0);
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
+    rlimit lowered = saved;
+    lowered.rlim_cur = bytes;
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &lowered) == 0);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &saved);
+    ::sigaction(SIGXFSZ, &saved_action, nullptr);
+  }
+};
+
+TEST_CASE("tensorboard: an unwritable directory and a full disk give an IOError naming the file and the reason; records stay whole") {
+  TempDir dir;
+  std::ofstream(dir / "file") << "not a directory";
+  expect_error<IOError>("a file in the path", [&] { TensorBoardWriter writer(dir / "file/tb"); },
+                        {("cannot make the TensorBoard directory " + dir / "file/tb").c_str(), "Not a directory"});
+  expect_error<IOError>("a file in its place", [&] { TensorBoardWriter writer(dir / "file"); },
+                        {("cannot make the TensorBoard directory " + dir / "file").c_str()});
+
+  TensorBoardWriter writer(dir / "tb");
+  writer.add_scalars({{"train/loss", 1.0}}, 1);
+  const auto whole = static_cast<rlim_t>(fs::file_size(writer.path()));
+  {
+    // Room for 20 bytes of the next record: its first write is cut short there, the rest refused.
+    FileSizeLimit limit(whole + 20);
+    expect_error<IOError>("full", [&] { writer.add_scalars({{"train/loss", 2.0}, {"train/lr", 0.1}}, 2); },
+                          {("cannot append to the TensorBoard event file " + writer.path() + ": ").c_str(),
+                           std::strerror(EFBIG)});
+    CHECK(fs::file_size(writer.path()) == whole);  // the part taken back
+  }
+  writer.add_scalars({{"train/loss", 3.0}}, 3);  // room again: the file goes on readable
+  const EventFileContents read = read_event_file(writer.path());
+  CHECK(read.error == "");
+  REQUIRE(read.events.size() == 3);
+  CHECK(read.events[1].step == 1);
+  CHECK(read.events[2].step == 3);
+  CHECK(read.events[2].values.front().second == 3.0f);
 }
 
 TEST_CASE("work dir lock: a second holder is refused, naming the dir and the holder's pid; released, the dir is free") {
