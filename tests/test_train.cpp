@@ -1,4 +1,4 @@
-// train/: the MMEngine log format, TensorBoard event files, checkpoints, the Runner's loop, its
+// train/: the MMEngine log format, its TensorBoard event files, checkpoints, the Runner's loop, its
 // files and bit-exact resume on synthetic data, and an end-to-end run on the real Fashion-MNIST
 // (skipped, saying so, when Debian's dataset-fashion-mnist is not installed; `./ember deps` installs it).
 #include <signal.h>
@@ -17,6 +17,7 @@
 #include <map>
 #include <numeric>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -144,6 +145,53 @@ std::vector<nlohmann::json> logged_values(const std::string& work_dir) {
     records.push_back(j);
   }
   return records;
+}
+
+// Reads every event file in <work_dir>/tensorboard (each to its end, without a CRC or framing error)
+// and checks that, in the order the files were made, they hold scalars.json: each line one event at
+// its step, with every numeric field as a "<mode>/<name>" scalar equal to the field in float32.
+// Returns the number of event files.
+size_t check_event_files_hold_scalars(const std::string& work_dir) {
+  std::vector<EventFileContents> files;
+  for (const auto& entry : fs::directory_iterator(work_dir + "/tensorboard")) {
+    INFO(entry.path().string());
+    CHECK(entry.path().filename().string().starts_with("events.out.tfevents."));
+    files.push_back(read_event_file(entry.path().string()));
+    CHECK(files.back().error == "");
+    REQUIRE(!files.back().events.empty());
+    CHECK(files.back().events.front().file_version == "brain.Event:2");
+  }
+  std::sort(files.begin(), files.end(), [](const EventFileContents& a, const EventFileContents& b) {
+    return a.events.front().wall_time < b.events.front().wall_time;
+  });
+  std::vector<TensorBoardEvent> events;
+  for (const EventFileContents& f : files) events.insert(events.end(), f.events.begin() + 1, f.events.end());
+
+  std::ifstream in(work_dir + "/scalars.json");
+  size_t line_count = 0;
+  for (std::string line; std::getline(in, line); ++line_count) {
+    INFO("scalars.json line ", line_count + 1, ": ", line);
+    REQUIRE(line_count < events.size());
+    const TensorBoardEvent& event = events[line_count];
+    const auto record = nlohmann::ordered_json::parse(line);  // in the order of the fields
+    CHECK(event.step == record["step"].get<int64_t>());
+    std::vector<std::pair<std::string, float>> expected;
+    for (const auto& [name, value] : record.items()) {
+      if (name == "mode" || name == "epoch" || name == "iter" || name == "step" || value.is_string()) continue;
+      // A NaN or an infinity is null in JSON.
+      expected.emplace_back(record["mode"].get<std::string>() + "/" + name,
+                            value.is_null() ? std::nanf("") : static_cast<float>(value.get<double>()));
+    }
+    REQUIRE(event.values.size() == expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      CHECK(event.values[i].first == expected[i].first);
+      if (std::isnan(expected[i].second)) CHECK(!std::isfinite(event.values[i].second));
+      else CHECK(event.values[i].second == expected[i].second);
+    }
+  }
+  CHECK(line_count > 0);
+  CHECK(events.size() == line_count);
+  return files.size();
 }
 
 // examples/train, as meson passes it; "" when it was not built.
@@ -510,6 +558,51 @@ TEST_CASE("Runner: learns, logs every interval and each epoch's end, and writes 
   check_bit_equal(last.model, run.model->state_dict(), "final weights");
   const Checkpoint top = load_checkpoint(dir / "best_accuracy_top1.safetensors");
   CHECK(top.runner.at("best_top1").item<double>() == s.best_top1);
+}
+
+TEST_CASE("Runner: tensorboard writes scalars.json's numbers as scalars, a new event file for a resumed run") {
+  TempDir dir;
+  std::ostringstream console;
+  {
+    Run run(1, 0, 2);
+    RunnerOptions o = options(dir.path.string(), 2, console);
+    o.tensorboard = true;
+    o.max_iters = 7;  // stops in epoch 2, after its first log line
+    CHECK(run.runner(o).run().stopped_early);
+  }
+  {
+    Run run(1, 0, 2);
+    RunnerOptions o = options(dir.path.string(), 2, console);
+    o.tensorboard = true;
+    o.resume = "";
+    CHECK_FALSE(run.runner(o).run().stopped_early);
+  }
+  CHECK(check_event_files_hold_scalars(dir.path.string()) == 2);
+  // The fields of both kinds of line are there, under MMEngine's hierarchical names.
+  std::set<std::string> tags;
+  for (const auto& entry : fs::directory_iterator(dir / "tensorboard"))
+    for (const TensorBoardEvent& e : read_event_file(entry.path().string()).events)
+      for (const auto& [tag, value] : e.values) tags.insert(tag);
+  for (const char* tag : {"train/lr", "train/eta", "train/time", "train/data_time", "train/memory", "train/loss",
+                          "train/grad_norm", "train/skipped_steps", "val/accuracy/top1", "val/time", "val/data_time"})
+    CHECK_MESSAGE(tags.count(tag) == 1, tag);
+
+  // Off, no directory; on without a work dir, refused.
+  TempDir plain;
+  Run run(1, 0, 1);
+  run.runner(options(plain.path.string(), 1, console)).run();
+  CHECK_FALSE(fs::exists(plain / "tensorboard"));
+  RunnerOptions no_dir = options("", 1, console);
+  no_dir.tensorboard = true;
+  expect_error<ValueError>("no work dir", [&] { run.runner(no_dir); }, {"tensorboard needs a work_dir"});
+  // A file where the directory goes: the run fails before its first step, naming it.
+  TempDir blocked;
+  std::ofstream(blocked / "tensorboard") << "in the way";
+  RunnerOptions o = options(blocked.path.string(), 1, console);
+  o.tensorboard = true;
+  expect_error<IOError>("blocked", [&] { run.runner(o).run(); },
+                        {("cannot make the TensorBoard directory " + blocked / "tensorboard").c_str()});
+  CHECK(read_text(blocked / "scalars.json").empty());
 }
 
 TEST_CASE("Runner: save_interval, and stopping on request or at max_iters leaves a checkpoint") {
@@ -1061,7 +1154,7 @@ TEST_CASE("train program: --help lists every flag; bad input gives one line and 
                            "--seed", "--work-dir", "--resume", "--log-interval", "--save-interval", "--train-samples",
                            "--val-samples", "--precision", "--init-scale", "--growth-factor", "--backoff-factor",
                            "--growth-interval", "--loss-scale-window", "--hysteresis", "--min-loss-scale",
-                           "--deterministic", "--no-locate-nonfinite"})
+                           "--deterministic", "--no-locate-nonfinite", "--tensorboard"})
     CHECK_MESSAGE(help.output.find(std::string(flag) + " ") != std::string::npos, flag);
   CHECK(help.output.find("--epochs INT:>=1=3") != std::string::npos);  // the default beside the flag
 
@@ -1166,6 +1259,18 @@ TEST_CASE("train program: a short run, stopped at --max-iters and resumed, ends 
                                       split.path.string());
   CHECK(bad.exit_code == 1);
   CHECK(bad.output.find("absent.safetensors") != std::string::npos);
+}
+
+TEST_CASE("train program: --tensorboard writes the log's scalars as event files, a resumed run its own" *
+          doctest::skip(train_program().empty() || !has_fashion_mnist())) {
+  TempDir dir;
+  const std::string common = "--model mlp --train-samples 256 --val-samples 64 --epochs 2 --batch-size 64 --num-workers 0 "
+                             "--log-interval 2 --tensorboard --work-dir " + dir.path.string() + " ";
+  const CommandResult first = run_train(common + "--max-iters 5");
+  REQUIRE_MESSAGE(first.exit_code == 0, first.output);
+  const CommandResult rest = run_train(common + "--resume");
+  REQUIRE_MESSAGE(rest.exit_code == 0, rest.output);
+  CHECK(check_event_files_hold_scalars(dir.path.string()) == 2);
 }
 
 TEST_CASE("train program: --deterministic gives the same checkpoint at 1 and 2 threads and under other CPU kernels" *
