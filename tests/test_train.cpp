@@ -333,9 +333,8 @@ TEST_CASE("tensorboard: event files read back by an independent reader; a change
     writer.add_scalars({}, -3);  // a negative int64: a 10-byte varint
   }
   const double after = unix_seconds();
-  CHECK_MESSAGE(std::regex_match(fs::path(path).filename().string(),
-                                 std::regex("events\\.out\\.tfevents\\.[0-9]{10}\\..+\\." + std::to_string(::getpid()) + "\\.[0-9]+")),
-                path);
+  const std::regex name("events\\.out\\.tfevents\\.[0-9]{10}\\..+\\." + std::to_string(::getpid()) + "\\.[0-9]+");
+  CHECK_MESSAGE(std::regex_match(fs::path(path).filename().string(), name), path);
   const EventFileContents read = read_event_file(path);
   CHECK(read.error == "");
   REQUIRE(read.events.size() == 5);

@@ -116,8 +116,8 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
   // % (time, hostname, pid, a per-process counter); TensorBoard reads every file whose name holds "tfevents".
   char seconds[32];
   std::snprintf(seconds, sizeof(seconds), "%010lld", static_cast<long long>(wall_time()));
-  const std::string prefix = (std::filesystem::path(dir) / "events.out.tfevents.").string() + seconds + "." + host_name() +
-                             "." + std::to_string(::getpid()) + ".";
+  const std::string prefix = (std::filesystem::path(dir) / "events.out.tfevents.").string() + seconds + "." +
+                             host_name() + "." + std::to_string(::getpid()) + ".";
   do {
     path_ = prefix + std::to_string(g_files_made++);
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);

@@ -3,11 +3,11 @@
 //
 // A file is a sequence of TFRecords, each a serialized tensorflow.Event: first one with
 // file_version "brain.Event:2", then one per add_scalars() call (every value of one log line in one
-// record). Records go to the file whole, one write(2) each, with nothing buffered in the process: a
-// failed write is taken back, so the file ends at a record's end; a process killed in the middle of
-// a write can leave a cut last record, at which readers (TensorBoard's among them) stop, with every
-// earlier record still read. That is why each writer starts a file of its own and never appends to
-// an earlier one: records written after a cut tail would be unreadable.
+// record). Each record is framed in memory and handed to write(2) at once, nothing kept back in
+// the process; a failed write is taken back, so the file ends at a record's end. A process killed
+// in the middle of a write can leave a cut last record, at which readers (TensorBoard's among them)
+// stop, after reading every earlier one. That is why each writer starts a file of its own and never
+// appends to an earlier one: records written after a cut tail would be unreadable.
 #pragma once
 
 #include <cstddef>
