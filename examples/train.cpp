@@ -71,6 +71,7 @@ struct Flags {
   bool augment = false;
   bool deterministic = false;
   bool no_locate_nonfinite = false;
+  bool tensorboard = false;
   std::string precision = "fp32";
   std::string strategy = "none";
   double dist_timeout = 600;  // seconds: each collective's bound (PyTorch's default, 10 minutes)
@@ -349,6 +350,9 @@ int main(int argc, char** argv) {
                "CUDA only with deterministic algorithms");
   app.add_flag("--no-locate-nonfinite", f.no_locate_nonfinite,
                "log only the step, not the module and op, that first made a NaN or inf (saves a few percent)");
+  app.add_flag("--tensorboard", f.tensorboard,
+               "also write the log's scalars as TensorBoard event files in <work-dir>/tensorboard/ (train/loss, "
+               "val/accuracy/top1, ...)");
   app.add_option("--precision", f.precision, "fp32, tf32 (GPU), amp_fp16/amp_bf16 (autocast), naive_fp16/naive_bf16 "
                                              "(half model + fp32 masters), pure_bf16")
       ->check(CLI::IsMember(train::precision_names()));
@@ -493,6 +497,7 @@ int main(int argc, char** argv) {
     ro.clip_grad_norm = f.clip_grad;
     ro.locate_nonfinite = !f.no_locate_nonfinite;
     ro.work_dir = f.work_dir;
+    ro.tensorboard = f.tensorboard;
     if (app.count("--resume")) ro.resume = f.resume;
     ro.max_iters = f.max_iters;
     ro.device = device;

@@ -1,8 +1,11 @@
-// train/: the MMEngine log format, checkpoints, the Runner's loop, its files and bit-exact resume on
-// synthetic data, and an end-to-end run on the real Fashion-MNIST (skipped, saying so, when Debian's
-// dataset-fashion-mnist is not installed; `./ember deps` installs it).
+// train/: the MMEngine log format, its TensorBoard event files, checkpoints, the Runner's loop, its
+// files and bit-exact resume on synthetic data, and an end-to-end run on the real Fashion-MNIST
+// (skipped, saying so, when Debian's dataset-fashion-mnist is not installed; `./ember deps` installs it).
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +17,7 @@
 #include <map>
 #include <numeric>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -27,12 +31,14 @@
 #include "tensor/atomic_file.h"
 #include "tensor/safetensors.h"
 #include "tensor/host_sync.h"
+#include "tests/event_file_reader.h"
 #include "tests/helpers.h"
 #include "train/checkpoint.h"
 #include "train/deepspeed_config.h"
 #include "train/log.h"
 #include "train/model_zoo.h"
 #include "train/runner.h"
+#include "train/tensorboard.h"
 #include "train/work_dir_lock.h"
 
 using namespace ember;
@@ -141,6 +147,53 @@ std::vector<nlohmann::json> logged_values(const std::string& work_dir) {
   return records;
 }
 
+// Reads every event file in <work_dir>/tensorboard (each to its end, without a CRC or framing error)
+// and checks that, in the order the files were made, they hold scalars.json: each line one event at
+// its step, with every numeric field as a "<mode>/<name>" scalar equal to the field in float32.
+// Returns the number of event files.
+size_t check_event_files_hold_scalars(const std::string& work_dir) {
+  std::vector<EventFileContents> files;
+  for (const auto& entry : fs::directory_iterator(work_dir + "/tensorboard")) {
+    INFO(entry.path().string());
+    CHECK(entry.path().filename().string().starts_with("events.out.tfevents."));
+    files.push_back(read_event_file(entry.path().string()));
+    CHECK(files.back().error == "");
+    REQUIRE(!files.back().events.empty());
+    CHECK(files.back().events.front().file_version == "brain.Event:2");
+  }
+  std::sort(files.begin(), files.end(), [](const EventFileContents& a, const EventFileContents& b) {
+    return a.events.front().wall_time < b.events.front().wall_time;
+  });
+  std::vector<TensorBoardEvent> events;
+  for (const EventFileContents& f : files) events.insert(events.end(), f.events.begin() + 1, f.events.end());
+
+  std::ifstream in(work_dir + "/scalars.json");
+  size_t line_count = 0;
+  for (std::string line; std::getline(in, line); ++line_count) {
+    INFO("scalars.json line ", line_count + 1, ": ", line);
+    REQUIRE(line_count < events.size());
+    const TensorBoardEvent& event = events[line_count];
+    const auto record = nlohmann::ordered_json::parse(line);  // in the order of the fields
+    CHECK(event.step == record["step"].get<int64_t>());
+    std::vector<std::pair<std::string, float>> expected;
+    for (const auto& [name, value] : record.items()) {
+      if (name == "mode" || name == "epoch" || name == "iter" || name == "step" || value.is_string()) continue;
+      // A NaN or an infinity is null in JSON.
+      expected.emplace_back(record["mode"].get<std::string>() + "/" + name,
+                            value.is_null() ? std::nanf("") : static_cast<float>(value.get<double>()));
+    }
+    REQUIRE(event.values.size() == expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      CHECK(event.values[i].first == expected[i].first);
+      if (std::isnan(expected[i].second)) CHECK(!std::isfinite(event.values[i].second));
+      else CHECK(event.values[i].second == expected[i].second);
+    }
+  }
+  CHECK(line_count > 0);
+  CHECK(events.size() == line_count);
+  return files.size();
+}
+
 // examples/train, as meson passes it; "" when it was not built.
 std::string train_program() {
   const char* p = std::getenv("EMBER_TRAIN_PROGRAM");
@@ -238,6 +291,148 @@ TEST_CASE("log: MetricLog cuts the unfinished last line that a process killed mi
   std::ofstream(path) << "{\"mode\":";  // no whole line at all
   MetricLog(console, path);
   CHECK(read_text(path).empty());
+}
+
+TEST_CASE("tensorboard: CRC-32C gives the published check values; masked, it undoes as TFRecord readers undo it") {
+  const std::string check = "123456789";
+  CHECK(crc32c(check.data(), check.size()) == 0xE3069283u);  // the CRC catalogue's check value for CRC-32C
+  CHECK(crc32c("", 0) == 0u);
+  // RFC 3720 (iSCSI), appendix B.4.
+  std::vector<uint8_t> bytes(32, 0x00);
+  CHECK(crc32c(bytes.data(), bytes.size()) == 0x8A9136AAu);
+  std::fill(bytes.begin(), bytes.end(), 0xFF);
+  CHECK(crc32c(bytes.data(), bytes.size()) == 0x62A8AB43u);
+  std::iota(bytes.begin(), bytes.end(), 0);
+  CHECK(crc32c(bytes.data(), bytes.size()) == 0x46DD794Eu);
+  std::reverse(bytes.begin(), bytes.end());
+  CHECK(crc32c(bytes.data(), bytes.size()) == 0x113FDB5Cu);
+  // The writer's table against the test reader's bit-by-bit CRC, on odd lengths of random bytes.
+  std::mt19937 gen(5);
+  for (size_t n : {1, 7, 8, 9, 63, 1000}) {
+    std::vector<uint8_t> data(n);
+    for (auto& b : data) b = static_cast<uint8_t>(gen());
+    CHECK(crc32c(data.data(), n) == crc32c_bitwise(data.data(), n));
+    CHECK(unmask_crc(masked_crc32c(data.data(), n)) == crc32c(data.data(), n));
+    CHECK(masked_crc32c(data.data(), n) != crc32c(data.data(), n));
+  }
+}
+
+TEST_CASE("tensorboard: event files read back by an independent reader; a changed byte is a CRC mismatch, a cut tail keeps the records before it") {
+  TempDir dir;
+  const auto unix_seconds = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  };
+  const double before = unix_seconds();
+  std::string path;
+  {
+    TensorBoardWriter writer(dir / "tb");  // made when missing
+    path = writer.path();
+    writer.add_scalars({{"train/loss", 0.6134}, {"train/lr", 1e-3}, {"train/memory", 0}}, 50);
+    writer.add_scalars({{"val/accuracy/top1", 88.41}}, 1);  // a step that goes back: validation at epochs
+    writer.add_scalars({{"train/loss", -2.5}}, int64_t(1) << 40);
+    writer.add_scalars({}, -3);  // a negative int64: a 10-byte varint
+  }
+  const double after = unix_seconds();
+  const std::regex name("events\\.out\\.tfevents\\.[0-9]{10}\\..+\\." + std::to_string(::getpid()) + "\\.[0-9]+");
+  CHECK_MESSAGE(std::regex_match(fs::path(path).filename().string(), name), path);
+  const EventFileContents read = read_event_file(path);
+  CHECK(read.error == "");
+  REQUIRE(read.events.size() == 5);
+  CHECK(read.events[0].file_version == "brain.Event:2");
+  CHECK(read.events[0].values.empty());
+  for (const TensorBoardEvent& e : read.events) {
+    CHECK(e.wall_time >= std::floor(before));
+    CHECK(e.wall_time <= after + 1);
+  }
+  CHECK(read.events[1].step == 50);
+  CHECK(read.events[1].file_version == "");
+  using Values = std::vector<std::pair<std::string, float>>;
+  CHECK(read.events[1].values == Values{{"train/loss", 0.6134f}, {"train/lr", 1e-3f}, {"train/memory", 0.0f}});
+  CHECK(read.events[2].step == 1);
+  CHECK(read.events[2].values == Values{{"val/accuracy/top1", 88.41f}});
+  CHECK(read.events[3].step == int64_t(1) << 40);
+  CHECK(read.events[3].values == Values{{"train/loss", -2.5f}});
+  CHECK(read.events[4].step == -3);
+  CHECK(read.events[4].values.empty());
+
+  // A second writer on the directory starts a file of its own.
+  {
+    TensorBoardWriter second(dir / "tb");
+    CHECK(second.path() != path);
+  }
+  CHECK(read_event_file(path).events.size() == 5);
+
+  const std::string bytes = read_binary(path);
+  const size_t second_record = 12 + static_cast<size_t>(event_file_detail::little_endian_at(bytes, 0, 8)) + 4;
+  // A byte of the second record's data: its data CRC no longer matches; the first record still reads.
+  std::string changed = bytes;
+  changed[second_record + 12 + 3] ^= 0x10;
+  EventFileContents bad = parse_event_file(changed);
+  CHECK(bad.events.size() == 1);
+  CHECK(bad.error == "the record at byte " + std::to_string(second_record) + ": data CRC mismatch");
+  // A byte of its length: the length CRC catches it before the length is used.
+  changed = bytes;
+  changed[second_record + 1] ^= 0x01;
+  bad = parse_event_file(changed);
+  CHECK(bad.events.size() == 1);
+  CHECK(bad.error == "the record at byte " + std::to_string(second_record) + ": length CRC mismatch");
+  // A stored CRC: a mismatch too.
+  changed = bytes;
+  changed[bytes.size() - 1] ^= 0x80;
+  CHECK(parse_event_file(changed).error.ends_with(": data CRC mismatch"));
+  // A tail cut mid-record (a process killed in a write): every earlier record reads.
+  bad = parse_event_file(bytes.substr(0, bytes.size() - 5));
+  CHECK(bad.events.size() == 4);
+  CHECK(bad.error.ends_with(" is cut in its data"));
+  CHECK(parse_event_file(bytes.substr(0, second_record + 6)).error.ends_with(" is cut in its header"));
+}
+
+// Lowers the process's file size limit for its lifetime, so that writes past `bytes` fail with
+// EFBIG (a full disk as far as a writer can tell), SIGXFSZ ignored.
+struct FileSizeLimit {
+  rlimit saved{};
+  struct sigaction saved_action{};
+  explicit FileSizeLimit(rlim_t bytes) {
+    struct sigaction ignore{};
+    ignore.sa_handler = SIG_IGN;
+    REQUIRE(::sigaction(SIGXFSZ, &ignore, &saved_action) == 0);
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
+    rlimit lowered = saved;
+    lowered.rlim_cur = bytes;
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &lowered) == 0);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &saved);
+    ::sigaction(SIGXFSZ, &saved_action, nullptr);
+  }
+};
+
+TEST_CASE("tensorboard: an unwritable directory and a full disk give an IOError naming the file and the reason; records stay whole") {
+  TempDir dir;
+  std::ofstream(dir / "file") << "not a directory";
+  expect_error<IOError>("a file in the path", [&] { TensorBoardWriter writer(dir / "file/tb"); },
+                        {("cannot make the TensorBoard directory " + dir / "file/tb").c_str(), "Not a directory"});
+  expect_error<IOError>("a file in its place", [&] { TensorBoardWriter writer(dir / "file"); },
+                        {("cannot make the TensorBoard directory " + dir / "file").c_str()});
+
+  TensorBoardWriter writer(dir / "tb");
+  writer.add_scalars({{"train/loss", 1.0}}, 1);
+  const auto whole = static_cast<rlim_t>(fs::file_size(writer.path()));
+  {
+    // Room for 20 bytes of the next record: its first write is cut short there, the rest refused.
+    FileSizeLimit limit(whole + 20);
+    expect_error<IOError>("full", [&] { writer.add_scalars({{"train/loss", 2.0}, {"train/lr", 0.1}}, 2); },
+                          {("cannot append to the TensorBoard event file " + writer.path() + ": ").c_str(),
+                           std::strerror(EFBIG)});
+    CHECK(fs::file_size(writer.path()) == whole);  // the part taken back
+  }
+  writer.add_scalars({{"train/loss", 3.0}}, 3);  // room again: the file goes on readable
+  const EventFileContents read = read_event_file(writer.path());
+  CHECK(read.error == "");
+  REQUIRE(read.events.size() == 3);
+  CHECK(read.events[1].step == 1);
+  CHECK(read.events[2].step == 3);
+  CHECK(read.events[2].values.front().second == 3.0f);
 }
 
 TEST_CASE("work dir lock: a second holder is refused, naming the dir and the holder's pid; released, the dir is free") {
@@ -362,6 +557,51 @@ TEST_CASE("Runner: learns, logs every interval and each epoch's end, and writes 
   check_bit_equal(last.model, run.model->state_dict(), "final weights");
   const Checkpoint top = load_checkpoint(dir / "best_accuracy_top1.safetensors");
   CHECK(top.runner.at("best_top1").item<double>() == s.best_top1);
+}
+
+TEST_CASE("Runner: tensorboard writes scalars.json's numbers as scalars, a new event file for a resumed run") {
+  TempDir dir;
+  std::ostringstream console;
+  {
+    Run run(1, 0, 2);
+    RunnerOptions o = options(dir.path.string(), 2, console);
+    o.tensorboard = true;
+    o.max_iters = 7;  // stops in epoch 2, after its first log line
+    CHECK(run.runner(o).run().stopped_early);
+  }
+  {
+    Run run(1, 0, 2);
+    RunnerOptions o = options(dir.path.string(), 2, console);
+    o.tensorboard = true;
+    o.resume = "";
+    CHECK_FALSE(run.runner(o).run().stopped_early);
+  }
+  CHECK(check_event_files_hold_scalars(dir.path.string()) == 2);
+  // The fields of both kinds of line are there, under MMEngine's hierarchical names.
+  std::set<std::string> tags;
+  for (const auto& entry : fs::directory_iterator(dir / "tensorboard"))
+    for (const TensorBoardEvent& e : read_event_file(entry.path().string()).events)
+      for (const auto& [tag, value] : e.values) tags.insert(tag);
+  for (const char* tag : {"train/lr", "train/eta", "train/time", "train/data_time", "train/memory", "train/loss",
+                          "train/grad_norm", "train/skipped_steps", "val/accuracy/top1", "val/time", "val/data_time"})
+    CHECK_MESSAGE(tags.count(tag) == 1, tag);
+
+  // Off, no directory; on without a work dir, refused.
+  TempDir plain;
+  Run run(1, 0, 1);
+  run.runner(options(plain.path.string(), 1, console)).run();
+  CHECK_FALSE(fs::exists(plain / "tensorboard"));
+  RunnerOptions no_dir = options("", 1, console);
+  no_dir.tensorboard = true;
+  expect_error<ValueError>("no work dir", [&] { run.runner(no_dir); }, {"tensorboard needs a work_dir"});
+  // A file where the directory goes: the run fails before its first step, naming it.
+  TempDir blocked;
+  std::ofstream(blocked / "tensorboard") << "in the way";
+  RunnerOptions o = options(blocked.path.string(), 1, console);
+  o.tensorboard = true;
+  expect_error<IOError>("blocked", [&] { run.runner(o).run(); },
+                        {("cannot make the TensorBoard directory " + blocked / "tensorboard").c_str()});
+  CHECK(read_text(blocked / "scalars.json").empty());
 }
 
 TEST_CASE("Runner: save_interval, and stopping on request or at max_iters leaves a checkpoint") {
@@ -913,7 +1153,7 @@ TEST_CASE("train program: --help lists every flag; bad input gives one line and 
                            "--seed", "--work-dir", "--resume", "--log-interval", "--save-interval", "--train-samples",
                            "--val-samples", "--precision", "--init-scale", "--growth-factor", "--backoff-factor",
                            "--growth-interval", "--loss-scale-window", "--hysteresis", "--min-loss-scale",
-                           "--deterministic", "--no-locate-nonfinite"})
+                           "--deterministic", "--no-locate-nonfinite", "--tensorboard"})
     CHECK_MESSAGE(help.output.find(std::string(flag) + " ") != std::string::npos, flag);
   CHECK(help.output.find("--epochs INT:>=1=3") != std::string::npos);  // the default beside the flag
 
@@ -1018,6 +1258,18 @@ TEST_CASE("train program: a short run, stopped at --max-iters and resumed, ends 
                                       split.path.string());
   CHECK(bad.exit_code == 1);
   CHECK(bad.output.find("absent.safetensors") != std::string::npos);
+}
+
+TEST_CASE("train program: --tensorboard writes the log's scalars as event files, a resumed run its own" *
+          doctest::skip(train_program().empty() || !has_fashion_mnist())) {
+  TempDir dir;
+  const std::string common = "--model mlp --train-samples 256 --val-samples 64 --epochs 2 --batch-size 64 --num-workers 0 "
+                             "--log-interval 2 --tensorboard --work-dir " + dir.path.string() + " ";
+  const CommandResult first = run_train(common + "--max-iters 5");
+  REQUIRE_MESSAGE(first.exit_code == 0, first.output);
+  const CommandResult rest = run_train(common + "--resume");
+  REQUIRE_MESSAGE(rest.exit_code == 0, rest.output);
+  CHECK(check_event_files_hold_scalars(dir.path.string()) == 2);
 }
 
 TEST_CASE("train program: --deterministic gives the same checkpoint at 1 and 2 threads and under other CPU kernels" *

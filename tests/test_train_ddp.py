@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The training program with --strategy ddp on 2 ranks over Gloo: rank 0 alone logs and writes the
-work dir, a plain one-process run resumes its checkpoint, every CPU precision mode trains, SIGTERM
+work dir (its TensorBoard event file too), a plain one-process run resumes its checkpoint, every CPU precision mode trains, SIGTERM
 stops every rank at the same step with a checkpoint, and a rank killed mid-epoch makes the other
 exit non-zero within the timeout, naming it, with the last checkpoint still loadable. Fashion-MNIST
 from /usr/share/datasets/fashion-mnist (skipped without it). Every run is bounded by a timeout.
@@ -38,13 +38,16 @@ def launch_train(n, *args):
 @case
 def rank_0_alone_logs_and_writes_and_one_process_resumes():
     with tempfile.TemporaryDirectory() as wd:
-        code, out, err = launch_train(2, "--strategy", "ddp", "--epochs", "1", "--work-dir", wd, *TINY)
+        code, out, err = launch_train(2, "--strategy", "ddp", "--epochs", "1", "--work-dir", wd, "--tensorboard", *TINY)
         assert code == 0, f"exit status {code}: {err}"
         assert "ddp on 2 ranks (gloo), global batch 64" in out and "global_batch: 64" in out, out
         assert out.count("Epoch(val)") == 1 and out.count("Epoch(train)  [1][16/16]") == 1, out
         assert out.count("train: done") == 1, out
         names = sorted(os.listdir(wd))
-        assert names == ["best_accuracy_top1.safetensors", "epoch_1.safetensors", "last_checkpoint", "scalars.json"], names
+        assert names == ["best_accuracy_top1.safetensors", "epoch_1.safetensors", "last_checkpoint", "scalars.json",
+                         "tensorboard"], names
+        events = os.listdir(Path(wd, "tensorboard"))
+        assert len(events) == 1 and events[0].startswith("events.out.tfevents."), events
         # The checkpoint holds the module's state, not DDP's: plain train resumes it.
         code, out, err = run([TRAIN, "--epochs", "2", "--work-dir", wd, "--resume", *TINY])
         assert code == 0, f"exit status {code}: {err}"

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tensor/atomic_file.h"
+#include "train/tensorboard.h"
 
 namespace ember::train {
 
@@ -71,18 +72,28 @@ int64_t whole_lines_size(int fd, int64_t end) {
 
 }  // namespace
 
-MetricLog::MetricLog(std::ostream& console, const std::string& jsonl_path)
+MetricLog::MetricLog(std::ostream& console, const std::string& jsonl_path, const std::string& tensorboard_dir)
     : console_(console), jsonl_path_(jsonl_path) {
-  if (jsonl_path.empty()) return;
-  jsonl_fd_ = ::open(jsonl_path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (!jsonl_path.empty()) open_jsonl();
+  if (tensorboard_dir.empty()) return;
+  try {
+    tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboard_dir);
+  } catch (...) {
+    if (jsonl_fd_ >= 0) ::close(jsonl_fd_);
+    throw;
+  }
+}
+
+void MetricLog::open_jsonl() {
+  jsonl_fd_ = ::open(jsonl_path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (jsonl_fd_ < 0)
-    throw IOError("cannot open the metrics file " + jsonl_path + " for appending: " + std::strerror(errno));
+    throw IOError("cannot open the metrics file " + jsonl_path_ + " for appending: " + std::strerror(errno));
   const int64_t end = ::lseek(jsonl_fd_, 0, SEEK_END);
   jsonl_size_ = end < 0 ? -1 : whole_lines_size(jsonl_fd_, end);
   if (jsonl_size_ < 0 || (jsonl_size_ < end && ::ftruncate(jsonl_fd_, jsonl_size_) != 0)) {
     const std::string why = std::strerror(errno);
     ::close(jsonl_fd_);
-    throw IOError("cannot cut the unfinished last line of the metrics file " + jsonl_path + ": " + why);
+    throw IOError("cannot cut the unfinished last line of the metrics file " + jsonl_path_ + ": " + why);
   }
 }
 
@@ -92,7 +103,15 @@ MetricLog::~MetricLog() {
 
 void MetricLog::write(const LogHeader& header, int64_t step, const std::vector<LogField>& fields) {
   console_ << format_log_line(header, fields) << std::endl;
-  if (jsonl_fd_ < 0) return;
+  if (jsonl_fd_ >= 0) append_json_line(header, step, fields);
+  if (!tensorboard_) return;
+  std::vector<std::pair<std::string, double>> scalars;
+  for (const LogField& f : fields)
+    if (f.format != FieldFormat::text) scalars.emplace_back(header.mode + "/" + f.name, f.value);
+  tensorboard_->add_scalars(scalars, step);
+}
+
+void MetricLog::append_json_line(const LogHeader& header, int64_t step, const std::vector<LogField>& fields) {
   nlohmann::ordered_json record = {{"mode", header.mode}, {"epoch", header.epoch}, {"iter", header.iter},
                                    {"step", step}};
   for (const LogField& f : fields) {

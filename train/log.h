@@ -1,16 +1,19 @@
 // The training log in MMEngine's line format (REFERENCE.md §6), with the same fields written as
-// JSON lines for plotting:
+// JSON lines for plotting and, when asked, as TensorBoard scalars:
 //   Epoch(train)  [1][ 50/469]  lr: 1.0000e-03  eta: 0:01:10  time: 0.0412  data_time: 0.0021  memory: 0  loss: 0.6134
 //   Epoch(val) [1][79/79]  accuracy/top1: 88.4100  data_time: 0.0040  time: 0.0123
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace ember::train {
+
+class TensorBoardWriter;  // train/tensorboard.h
 
 // How a field's value is printed: lr as 1.0000e-03, most values with four decimals, memory as an
 // integer, eta as H:MM:SS (Python's str(timedelta), which MMEngine prints); a text field prints its
@@ -46,22 +49,32 @@ std::string format_log_line(const LogHeader& header, const std::vector<LogField>
 // JSON object per line ({"mode": "train", "epoch": 1, "iter": 50, "step": 50, "lr": ..., ...}).
 // The file holds whole lines only: a line that could not be written in full is taken back, and a
 // last line without its newline (a process killed while appending it) is cut when the file is opened.
+// When a TensorBoard directory is given, every numeric field of a line also goes to a new event file
+// there (train/tensorboard.h) as a scalar tagged "<mode>/<name>" at the line's step: train/loss,
+// train/lr, val/accuracy/top1, as MMEngine's LogProcessor names them with log_with_hierarchy=True
+// (its flat names would give train and val lines' time and data_time the same tags).
 class MetricLog {
  public:
-  // IOError when the JSON-lines file cannot be opened for appending.
-  MetricLog(std::ostream& console, const std::string& jsonl_path = "");
+  // IOError when the JSON-lines file cannot be opened for appending, or the event file not created.
+  MetricLog(std::ostream& console, const std::string& jsonl_path = "", const std::string& tensorboard_dir = "");
   ~MetricLog();
   MetricLog(const MetricLog&) = delete;
   MetricLog& operator=(const MetricLog&) = delete;
   // `step` is the global iteration for training lines and the epoch for validation lines. IOError,
-  // naming the file and the reason, when the JSON line cannot be appended (a full disk).
+  // naming the file and the reason, when the JSON line or the TensorBoard record cannot be appended
+  // (a full disk).
   void write(const LogHeader& header, int64_t step, const std::vector<LogField>& fields);
 
  private:
+  // Opens jsonl_path_ for appending and cuts an unfinished last line.
+  void open_jsonl();
+  void append_json_line(const LogHeader& header, int64_t step, const std::vector<LogField>& fields);
+
   std::ostream& console_;
   std::string jsonl_path_;
   int jsonl_fd_ = -1;       // -1: no file
   int64_t jsonl_size_ = 0;  // the file's whole lines, in bytes
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // null: no event file
 };
 
 }  // namespace ember::train

@@ -116,6 +116,8 @@ Runner::Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<TrainingP
   if (opts_.log_interval < 1) throw ValueError("Runner: log_interval must be >= 1, got " + std::to_string(opts_.log_interval));
   if (opts_.save_interval < 0 || opts_.keep_checkpoints < 0 || opts_.max_iters < 0)
     throw ValueError("Runner: save_interval, keep_checkpoints and max_iters must be >= 0");
+  if (opts_.tensorboard && opts_.work_dir.empty())
+    throw ValueError("Runner: tensorboard needs a work_dir to write its event files in");
   if (!(opts_.clip_grad_norm >= 0)) throw ValueError("Runner: clip_grad_norm must be >= 0, got " + std::to_string(opts_.clip_grad_norm));
   if (train_loader_->size() == 0) throw ValueError("Runner: the train loader yields no batch");
   for (const Tensor& p : model_->parameters())
@@ -168,6 +170,13 @@ int64_t Runner::global_batch() const {
 }
 
 bool Runner::writes_files() const { return !opts_.group || opts_.group->rank() == 0; }
+
+void Runner::open_log() {
+  if (log_) return;
+  const bool files = !opts_.work_dir.empty() && writes_files();
+  log_ = std::make_unique<MetricLog>(console_, files ? work_path("scalars.json") : "",
+                                     files && opts_.tensorboard ? work_path("tensorboard") : "");
+}
 
 nn::Module& Runner::checkpointed_module() const {
   if (const auto* ddp = dynamic_cast<const dist::DistributedDataParallel*>(model_.get())) return *ddp->module();
@@ -268,7 +277,7 @@ RunSummary Runner::run() {
     restore(load_checkpoint(path));
     console_ << "Resumed from " << path << " at epoch " << epoch_ << ", iteration " << iteration_ << std::endl;
   }
-  if (!log_) log_ = std::make_unique<MetricLog>(console_, opts_.work_dir.empty() || !writes_files() ? "" : work_path("scalars.json"));
+  open_log();
 
   RunSummary summary;
   const int64_t iters_per_epoch = train_loader_->size();
@@ -338,7 +347,7 @@ RunSummary Runner::run() {
 
 double Runner::evaluate() {
   if (!val_loader_) throw ValueError("Runner::evaluate: no validation loader was given");
-  if (!log_) log_ = std::make_unique<MetricLog>(console_, opts_.work_dir.empty() || !writes_files() ? "" : work_path("scalars.json"));
+  open_log();
   NoGradGuard no_grad;
   const bool was_training = model_->is_training();
   model_->eval();

@@ -16,8 +16,10 @@
 //
 // Work dir layout: epoch_N.safetensors (the newest `keep_checkpoints` kept), best_accuracy_top1.safetensors,
 // iter_N.safetensors (written when a run is stopped early), last_checkpoint (the newest path, one
-// line), scalars.json (the log's fields as JSON lines), .lock (train/work_dir_lock.h) while a Runner
-// holds the work dir. Every file is replaced atomically and last_checkpoint is repointed only once
+// line), scalars.json (the log's fields as JSON lines), tensorboard/events.out.tfevents.* (with
+// options.tensorboard: the same fields as TensorBoard scalars, one file per Runner, so a resumed
+// run never writes into an earlier run's file), .lock (train/work_dir_lock.h) while a Runner holds
+// the work dir. Every file is replaced atomically and last_checkpoint is repointed only once
 // its file is complete, so a process killed at any moment leaves it naming a loadable checkpoint;
 // a Runner removes the temporary files that such a kill left behind.
 #pragma once
@@ -58,6 +60,9 @@ struct RunnerOptions {
   // "": no files (no checkpoints, no JSON lines). Else locked, by the process that writes it (rank 0
   // of a data-parallel job), for the Runner's lifetime: a Runner on a work dir in use raises WorkDirInUse.
   std::string work_dir;
+  // Write the log's numeric fields as TensorBoard scalars too, in <work_dir>/tensorboard/ (tagged
+  // train/loss, val/accuracy/top1, ...: train/log.h); needs a work_dir.
+  bool tensorboard = false;
   // Resume before training: "" from the path in <work_dir>/last_checkpoint, else from this file.
   std::optional<std::string> resume;
   int64_t max_iters = 0;  // stop after this many iterations in all, with a checkpoint; 0: run every epoch
@@ -144,6 +149,9 @@ class Runner {
   int64_t global_batch() const;
   // Whether this process writes the work dir's files: rank 0 of a data-parallel job, or the one process.
   bool writes_files() const;
+  // Opens the log when it is not yet open: the console and, in the process that writes files,
+  // scalars.json and (options.tensorboard) a new event file.
+  void open_log();
   // The module whose state checkpoints hold: the model, or the module a DDP wrapper wraps.
   nn::Module& checkpointed_module() const;
   // Sums (avg) or maxima (max) of values over the job's ranks; values itself for one process.
