@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cpu/conv_dnnl.h"
+#include "cpu/convert_into.h"
 #include "cpu/gemm.h"
 #include "cpu/loops.h"
 #include "nn/primitives/conv.h"
@@ -332,7 +333,7 @@ void run_pass(const char* op, F dnnl_pass, const Tensor& a, const Tensor& b, con
       const Tensor o32 = Tensor::empty(out.shape(), DType::f32);
       if (!(dnnl && dnnl_pass(a32, b32, nchw(o32, channels_last), p)))
         kernel.template operator()<float>(a32, b32, nchw(o32, channels_last));
-      cpu::map_elements<T, float, 1>(out, {&o32}, [](float v) { return convert<T>(v); });
+      cpu::convert_into(out, o32);
     }
   });
 }

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cpu/convert_into.h"
 #include "cpu/loops.h"
 #include "cpu/simd_math.h"
 #include "tensor/convert.h"
@@ -213,8 +214,9 @@ bool convert_half_runs(const Tensor& dst, const Tensor& src) {
   return true;
 }
 
-// dst = src converted, broadcasting src to dst's shape; any dtype pair.
-void convert_into(const Tensor& dst, const Tensor& src) {
+}  // namespace
+
+void cpu::convert_into(const Tensor& dst, const Tensor& src) {
   visit(dst.dtype(), [&]<class O>() {
     visit(src.dtype(), [&]<class I>() {
       if constexpr ((std::is_same_v<O, f16> && std::is_same_v<I, float>) || (std::is_same_v<O, float> && std::is_same_v<I, f16>))
@@ -223,11 +225,10 @@ void convert_into(const Tensor& dst, const Tensor& src) {
     });
   });
 }
-}  // namespace
 
-void Cast::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) { convert_into(out[0], in[0]); }
+void Cast::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) { cpu::convert_into(out[0], in[0]); }
 
-void CopyInto::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) { convert_into(out[0], in[1]); }
+void CopyInto::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) { cpu::convert_into(out[0], in[1]); }
 
 void Fill::eval_cpu(const std::vector<Tensor>&, std::vector<Tensor>& out) {
   visit(out[0].dtype(), [&]<class T>() {

@@ -5,6 +5,7 @@
 #include <climits>
 #include <optional>
 
+#include "cpu/convert_into.h"
 #include "cpu/gemm.h"
 #include "cpu/loops.h"
 #include "tensor/convert.h"
@@ -127,7 +128,7 @@ void Matmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
       const Tensor a32 = to(in[0], DType::f32), b32 = to(in[1], DType::f32);
       const Tensor c32 = Tensor::empty(out[0].shape(), DType::f32);
       matmul_elements<float>(a32, b32, c32);
-      cpu::map_elements<T, float, 1>(out[0], {&c32}, [](float v) { return convert<T>(v); });
+      cpu::convert_into(out[0], c32);
     } else {
       matmul_elements<T>(in[0], in[1], out[0]);
     }
@@ -152,7 +153,7 @@ void Linear::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
         const Tensor b32 = to(bias, DType::f32);
         cpu::map_elements<T, float, 2>(y, {&y32, &b32}, [](float v, float b) { return convert<T>(v + b); });
       } else {
-        cpu::map_elements<T, float, 1>(y, {&y32}, [](float v) { return convert<T>(v); });
+        cpu::convert_into(y, y32);
       }
     } else {
       linear_elements<T>(x, w, bias, y);
