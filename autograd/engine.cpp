@@ -1,5 +1,6 @@
 #include "autograd/engine.h"
 
+#include <optional>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -7,6 +8,7 @@
 #include "autograd/accumulate_grad.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "tensor/nvtx.h"
 #include "tensor/ops.h"
 
 namespace ember::autograd {
@@ -44,6 +46,13 @@ void check_backward_outputs(const Node& node, const std::vector<Tensor>& grads) 
       throw AutogradError(std::string("anomaly: the backward of ") + node.name() +
                           " returned a non-finite value in gradient " + std::to_string(i));
   }
+}
+
+// A node's profiler range: "<op> backward (<module>)", or "<op> backward" outside any module (no
+// '/' or '@': ncu's --nvtx-include reads them as range nesting and domain).
+std::string backward_range_name(const Node& node) {
+  const std::string op = std::string(node.name()) + " backward";
+  return node.module_scope().empty() ? op : op + " (" + node.module_scope() + ")";
 }
 
 void execute_graph(Run& run) {
@@ -132,6 +141,8 @@ void execute_graph(Run& run) {
         // Anomaly mode checks the node's results as a whole, so a report names this backward
         // rather than an op inside its vjp.
         AnomalyModeGuard whole_node(false);
+        std::optional<nvtx::Range> range;
+        if (nvtx::enabled()) range.emplace(backward_range_name(*node));
         results = node->apply(std::move(grads));
       }
       if (anomaly) check_backward_outputs(*node, results);

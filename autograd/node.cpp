@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "autograd/accumulate_grad.h"
+#include "tensor/nvtx.h"
 
 namespace ember::autograd {
 
@@ -10,7 +11,9 @@ namespace {
 std::atomic<uint64_t> sequence_counter{0};
 }
 
-Node::Node() : sequence_nr_(sequence_counter.fetch_add(1, std::memory_order_relaxed)) {}
+Node::Node() : sequence_nr_(sequence_counter.fetch_add(1, std::memory_order_relaxed)) {
+  if (nvtx::enabled()) module_scope_ = nvtx::current_module();
+}
 
 uint64_t next_sequence_nr() { return sequence_counter.load(std::memory_order_relaxed); }
 

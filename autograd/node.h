@@ -51,12 +51,16 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<Edge>& mutable_next_edges() { return next_edges_; }
   const std::vector<TensorMeta>& output_meta() const { return output_meta_; }
   std::vector<TensorMeta>& mutable_output_meta() { return output_meta_; }
+  // The module whose forward recorded this node (tensor/nvtx.h's current_module() then), set only
+  // while profiler ranges are on: the engine names the node's backward range after it.
+  const std::string& module_scope() const { return module_scope_; }
   // Hooks on the gradient of output `output_nr`, run before apply() in registration order.
   void add_pre_hook(uint32_t output_nr, GradHook hook) { pre_hooks_.emplace_back(output_nr, std::move(hook)); }
   const std::vector<std::pair<uint32_t, GradHook>>& pre_hooks() const { return pre_hooks_; }
 
  private:
   uint64_t sequence_nr_;
+  std::string module_scope_;
   std::vector<Edge> next_edges_;
   std::vector<TensorMeta> output_meta_;
   std::vector<std::pair<uint32_t, GradHook>> pre_hooks_;

@@ -8,9 +8,14 @@
 #include "optim/primitives/total_norm.h"
 #include "tensor/cuda_settings.h"
 #include "tensor/cuda_stream.h"
+#include "tensor/nvtx.h"
 #include "tensor/primitives/all.h"
 
 namespace ember {
+
+// Ranges reach listeners only: no profiler timeline without CUDA.
+void nvtx::detail::push(const char*) {}
+void nvtx::detail::pop() {}
 
 namespace {
 [[noreturn]] void no_cuda(const char* what) {

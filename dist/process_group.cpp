@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "tensor/nvtx.h"
 #include "tensor/ops.h"
 
 namespace ember::dist {
@@ -93,6 +94,7 @@ void ProcessGroup::check_transfer(const Tensor& tensor, int peer, int tag, const
 }
 
 std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& tensor, ReduceOp op, const CollectiveOptions& options) {
+  const nvtx::Range range(backend_name(), ":all_reduce");  // profiler timelines: "nccl:all_reduce"
   check_defined(tensor, "all_reduce", "input");
   check_device(tensor, "all_reduce");
   check_reducible(tensor, op, "all_reduce");
@@ -102,6 +104,7 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& tensor, Reduc
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& output, const Tensor& input, ReduceOp op,
                                                          const CollectiveOptions& options) {
+  const nvtx::Range range(backend_name(), ":reduce_scatter");
   check_sharded("reduce_scatter", input, "input", output, "output");
   check_reducible(input, op, "reduce_scatter");
   const std::string t = tensor_text(input);
@@ -111,6 +114,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& output, c
 
 std::shared_ptr<Work> ProcessGroup::all_gather_async(const Tensor& output, const Tensor& input,
                                                      const CollectiveOptions& options) {
+  const nvtx::Range range(backend_name(), ":all_gather");
   check_sharded("all_gather", output, "output", input, "input");
   const std::string t = tensor_text(input);
   return run_all_gather(output, input, next_collective("all_gather", t + " -> " + to_string(output.shape()), t, options));
@@ -118,6 +122,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather_async(const Tensor& output, const
 
 std::shared_ptr<Work> ProcessGroup::all_gather_async(const std::vector<Tensor>& outputs, const Tensor& input,
                                                      const CollectiveOptions& options) {
+  const nvtx::Range range(backend_name(), ":all_gather");
   check_defined(input, "all_gather", "input");
   check_device(input, "all_gather");
   if (static_cast<int>(outputs.size()) != size_)
@@ -140,6 +145,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather_async(const std::vector<Tensor>& 
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast_async(const Tensor& tensor, int root, const CollectiveOptions& options) {
+  const nvtx::Range range(backend_name(), ":broadcast");
   check_defined(tensor, "broadcast", "input");
   check_device(tensor, "broadcast");
   if (root < 0 || root >= size_)
@@ -149,20 +155,24 @@ std::shared_ptr<Work> ProcessGroup::broadcast_async(const Tensor& tensor, int ro
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier_async(const CollectiveOptions& options) {
+  const nvtx::Range range(backend_name(), ":barrier");
   return run_barrier(next_collective("barrier", "", "no tensor", options));
 }
 
 std::shared_ptr<Work> ProcessGroup::send_async(const Tensor& tensor, int dst, int tag, const CollectiveOptions& options) {
+  const nvtx::Range range(backend_name(), ":send");
   check_transfer(tensor, dst, tag, "send", "dst");
   return run_send(tensor, dst, tag, options.timeout.value_or(timeout()));
 }
 
 std::shared_ptr<Work> ProcessGroup::recv_async(const Tensor& tensor, int src, int tag, const CollectiveOptions& options) {
+  const nvtx::Range range(backend_name(), ":recv");
   check_transfer(tensor, src, tag, "recv", "src");
   return run_recv(tensor, src, tag, options.timeout.value_or(timeout()));
 }
 
 std::shared_ptr<Work> ProcessGroup::batch_isend_irecv(const std::vector<P2POp>& ops, const CollectiveOptions& options) {
+  const nvtx::Range range(backend_name(), ":batch_isend_irecv");
   for (const P2POp& op : ops) {
     const bool send = op.kind == P2POp::Kind::send;
     check_transfer(op.tensor, op.peer, op.tag, send ? "batch_isend_irecv: send" : "batch_isend_irecv: recv",

@@ -32,6 +32,7 @@
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
 #include "tensor/decimal.h"
+#include "tensor/nvtx.h"
 #include "tensor/ops.h"
 #include "tensor/storage.h"
 #include "train/deepspeed_config.h"
@@ -72,6 +73,7 @@ struct Flags {
   bool deterministic = false;
   bool no_locate_nonfinite = false;
   bool tensorboard = false;
+  bool nvtx = false;
   std::string precision = "fp32";
   std::string strategy = "none";
   double dist_timeout = 600;  // seconds: each collective's bound (PyTorch's default, 10 minutes)
@@ -350,6 +352,9 @@ int main(int argc, char** argv) {
                "CUDA only with deterministic algorithms");
   app.add_flag("--no-locate-nonfinite", f.no_locate_nonfinite,
                "log only the step, not the module and op, that first made a NaN or inf (saves a few percent)");
+  app.add_flag("--nvtx", f.nvtx,
+               "profiler ranges (as EMBER_NVTX=1): each module's forward by its path, each backward op by its module, "
+               "the optimizer step, the scaler, each collective; nsys shows them, ncu --nvtx-include filters by them");
   app.add_flag("--tensorboard", f.tensorboard,
                "also write the log's scalars as TensorBoard event files in <work-dir>/tensorboard/ (train/loss, "
                "val/accuracy/top1, ...)");
@@ -406,6 +411,7 @@ int main(int argc, char** argv) {
   try {
     std::vector<std::string> warnings;
     if (!f.deepspeed_config.empty()) warnings = apply_deepspeed_config(app, f);
+    if (f.nvtx) nvtx::set_enabled(true);
     const bool has_gpu = backend::cuda_device_count() > 0;
     if (f.device.empty()) f.device = has_gpu ? "cuda" : "cpu";
     if (f.device == "cuda" && !has_gpu)

@@ -221,6 +221,15 @@ HookHandle Module::register_forward_hook(ForwardHook hook) {
 }
 
 // Over copies, so that a hook may remove hooks (itself included) while they run.
+const std::string& Module::range_label() {
+  if (range_label_.empty()) range_label_ = name();
+  return range_label_;
+}
+
+void Module::label_ranges() {
+  for (auto& [path, m] : named_modules()) m->range_label_ = path.empty() ? m->name() : path + ": " + m->name();
+}
+
 void Module::run_forward_pre_hooks(const Tensor& input) {
   const auto hooks = hooks_->pre;
   for (const auto& [id, hook] : hooks) hook(*this, input);

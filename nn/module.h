@@ -6,10 +6,12 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tensor/nvtx.h"
 #include "tensor/ops.h"
 #include "tensor/state_dict.h"
 
@@ -101,6 +103,12 @@ class Module : public std::enable_shared_from_this<Module> {
   // Sets the gradients of all parameters to none (default) or to zero in place.
   void zero_grad(bool set_to_none = true);
 
+  // The name of this module's forward range on profiler timelines (tensor/nvtx.h): its dotted path
+  // and type once label_ranges() ran on a module above it ("layer1.0.conv1: Conv2d"), else its type.
+  const std::string& range_label();
+  // Labels this module ("" path: its type) and every descendant by its dotted path from here.
+  void label_ranges();
+
   // Hooks run, in registration order, around each call m(x) of a UnaryModule.
   HookHandle register_forward_pre_hook(ForwardPreHook hook);
   HookHandle register_forward_hook(ForwardHook hook);
@@ -133,18 +141,22 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
   std::shared_ptr<detail::ForwardHooks> hooks_;  // made by the first registration
+  std::string range_label_;                      // "": not yet asked for
 };
 
 // A module with one tensor in and one out: what Sequential chains. Call it as m(x) (models call
-// their children so), which runs the forward hooks around forward(x).
+// their children so), which runs the forward hooks around forward(x), and with profiler ranges on,
+// makes the call a range named range_label().
 class UnaryModule : public Module {
  public:
   virtual Tensor forward(const Tensor& x) = 0;
   Tensor operator()(const Tensor& x) {
-    if (!has_forward_hooks()) return forward(x);
-    run_forward_pre_hooks(x);
+    if (!has_forward_hooks() && !nvtx::enabled()) return forward(x);
+    std::optional<nvtx::ModuleScope> range;
+    if (nvtx::enabled()) range.emplace(range_label());
+    if (has_forward_hooks()) run_forward_pre_hooks(x);
     Tensor y = forward(x);
-    run_forward_hooks(x, y);
+    if (has_forward_hooks()) run_forward_hooks(x, y);
     return y;
   }
 };

@@ -7,6 +7,7 @@
 #include "autograd/grad_mode.h"
 #include "tensor/decimal.h"
 #include "tensor/error.h"
+#include "tensor/nvtx.h"
 #include "tensor/ops.h"
 
 namespace ember::optim {
@@ -58,6 +59,7 @@ void check_step_input(const char* who, const char* what, const Tensor& t, Device
 }  // namespace
 
 void Optimizer::step(const StepInputs& inputs) {
+  const nvtx::Range range(name(), ".step");
   NoGradGuard no_grad;
   int64_t index = 0;
   for (const auto& group : groups_) {

@@ -10,6 +10,8 @@
 #            cuBLASLt/cuDNN and the device copy, in one run)
 #   compare  bench/torch_compare.py on the same cases (PyTorch eager, and torch.compile for the
 #            ImageNet-sized training steps), then bench/report.py over the bench folder
+#   nvtx     one ResNet-50 training step under ncu, filtered by ember's profiler ranges (--nvtx):
+#            the kernels of one block's forward and of one conv's backward, per range
 # Usage: tools/gpu_check.sh OUTDIR [STEP...]   (no step: all of them, in that order)
 # Every log and JSON goes to OUTDIR, and OUTDIR/summary.txt gets one line per step. Each step runs
 # under its own time limit (EMBER_GPU_CHECK_<STEP>_S, seconds) so one failure cannot eat the rest,
@@ -28,10 +30,10 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
 
-ALL_STEPS=(build test dist train bench compare)
+ALL_STEPS=(build test dist train bench compare nvtx)
 PRECISIONS=(fp32 tf32 amp_fp16 amp_bf16 naive_fp16 naive_bf16 pure_bf16)  # examples/train --precision
 TRAIN_MODELS=(mlp cnn resnet18)
-declare -A LIMIT_S=([build]=480 [test]=420 [dist]=240 [train]=420 [bench]=540 [compare]=480)
+declare -A LIMIT_S=([build]=480 [test]=420 [dist]=240 [train]=420 [bench]=540 [compare]=480 [nvtx]=300)
 BUILD_DIR=build-gpu
 
 usage() { sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
@@ -225,6 +227,29 @@ step_compare() {
     --filter '^train/cuda/(fp32|amp_bf16)/(resnet50_224_nhwc|vit_b16_224)/' --min-time 0.5 \
     --out "$OUT/bench/torch_compile.json" || rc=$?
   python3 bench/report.py "$OUT/bench" || rc=$?
+  return "$rc"
+}
+
+# ember's ranges are real NVTX ranges: ncu profiles only the kernels launched inside the ranges it is
+# told to include (a push/pop range is named with a trailing '/'), here layer1.0's forward and
+# layer1.0.conv2's backward in two iterations of a ResNet-50 run (and layer1.0's forward in its
+# validation pass). The per-kernel summary lists each range's kernels.
+step_nvtx() {
+  ember_build >/dev/null || return
+  if [[ -z "$HAVE_GPU" ]] || ! command -v ncu >/dev/null 2>&1; then
+    echo "skipped: needs a GPU and ncu"
+    return 0
+  fi
+  local rc=0 range
+  for range in "layer1.0: Bottleneck/" "conv2d backward (layer1.0.conv2: Conv2d)/"; do
+    local name="${range%%[:(]*}"
+    name="${name// /_}"
+    echo "== ncu --nvtx-include '$range'"
+    timeout --kill-after=10 140 ncu --nvtx --nvtx-include "$range" --launch-count 80 --print-summary per-kernel \
+      "$BUILD_DIR/examples/train" --model resnet50 --device cuda --nvtx --max-iters 2 --train-samples 64 \
+      --val-samples 64 --batch-size 32 --data "$DATA_DIR" --save-interval 0 >"$OUT/nvtx-$name.txt" 2>&1 || rc=$?
+    tail -n 60 "$OUT/nvtx-$name.txt"
+  done
   return "$rc"
 }
 

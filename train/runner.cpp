@@ -15,6 +15,7 @@
 #include "optim/clip_grad.h"
 #include "tensor/atomic_file.h"
 #include "tensor/decimal.h"
+#include "tensor/nvtx.h"
 #include "tensor/ops.h"
 #include "tensor/storage.h"
 #include "train/log.h"
@@ -116,6 +117,7 @@ Runner::Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<TrainingP
   if (opts_.log_interval < 1) throw ValueError("Runner: log_interval must be >= 1, got " + std::to_string(opts_.log_interval));
   if (opts_.save_interval < 0 || opts_.keep_checkpoints < 0 || opts_.max_iters < 0)
     throw ValueError("Runner: save_interval, keep_checkpoints and max_iters must be >= 0");
+  if (nvtx::enabled()) checkpointed_module().label_ranges();  // forward ranges named by module path
   if (opts_.tensorboard && opts_.work_dir.empty())
     throw ValueError("Runner: tensorboard needs a work_dir to write its event files in");
   if (!(opts_.clip_grad_norm >= 0)) throw ValueError("Runner: clip_grad_norm must be >= 0, got " + std::to_string(opts_.clip_grad_norm));

@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "optim/amp/primitives.h"
 #include "tensor/error.h"
+#include "tensor/nvtx.h"
 #include "tensor/ops.h"
 
 namespace ember::amp {
@@ -53,6 +54,7 @@ Tensor GradScaler::scale(const Tensor& loss) {
 
 void GradScaler::unscale_(optim::Optimizer& optimizer) {
   if (!options_.enabled) return;
+  const nvtx::Range range("GradScaler.unscale_");
   PerOptimizer& state = per_optimizer_[&optimizer];
   if (state.stage == Stage::unscaled)
     throw StateError("GradScaler.unscale_: already called on this optimizer since the last update()");
@@ -89,6 +91,7 @@ void GradScaler::step(optim::Optimizer& optimizer) {
     optimizer.step();
     return;
   }
+  const nvtx::Range range("GradScaler.step");
   if (per_optimizer_[&optimizer].stage == Stage::stepped)
     throw StateError("GradScaler.step: already called on this optimizer since the last update()");
   if (per_optimizer_[&optimizer].stage == Stage::ready) unscale_(optimizer);
@@ -100,6 +103,7 @@ void GradScaler::step(optim::Optimizer& optimizer) {
 void GradScaler::update(std::optional<double> new_scale) {
   if (!options_.enabled) return;
   if (!scale_.defined()) throw StateError("GradScaler.update: no loss was scaled yet");
+  const nvtx::Range range("GradScaler.update");
   NoGradGuard no_grad;
   if (new_scale) {
     if (!(*new_scale > 0) || !std::isfinite(*new_scale))

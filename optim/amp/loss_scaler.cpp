@@ -5,6 +5,7 @@
 #include "autograd/grad_mode.h"
 #include "optim/amp/primitives.h"
 #include "tensor/error.h"
+#include "tensor/nvtx.h"
 #include "tensor/ops.h"
 
 namespace ember::amp {
@@ -59,6 +60,7 @@ Tensor DynamicLossScaler::scale(const Tensor& loss) {
 
 void DynamicLossScaler::update(const Tensor& found_inf) {
   if (!scale_.defined()) throw StateError("DynamicLossScaler.update: no loss was scaled yet");
+  const nvtx::Range range("DynamicLossScaler.update");
   NoGradGuard no_grad;
   if (options_.raise_error_at_min_scale && is_dynamic() && found_inf.item<double>() != 0 &&
       get_scale() <= options_.min_loss_scale)

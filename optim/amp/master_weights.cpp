@@ -5,6 +5,7 @@
 #include "autograd/grad_mode.h"
 #include "optim/amp/primitives.h"
 #include "tensor/error.h"
+#include "tensor/nvtx.h"
 #include "tensor/ops.h"
 
 namespace ember::amp {
@@ -55,6 +56,7 @@ Tensor MasterWeightOptimizer::unscale_grads(const Tensor& inv_scale) {
 }
 
 void MasterWeightOptimizer::step(const Tensor& found_inf) {
+  const nvtx::Range range("MasterWeightOptimizer.step");
   NoGradGuard no_grad;
   const Device device = masters_[0].device();
   const Tensor skip = found_inf.defined() ? found_inf.to(device) : zeros({}, TensorOptions(DType::f32).with_device(device));
