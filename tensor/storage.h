@@ -11,8 +11,8 @@
 
 namespace ember {
 
-/// Memory entry points (tensor/memory.cpp), which route each request to the device's backend
-/// (cpu/memory.cpp, cuda/memory.cpp or cuda/absent.cpp) and keep its statistics.
+// Memory entry points (tensor/memory.cpp), which route each request to the device's backend
+// (cpu/memory.cpp, cuda/memory.cpp or cuda/absent.cpp) and keep its statistics.
 namespace backend {
 /// nbytes of memory on `device`. When the backend has none, its cache is emptied and the request
 /// tried once more; then OutOfMemoryError. Nothing is leaked and later requests work.
