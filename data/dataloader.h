@@ -1,6 +1,7 @@
-// DataLoader: batches of a Dataset in an order a Sampler gives per epoch (a seeded permutation by
-// default), optionally prepared on background threads. The order and every batch depend only on
-// (seed, epoch, batch index), never on num_workers, and the position can be saved and restored.
+/// @file
+/// DataLoader: batches of a Dataset in an order a Sampler gives per epoch (a seeded permutation by
+/// default), optionally prepared on background threads. The order and every batch depend only on
+/// (seed, epoch, batch index), never on num_workers, and the position can be saved and restored.
 #pragma once
 
 #include <condition_variable>
@@ -19,60 +20,69 @@
 
 namespace ember::data {
 
-// The index order of one epoch over a data set of `size` examples (e.g. a distributed sampler
-// returns this rank's share).
+/// The index order of one epoch over a data set of `size` examples (e.g. a distributed sampler
+/// returns this rank's share).
 using Sampler = std::function<std::vector<int64_t>(int64_t size, int64_t epoch)>;
-// Applied to each batch after it is gathered; `gen` is seeded from (seed, epoch, batch index).
+/// Applied to each batch after it is gathered; `gen` is seeded from (seed, epoch, batch index).
 using BatchTransform = std::function<void(Batch& batch, Generator& gen)>;
 
-// A seeded permutation of 0..n-1 (Fisher-Yates on Philox), the same on every platform.
+/// A seeded permutation of 0..n-1 (Fisher-Yates on Philox), the same on every platform.
 std::vector<int64_t> permutation(int64_t n, uint64_t seed, int64_t epoch);
 
+/// DataLoader's settings (torch.utils.data.DataLoader's names).
 struct DataLoaderOptions {
-  int64_t batch_size = 1;
-  bool shuffle = false;
-  uint64_t seed = 0;
-  bool drop_last = false;
-  int num_workers = 0;      // 0: batches are made on the calling thread
-  int prefetch_factor = 2;  // batches in flight per worker
-  Sampler sampler = {};     // overrides shuffle when set
-  BatchTransform transform = {};
-  // Batches come in page-locked memory, so that batch.images.to(cuda, true) does not block. Needs a
-  // visible GPU: without one it is turned off, with a warning.
+  int64_t batch_size = 1;         ///< examples per batch
+  bool shuffle = false;           ///< a new seeded permutation each epoch; false: 0..n-1 in order
+  uint64_t seed = 0;              ///< seeds the permutations and the transforms' generators
+  bool drop_last = false;         ///< drop the last batch when it is short
+  int num_workers = 0;            ///< 0: batches are made on the calling thread
+  int prefetch_factor = 2;        ///< batches in flight per worker
+  Sampler sampler = {};           ///< overrides shuffle when set
+  BatchTransform transform = {};  ///< applied to each batch (augmentation), seeded per batch
+  /// Batches come in page-locked memory, so that batch.images.to(cuda, true) does not block. Needs a
+  /// visible GPU: without one it is turned off, with a warning.
   bool pin_memory = false;
 };
 
-// Where the loader stands: the epoch and the index of the next batch it returns.
+/// Where the loader stands: the epoch and the index of the next batch it returns.
 struct LoaderPosition {
-  int64_t epoch = 0;
-  int64_t batch = 0;
-  bool operator==(const LoaderPosition&) const = default;
+  int64_t epoch = 0;  ///< the epoch
+  int64_t batch = 0;  ///< the next batch within it
+  bool operator==(const LoaderPosition&) const = default;  ///< Same epoch and batch.
 };
 
+/// Batches of a data set, epoch by epoch (torch.utils.data.DataLoader; see the file's
+/// description). `for (Batch& b : loader)` runs the rest of the current epoch.
 class DataLoader {
  public:
+  /// ValueError for a null data set, a batch_size below 1, a negative num_workers or a
+  /// prefetch_factor below 1.
   DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  int64_t size() const;  // batches per epoch
+  int64_t size() const;  ///< batches per epoch
+  /// The settings it was built with (pin_memory turned off when no GPU is visible).
   const DataLoaderOptions& options() const { return opts_; }
-  // Starts epoch e from its first batch.
+  /// Starts epoch e from its first batch.
   void set_epoch(int64_t e) { set_position({e, 0}); }
-  LoaderPosition position() const { return pos_; }
+  LoaderPosition position() const { return pos_; }  ///< Where the loader stands, to save in a checkpoint.
+  /// Goes to a saved position (the next batch returned is p.batch of p.epoch); ValueError when
+  /// negative.
   void set_position(LoaderPosition p);
-  // The next batch of the current epoch, or nullopt when the epoch is done (then set_epoch).
+  /// The next batch of the current epoch, or nullopt when the epoch is done (then set_epoch).
   std::optional<Batch> next();
-  // The example indices of every batch of `epoch`, in order.
+  /// The example indices of every batch of `epoch`, in order.
   std::vector<int64_t> epoch_order(int64_t epoch) const;
 
-  // Range-for over the rest of the current epoch.
+  /// Range-for over the rest of the current epoch.
   class Iterator {
    public:
-    Iterator(DataLoader* l) : loader_(l) { advance(); }
-    Batch& operator*() { return *cur_; }
-    Iterator& operator++() { advance(); return *this; }
+    Iterator(DataLoader* l) : loader_(l) { advance(); }  ///< Starts at the next batch of `l`.
+    Batch& operator*() { return *cur_; }                 ///< The current batch.
+    Iterator& operator++() { advance(); return *this; }  ///< Moves to the next batch.
+    /// Whether a batch is left (compared with end()).
     bool operator!=(std::nullptr_t) const { return cur_.has_value(); }
 
    private:
@@ -80,8 +90,8 @@ class DataLoader {
     DataLoader* loader_;
     std::optional<Batch> cur_;
   };
-  Iterator begin() { return Iterator(this); }
-  std::nullptr_t end() { return nullptr; }
+  Iterator begin() { return Iterator(this); }  ///< The next batch of the current epoch.
+  std::nullptr_t end() { return nullptr; }     ///< The end of the epoch.
 
  private:
   Batch make_batch(const std::vector<int64_t>& order, int64_t epoch, int64_t b) const;

@@ -1,7 +1,8 @@
-// FileStore: a store in one file on a filesystem every rank shares (NFS, Lustre, a local /tmp).
-// Each write appends a record under an exclusive flock(2); readers re-read what was appended since
-// their last look, so the last record of a key is its value (or its deletion). Waits poll the file,
-// which only grows: it is for a job's rendezvous, not a database.
+/// @file
+/// FileStore: a store in one file on a filesystem every rank shares (NFS, Lustre, a local /tmp).
+/// Each write appends a record under an exclusive flock(2); readers re-read what was appended since
+/// their last look, so the last record of a key is its value (or its deletion). Waits poll the file,
+/// which only grows: it is for a job's rendezvous, not a database.
 #pragma once
 
 #include <mutex>
@@ -11,9 +12,10 @@
 
 namespace ember::dist {
 
+/// A Store in a shared file (see the file's description).
 class FileStore : public Store {
  public:
-  // Opens (creating it if needed) the store file at path.
+  /// Opens (creating it if needed) the store file at path.
   explicit FileStore(std::string path, milliseconds timeout = kDefaultTimeout);
   ~FileStore() override;
 

@@ -1,5 +1,6 @@
-// PrefixStore: a view of another store in which every key is "<prefix>/<key>", so that several
-// process groups (or jobs) can share one store without their keys meeting.
+/// @file
+/// PrefixStore: a view of another store in which every key is "<prefix>/<key>", so that several
+/// process groups (or jobs) can share one store without their keys meeting.
 #pragma once
 
 #include <memory>
@@ -8,8 +9,10 @@
 
 namespace ember::dist {
 
+/// A view of `store` under a key prefix (see the file's description).
 class PrefixStore : public Store {
  public:
+  /// Keys of this view are "<prefix>/<key>" in `store`.
   PrefixStore(std::string prefix, std::shared_ptr<Store> store);
 
   void set(const std::string& key, const std::string& value) override;

@@ -1,5 +1,6 @@
-// TCPStore: the store served by rank 0 at host:port and reached by every rank over TCP. Requests
-// from one TCPStore object are serialised (one connection); each is bounded by a deadline.
+/// @file
+/// TCPStore: the store served by rank 0 at host:port and reached by every rank over TCP. Requests
+/// from one TCPStore object are serialised (one connection); each is bounded by a deadline.
 #pragma once
 
 #include <memory>
@@ -11,19 +12,21 @@
 
 namespace ember::dist {
 
+/// TCPStore's settings.
 struct TCPStoreOptions {
-  bool is_server = false;  // rank 0: serve the store in a background thread of this process
-  milliseconds timeout = kDefaultTimeout;  // bounds connecting and every wait
+  bool is_server = false;                  ///< rank 0: serve the store in a background thread of this process
+  milliseconds timeout = kDefaultTimeout;  ///< bounds connecting and every wait
 };
 
+/// A Store served over TCP by rank 0 (see the file's description), as torch.distributed.TCPStore.
 class TCPStore : public Store {
  public:
-  // Connects to host:port (serving it first when is_server; port 0 then picks a free port),
-  // retrying with backoff until the timeout; DistributedError naming host:port otherwise.
+  /// Connects to host:port (serving it first when is_server; port 0 then picks a free port),
+  /// retrying with backoff until the timeout; DistributedError naming host:port otherwise.
   TCPStore(std::string host, int port, TCPStoreOptions options = {});
   ~TCPStore() override;
 
-  int port() const { return port_; }  // the port served, the kernel's choice when 0 was asked
+  int port() const { return port_; }  ///< the port served, the kernel's choice when 0 was asked
 
   void set(const std::string& key, const std::string& value) override;
   using Store::wait;

@@ -1,30 +1,31 @@
-// ZeroPartition: the sharding of ZeRO (Rajbhandari et al., SC'20; REFERENCE.md §7, §9b) over a
-// process group, for one model trained by every rank on its own part of the batch.
-//
-// The parameters that require grad are grouped into units, one dtype each, and each unit is one
-// flat buffer (each parameter 64-byte aligned in it) padded to a multiple of the world size N and
-// cut into N equal shards: rank r owns
-// shard r of every unit (its "pieces" of the parameters it overlaps). What each stage partitions:
-//   stage 1  optimizer state: every rank keeps whole parameters and whole gradients (each .grad a
-//            view into its unit's gradient buffer); the gradients are reduce-scattered so that each
-//            rank receives the average of its own shard only, steps it, and the updated shards are
-//            all-gathered back into every rank's parameters.
-//   stage 2  + gradients: a unit's gradient buffer lives only from its first gradient until it is
-//            reduce-scattered during backward; between steps a rank holds its shard's gradients.
-//   stage 3  + parameters: units follow the modules (each module's own parameters); a unit is
-//            whole only from its module's forward pre-hook to its forward hook, and again from the
-//            gradient of its output to the end of its backward (all-gathered, the next units in the
-//            order of the previous forward prefetched, then the memory released); units of at most
-//            stage3_param_persistence_threshold elements stay whole.
-// The optimizer (any ember optimizer, or naive AMP's masters over them) steps pieces(): 1-D views
-// into the shards, whose .grad after each backward is the gradient averaged over the ranks.
-//
-// Collectives run on one communication thread in the order they are posted, which is the same on
-// every rank: reductions in the units' fixed order (the last registered parameters first),
-// gathers in the order the modules run. Rank 0's parameters and buffers are broadcast at
-// construction and its buffers again before each forward, as DistributedDataParallel does.
-// Build it after the model is on its device and cast to its training dtype; do not move or cast
-// the model afterwards. Every rank must run forward and backward in step.
+/// @file
+/// ZeroPartition: the sharding of ZeRO (Rajbhandari et al., SC'20; REFERENCE.md §7, §9b) over a
+/// process group, for one model trained by every rank on its own part of the batch.
+///
+/// The parameters that require grad are grouped into units, one dtype each, and each unit is one
+/// flat buffer (each parameter 64-byte aligned in it) padded to a multiple of the world size N and
+/// cut into N equal shards: rank r owns
+/// shard r of every unit (its "pieces" of the parameters it overlaps). What each stage partitions:
+///   stage 1  optimizer state: every rank keeps whole parameters and whole gradients (each .grad a
+///            view into its unit's gradient buffer); the gradients are reduce-scattered so that each
+///            rank receives the average of its own shard only, steps it, and the updated shards are
+///            all-gathered back into every rank's parameters.
+///   stage 2  + gradients: a unit's gradient buffer lives only from its first gradient until it is
+///            reduce-scattered during backward; between steps a rank holds its shard's gradients.
+///   stage 3  + parameters: units follow the modules (each module's own parameters); a unit is
+///            whole only from its module's forward pre-hook to its forward hook, and again from the
+///            gradient of its output to the end of its backward (all-gathered, the next units in the
+///            order of the previous forward prefetched, then the memory released); units of at most
+///            stage3_param_persistence_threshold elements stay whole.
+/// The optimizer (any ember optimizer, or naive AMP's masters over them) steps pieces(): 1-D views
+/// into the shards, whose .grad after each backward is the gradient averaged over the ranks.
+///
+/// Collectives run on one communication thread in the order they are posted, which is the same on
+/// every rank: reductions in the units' fixed order (the last registered parameters first),
+/// gathers in the order the modules run. Rank 0's parameters and buffers are broadcast at
+/// construction and its buffers again before each forward, as DistributedDataParallel does.
+/// Build it after the model is on its device and cast to its training dtype; do not move or cast
+/// the model afterwards. Every rank must run forward and backward in step.
 #pragma once
 
 #include <cstdint>
@@ -37,65 +38,66 @@
 
 namespace ember::dist {
 
-// DeepSpeed's zero_optimization knobs, under its names and with its defaults (REFERENCE.md §9b).
+/// DeepSpeed's zero_optimization knobs, under its names and with its defaults (REFERENCE.md §9b).
 struct ZeroOptions {
-  int stage = 1;                                  // 1, 2 or 3
-  int64_t reduce_bucket_size = 500'000'000;       // elements per gradient unit (stages 1 and 2)
-  int64_t allgather_bucket_size = 500'000'000;    // elements gathered per all-gather call
-  bool overlap_comm = false;                      // reduce on the communication thread while backward runs
-  bool contiguous_gradients = true;               // copy each gradient into its unit's buffer as it arrives
-  bool reduce_scatter = true;                     // false: all-reduce the unit, keep the own shard
-  int64_t stage3_prefetch_bucket_size = 50'000'000;       // elements gathered ahead of use (stage 3)
-  int64_t stage3_param_persistence_threshold = 100'000;   // units this small stay whole (stage 3)
-  // Optimizer state, float32 masters and the step in host memory (train::TrainingPrecision does it:
-  // the partition itself only holds parameters and gradients). Nothing moves on a CPU run.
+  int stage = 1;  ///< 1, 2 or 3
+  int64_t reduce_bucket_size = 500'000'000;          ///< elements per gradient unit (stages 1 and 2)
+  int64_t allgather_bucket_size = 500'000'000;       ///< elements gathered per all-gather call
+  bool overlap_comm = false;                         ///< reduce on the communication thread while backward runs
+  bool contiguous_gradients = true;                  ///< copy each gradient into its unit's buffer as it arrives
+  bool reduce_scatter = true;                        ///< false: all-reduce the unit, keep the own shard
+  int64_t stage3_prefetch_bucket_size = 50'000'000;  ///< elements gathered ahead of use (stage 3)
+  int64_t stage3_param_persistence_threshold = 100'000;  ///< units this small stay whole (stage 3)
+  /// Optimizer state, float32 masters and the step in host memory (train::TrainingPrecision does it:
+  /// the partition itself only holds parameters and gradients). Nothing moves on a CPU run.
   bool offload_optimizer = false;
-  bool find_unused_parameters = false;            // as DistributedDataParallel's
-  bool broadcast_buffers = true;                  // rank 0's buffers before each forward
+  bool find_unused_parameters = false;  ///< as DistributedDataParallel's
+  bool broadcast_buffers = true;        ///< rank 0's buffers before each forward
 };
 
-// ValueError naming the knob and its value.
+/// Checks the knobs' ranges: ValueError naming the knob and its value.
 void check_zero_options(const ZeroOptions& options);
 
+/// ZeRO's partition of one model over a process group (see the file's description).
 class ZeroPartition {
   struct State;  // shared with the hooks, which hold it weakly
 
  public:
-  // ValueError for a model with no parameter that requires grad, or one whose parameters do not
-  // give every rank a piece; DeviceError for parameters off the group's device; ValueError for
-  // non-contiguous or non-floating parameters.
+  /// ValueError for a model with no parameter that requires grad, or one whose parameters do not
+  /// give every rank a piece; DeviceError for parameters off the group's device; ValueError for
+  /// non-contiguous or non-floating parameters.
   ZeroPartition(nn::Module& module, std::shared_ptr<ProcessGroup> group, ZeroOptions options = {});
   ~ZeroPartition();
   ZeroPartition(const ZeroPartition&) = delete;
   ZeroPartition& operator=(const ZeroPartition&) = delete;
 
-  // This rank's pieces of the parameters, in parameter order: 1-D tensors viewing the shards, each
-  // with .grad (the average over the ranks) after a backward.
+  /// This rank's pieces of the parameters, in parameter order: 1-D tensors viewing the shards, each
+  /// with .grad (the average over the ranks) after a backward.
   const std::vector<Tensor>& pieces() const;
-  // Which elements of which parameter a piece holds: [offset, offset + numel) of the flattened
-  // parameter (`parameter` counts the parameters that require grad in registration order).
+  /// Which elements of which parameter a piece holds: [offset, offset + numel) of the flattened
+  /// parameter (`parameter` counts the parameters that require grad in registration order).
   struct PieceInfo {
-    size_t parameter;
-    std::string name;
-    int64_t offset;
+    size_t parameter;  ///< which parameter
+    std::string name;  ///< its dotted name
+    int64_t offset;    ///< where the piece starts in the flattened parameter, in elements
   };
-  const std::vector<PieceInfo>& piece_info() const;
+  const std::vector<PieceInfo>& piece_info() const;  ///< What each of pieces() holds, in the same order.
 
-  // After the optimizer stepped the pieces: every rank's updated shard all-gathered into the whole
-  // parameters (all units at stages 1 and 2, the persistent ones at stage 3; the others are gathered
-  // at their next use).
+  /// After the optimizer stepped the pieces: every rank's updated shard all-gathered into the whole
+  /// parameters (all units at stages 1 and 2, the persistent ones at stage 3; the others are gathered
+  /// at their next use).
   void gather_updated_parameters();
-  // Sets found_inf (0-dim) to its maximum over the ranks, so every rank skips or steps together.
+  /// Sets found_inf (0-dim) to its maximum over the ranks, so every rank skips or steps together.
   void agree_on_overflow(const Tensor& found_inf) const;
-  // The 2-norm of every rank's gradients together from each rank's own (0-dim): sqrt(sum of squares).
+  /// The 2-norm of every rank's gradients together from each rank's own (0-dim): sqrt(sum of squares).
   Tensor total_norm(const Tensor& local_norm) const;
 
-  // While alive, every parameter is whole (stage 3 gathers them all; a no-op at stages 1 and 2):
-  // to save, compare or evaluate them outside forward. Not inside a forward or backward.
+  /// While alive, every parameter is whole (stage 3 gathers them all; a no-op at stages 1 and 2):
+  /// to save, compare or evaluate them outside forward. Not inside a forward or backward.
   class Gathered {
    public:
     ~Gathered();
-    Gathered(Gathered&&) noexcept;
+    Gathered(Gathered&&) noexcept;  ///< Moves the guard (the one moved from does nothing at destruction).
     Gathered(const Gathered&) = delete;
     Gathered& operator=(const Gathered&) = delete;
 
@@ -104,31 +106,31 @@ class ZeroPartition {
     explicit Gathered(std::shared_ptr<State> state) : state_(std::move(state)) {}
     std::shared_ptr<State> state_;  // null once moved from
   };
-  Gathered gathered();
+  Gathered gathered();  ///< A guard that keeps every parameter whole while it lives; StateError during a backward.
 
-  // The units in reduction order: their parameters' names, elements (with the alignment gaps, before
-  // the padding to the ranks), dtype and
-  // whether the parameters stay whole between uses.
+  /// A unit, as units() lists them in reduction order: its parameters' names, elements (with the
+  /// alignment gaps, before the padding to the ranks), dtype and whether the parameters stay whole
+  /// between uses.
   struct Unit {
-    std::vector<std::string> parameters;
-    int64_t numel;
-    int64_t padded;
-    DType dtype;
-    bool persistent;
+    std::vector<std::string> parameters;  ///< the unit's parameters, by dotted name
+    int64_t numel;                        ///< elements, with the alignment gaps
+    int64_t padded;                       ///< elements after padding to a multiple of the ranks
+    DType dtype;                          ///< the parameters' dtype
+    bool persistent;                      ///< whether the parameters stay whole between uses
   };
-  std::vector<Unit> units() const;
+  std::vector<Unit> units() const;  ///< The units, in reduction order.
 
-  // The bytes this rank holds now for parameters (whole and sharded) and for gradients (the
-  // units' buffers and the averaged shards).
+  /// The bytes this rank holds now for parameters (whole and sharded) and for gradients (the
+  /// units' buffers and the averaged shards).
   struct Memory {
-    int64_t parameters = 0;
-    int64_t gradients = 0;
+    int64_t parameters = 0;  ///< bytes of parameters
+    int64_t gradients = 0;   ///< bytes of gradients
   };
-  Memory memory() const;
+  Memory memory() const;  ///< The bytes this rank holds now.
 
-  int stage() const;
-  const ZeroOptions& options() const;
-  ProcessGroup& process_group() const;
+  int stage() const;                    ///< The ZeRO stage: 1, 2 or 3.
+  const ZeroOptions& options() const;   ///< The settings it was built with.
+  ProcessGroup& process_group() const;  ///< The group it partitions over.
 
  private:
   std::shared_ptr<State> state_;

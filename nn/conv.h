@@ -1,4 +1,5 @@
-// conv2d, as torch::nn::functional::conv2d: NCHW input, (O, C/groups, kH, kW) weight, optional bias.
+/// @file
+/// conv2d, as torch::nn::functional::conv2d: NCHW input, (O, C/groups, kH, kW) weight, optional bias.
 #pragma once
 
 #include <array>
@@ -7,13 +8,13 @@
 
 namespace ember {
 
-// 2-D convolution (cross-correlation) with PyTorch's output size
-//   OH = (H + 2 pad - dilation (kH - 1) - 1) / stride + 1.
-// An input with channels-last strides (NHWC in memory) is read in place and gives a channels-last output.
+/// 2-D convolution (cross-correlation) with PyTorch's output size
+///   OH = (H + 2 pad - dilation (kH - 1) - 1) / stride + 1.
+/// An input with channels-last strides (NHWC in memory) is read in place and gives a channels-last output.
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, std::array<int64_t, 2> stride = {1, 1},
               std::array<int64_t, 2> padding = {0, 0}, std::array<int64_t, 2> dilation = {1, 1}, int64_t groups = 1);
 
-// True when x is 4-D with NHWC strides (and not also NCHW-contiguous).
+/// True when x is 4-D with NHWC strides (and not also NCHW-contiguous).
 bool is_channels_last(const Tensor& x);
 
 }  // namespace ember

@@ -1,4 +1,5 @@
-// Functional embedding lookup.
+/// @file
+/// Functional embedding lookup.
 #pragma once
 
 #include <optional>
@@ -7,8 +8,8 @@
 
 namespace ember {
 
-// Rows of weight (V, D) at integer indices of any shape: output (*indices.shape, D). Rows looked
-// up at padding_idx (if given; negative counts from V) receive no gradient.
+/// Rows of weight (V, D) at integer indices of any shape: output (*indices.shape, D). Rows looked
+/// up at padding_idx (if given; negative counts from V) receive no gradient.
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = {});
 
 }  // namespace ember

@@ -1,7 +1,8 @@
-// Module: the base of layers and models, in the shape of libtorch's C++ frontend (without its
-// Impl/ModuleHolder split): parameters, buffers and children registered by name, train/eval, to(),
-// state_dict, and PyTorch's forward hooks (which libtorch lacks). Sequential and ModuleList hold
-// children in order.
+/// @file
+/// Module: the base of layers and models, in the shape of libtorch's C++ frontend (without its
+/// Impl/ModuleHolder split): parameters, buffers and children registered by name, train/eval, to(),
+/// state_dict, and PyTorch's forward hooks (which libtorch lacks). Sequential and ModuleList hold
+/// children in order.
 #pragma once
 
 #include <functional>
@@ -19,10 +20,11 @@ namespace ember::nn {
 
 class Module;
 
-// Forward hooks in PyTorch's shape (register_forward_pre_hook / register_forward_hook), observing
-// only: the pre-hook sees the input of a call m(x), the hook its input and output once forward has
-// returned. forward() called directly runs no hook, as in PyTorch.
+/// Forward hooks in PyTorch's shape (register_forward_pre_hook / register_forward_hook), observing
+/// only: the pre-hook sees the input of a call m(x), the hook its input and output once forward has
+/// returned. forward() called directly runs no hook, as in PyTorch.
 using ForwardPreHook = std::function<void(Module& module, const Tensor& input)>;
+/// The hook of register_forward_hook: sees the module, its input and its output.
 using ForwardHook = std::function<void(Module& module, const Tensor& input, const Tensor& output)>;
 
 namespace detail {
@@ -33,12 +35,12 @@ struct ForwardHooks {
 };
 }  // namespace detail
 
-// What registering a hook returns (PyTorch's RemovableHandle): remove() takes the hook off; it does
-// nothing the second time or once the module is gone.
+/// What registering a hook returns (PyTorch's RemovableHandle): remove() takes the hook off; it does
+/// nothing the second time or once the module is gone.
 class HookHandle {
  public:
   HookHandle() = default;
-  void remove();
+  void remove();  ///< Takes the hook off (a no-op the second time, or once the module is gone).
 
  private:
   friend class Module;
@@ -47,6 +49,8 @@ class HookHandle {
   uint64_t id_ = 0;
 };
 
+/// The base of layers and models (torch.nn.Module). Own modules through std::shared_ptr:
+/// modules() and named_modules() need it.
 class Module : public std::enable_shared_from_this<Module> {
  public:
   Module() = default;
@@ -54,76 +58,96 @@ class Module : public std::enable_shared_from_this<Module> {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
-  // The type's name for printing ("Linear", "Conv2d", ...); extra_repr gives its settings.
+  /// The type's name for printing ("Linear", "Conv2d", ...); extra_repr gives its settings.
   virtual std::string name() const { return "Module"; }
+  /// The settings str() prints in parentheses ("in_features=4, out_features=2").
   virtual std::string extra_repr() const { return ""; }
-  // The module tree in PyTorch's format: Name(extra) with children indented.
+  /// The module tree in PyTorch's format: Name(extra) with children indented.
   std::string str() const;
 
-  // Stores t under `name` and returns it (the same handle). Names must be unique within a module
-  // and contain no '.'; a parameter is made requires_grad(requires_grad).
+  /// Stores t under `name` and returns it (the same handle). Names must be unique within a module
+  /// and contain no '.' (ValueError otherwise, and for an undefined t); a parameter is made
+  /// requires_grad(requires_grad) (DTypeError when t is not floating).
   Tensor register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
-  // Buffers: state that is saved and moved with the module but not trained (running stats).
+  /// Stores a buffer under `name`, as register_parameter: state that is saved and moved with the
+  /// module but not trained (running stats).
   Tensor register_buffer(const std::string& name, Tensor t);
+  /// Stores child `m` under `name` (the rules of register_parameter; ValueError for a null m) and
+  /// returns it.
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     register_child(name, m);
     return m;
   }
 
-  // Parameters of this module, then (recurse) of its children depth first, each in registration
-  // order as PyTorch lists them; a shared tensor once; dotted names ("layer1.0.conv1.weight").
+  /// Parameters of this module, then (recurse) of its children depth first, each in registration
+  /// order as PyTorch lists them; a shared tensor once; dotted names ("layer1.0.conv1.weight").
   std::vector<Tensor> parameters(bool recurse = true) const;
+  /// parameters() with their dotted names.
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  /// Buffers of this module, then (recurse) of its children, ordered as parameters().
   std::vector<Tensor> buffers(bool recurse = true) const;
+  /// buffers() with their dotted names.
   std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
-  std::vector<std::shared_ptr<Module>> children() const;
+  std::vector<std::shared_ptr<Module>> children() const;  ///< The direct children, in registration order.
+  /// The direct children with their names.
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
-  // This module (named "") and all descendants, depth first.
+  /// This module and all descendants, depth first; ValueError when this module is not owned by a
+  /// std::shared_ptr.
   std::vector<std::shared_ptr<Module>> modules();
+  /// modules() with their dotted names ("" for this one).
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
-  // The parameter or buffer stored directly here under `name`; undefined when there is none.
+  /// The parameter stored directly here under `name`; undefined when there is none.
   Tensor parameter(const std::string& name) const;
+  /// The buffer stored directly here under `name`; undefined when there is none.
   Tensor buffer(const std::string& name) const;
-  int64_t num_parameters() const;  // total elements of parameters()
+  int64_t num_parameters() const;  ///< total elements of parameters()
 
-  // Training mode, set on this module and every descendant.
+  /// Sets training mode (or evaluation mode, `on` false) on this module and every descendant.
   virtual void train(bool on = true);
-  void eval() { train(false); }
-  bool is_training() const { return training_; }
+  void eval() { train(false); }  ///< train(false): evaluation mode (dropout off, batch norm on its running statistics).
+  bool is_training() const { return training_; }  ///< Whether the module is in training mode (the default).
 
-  // Moves (casts) every parameter and buffer. Tensor identity is kept: the handles the layers and
-  // optimizers hold see the new storage (like PyTorch's `p.data = p.data.to(...)`); gradients are
-  // dropped. to(DType) casts floating tensors only (an i64 step counter stays i64).
+  /// Moves (casts) every parameter and buffer. Tensor identity is kept: the handles the layers and
+  /// optimizers hold see the new storage (like PyTorch's `p.data = p.data.to(...)`); gradients are
+  /// dropped. to(DType) casts floating tensors only (an i64 step counter stays i64).
   Module& to(Device device);
+  /// Casts every floating parameter and buffer to `dtype`, keeping identity as to(Device) does;
+  /// DTypeError for a non-floating dtype.
   Module& to(DType dtype);
-  // to(dtype) except in the modules for which `keep` is true and their descendants (naive AMP
-  // keeps batch norm in float32 this way).
+  /// to(dtype) except in the modules for which `keep` is true and their descendants (naive AMP
+  /// keeps batch norm in float32 this way).
   Module& to(DType dtype, const std::function<bool(const Module&)>& keep);
-  // Sets the gradients of all parameters to none (default) or to zero in place.
+  /// Sets the gradients of all parameters to none (default) or to zero in place.
   void zero_grad(bool set_to_none = true);
 
-  // The name of this module's forward range on profiler timelines (tensor/nvtx.h): its dotted path
-  // and type once label_ranges() ran on a module above it ("layer1.0.conv1: Conv2d"), else its type.
+  /// The name of this module's forward range on profiler timelines (tensor/nvtx.h): its dotted path
+  /// and type once label_ranges() ran on a module above it ("layer1.0.conv1: Conv2d"), else its type.
   const std::string& range_label();
-  // Labels this module ("" path: its type) and every descendant by its dotted path from here.
+  /// Labels this module ("" path: its type) and every descendant by its dotted path from here.
   void label_ranges();
 
-  // Hooks run, in registration order, around each call m(x) of a UnaryModule.
+  /// Adds a hook that runs before each call m(x) of a UnaryModule, with its input; hooks run in
+  /// registration order. Returns the handle that removes it; ValueError for an empty hook (as
+  /// register_forward_hook).
   HookHandle register_forward_pre_hook(ForwardPreHook hook);
+  /// Adds a hook that runs after each call m(x) of a UnaryModule, with its input and output.
   HookHandle register_forward_hook(ForwardHook hook);
 
-  // Parameters and buffers by dotted name; the tensors share storage with the module's (detached).
+  /// Parameters and buffers by dotted name; the tensors share storage with the module's (detached).
   StateDict state_dict() const;
-  // Copies values into the existing tensors (converting dtype/device). With strict, missing and
-  // unexpected keys are errors; shape mismatches always are. All problems are reported together
-  // in one ValueError; nothing is copied when there is any.
+  /// Copies values into the existing tensors (converting dtype/device). With strict, missing and
+  /// unexpected keys are errors; shape mismatches always are. All problems are reported together
+  /// in one ValueError; nothing is copied when there is any.
   void load_state_dict(const StateDict& state, bool strict = true);
 
  protected:
+  /// Stores child `m` under `name` (register_module for any module type).
   void register_child(const std::string& name, std::shared_ptr<Module> m);
+  /// Whether any forward hook is registered.
   bool has_forward_hooks() const { return hooks_ && (!hooks_->pre.empty() || !hooks_->post.empty()); }
-  void run_forward_pre_hooks(const Tensor& input);
+  void run_forward_pre_hooks(const Tensor& input);  ///< Runs the pre-hooks on `input`, in registration order.
+  /// Runs the hooks on `input` and `output`, in registration order.
   void run_forward_hooks(const Tensor& input, const Tensor& output);
 
  private:
@@ -144,12 +168,14 @@ class Module : public std::enable_shared_from_this<Module> {
   std::string range_label_;                      // "": not yet asked for
 };
 
-// A module with one tensor in and one out: what Sequential chains. Call it as m(x) (models call
-// their children so), which runs the forward hooks around forward(x), and with profiler ranges on,
-// makes the call a range named range_label().
+/// A module with one tensor in and one out: what Sequential chains. Call it as m(x) (models call
+/// their children so), which runs the forward hooks around forward(x), and with profiler ranges on
+/// makes the call a range named range_label().
 class UnaryModule : public Module {
  public:
+  /// The module's computation on x (no hooks run: call m(x) for them).
   virtual Tensor forward(const Tensor& x) = 0;
+  /// forward(x) with the forward hooks (and a profiler range) around it: how models call their children.
   Tensor operator()(const Tensor& x) {
     if (!has_forward_hooks() && !nvtx::enabled()) return forward(x);
     std::optional<nvtx::ModuleScope> range;
@@ -161,46 +187,46 @@ class UnaryModule : public Module {
   }
 };
 
-// Runs its children in order; children are named "0", "1", ...
+/// Runs its children in order; children are named "0", "1", ...
 class Sequential : public UnaryModule {
  public:
   Sequential() = default;
-  explicit Sequential(std::vector<std::shared_ptr<UnaryModule>> layers);
+  explicit Sequential(std::vector<std::shared_ptr<UnaryModule>> layers);  ///< Holds `layers` in order.
   std::string name() const override { return "Sequential"; }
   template <class M>
-  std::shared_ptr<M> push_back(std::shared_ptr<M> m) {
+  std::shared_ptr<M> push_back(std::shared_ptr<M> m) {  ///< Appends m, named by its index, and returns it.
     append(m);
     return m;
   }
-  Tensor forward(const Tensor& x) override;
-  size_t size() const { return layers_.size(); }
-  const std::shared_ptr<UnaryModule>& operator[](size_t i) const;
+  Tensor forward(const Tensor& x) override;                        ///< x through every child in order.
+  size_t size() const { return layers_.size(); }                   ///< Number of children.
+  const std::shared_ptr<UnaryModule>& operator[](size_t i) const;  ///< Child i; IndexError when out of range.
 
  private:
   void append(std::shared_ptr<UnaryModule> m);
   std::vector<std::shared_ptr<UnaryModule>> layers_;
 };
 
-// Holds modules by index ("0", "1", ...) with no forward of its own.
+/// Holds modules by index ("0", "1", ...) with no forward of its own.
 class ModuleList : public Module {
  public:
   ModuleList() = default;
   std::string name() const override { return "ModuleList"; }
   template <class M>
-  std::shared_ptr<M> push_back(std::shared_ptr<M> m) {
+  std::shared_ptr<M> push_back(std::shared_ptr<M> m) {  ///< Appends m, named by its index, and returns it.
     append(m);
     return m;
   }
-  size_t size() const { return items_.size(); }
-  const std::shared_ptr<Module>& operator[](size_t i) const;
-  // The i-th module as M (checked).
+  size_t size() const { return items_.size(); }               ///< Number of modules.
+  const std::shared_ptr<Module>& operator[](size_t i) const;  ///< Module i; IndexError when out of range.
+  /// The i-th module as M (checked).
   template <class M> std::shared_ptr<M> at(size_t i) const {
     auto p = std::dynamic_pointer_cast<M>((*this)[i]);
     if (!p) throw_wrong_type(i);
     return p;
   }
-  auto begin() const { return items_.begin(); }
-  auto end() const { return items_.end(); }
+  auto begin() const { return items_.begin(); }  ///< Iteration over the modules, in order.
+  auto end() const { return items_.end(); }      ///< The end of the iteration.
 
  private:
   void append(std::shared_ptr<Module> m);

@@ -1,4 +1,5 @@
-// The nn umbrella header: the functional ops, Module, init, layers and models.
+/// @file
+/// The nn umbrella header: the functional ops, Module, init, layers and models.
 #pragma once
 
 #include "nn/attention.h"

@@ -1,35 +1,42 @@
-// Adam (optionally AMSGrad) with L2 weight decay, AdamW with decoupled weight decay, and LAMB
-// (layer-wise trust ratio over Adam's update).
+/// @file
+/// Adam (optionally AMSGrad) with L2 weight decay, AdamW with decoupled weight decay, and LAMB
+/// (layer-wise trust ratio over Adam's update).
 #pragma once
 
 #include "optim/optimizer.h"
 
 namespace ember::optim {
 
+/// Adam's and AdamW's hyperparameters, with PyTorch's defaults.
 struct AdamOptions {
-  double lr = 1e-3;
+  double lr = 1e-3;  ///< learning rate
+  /// decay rates of the first and second moment averages @{
   double beta1 = 0.9, beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0;  // Adam: L2, added to the gradient; AdamW: decoupled
-  bool amsgrad = false;
-  GroupOptions to_map() const;
-  static AdamOptions from(const GroupOptions& o);
+  /// @}
+  double eps = 1e-8;            ///< added to the denominator's square root
+  double weight_decay = 0;      ///< Adam: L2, added to the gradient; AdamW: decoupled
+  bool amsgrad = false;         ///< use the running maximum of the second moment (AMSGrad)
+  GroupOptions to_map() const;  ///< The options as a param group's map ("beta1", "beta2", "amsgrad" as 0/1, ...).
+  static AdamOptions from(const GroupOptions& o);  ///< The options a param group's map holds.
 };
 
-// AdamW's defaults differ from Adam's only in weight_decay = 1e-2.
+/// AdamW's defaults differ from Adam's only in weight_decay = 1e-2.
 inline AdamOptions adamw_defaults() {
   AdamOptions o;
   o.weight_decay = 1e-2;
   return o;
 }
 
+/// Adam (Kingma & Ba, 2015), torch.optim.Adam: per-parameter state "exp_avg", "exp_avg_sq"
+/// (and "max_exp_avg_sq" with amsgrad) and "step".
 class Adam : public Optimizer {
  public:
-  // ValueError on lr < 0, eps < 0, weight_decay < 0 or a beta outside [0, 1).
+  /// ValueError on lr < 0, eps < 0, weight_decay < 0 or a beta outside [0, 1).
   Adam(std::vector<Tensor> params, AdamOptions options = {});
   const char* name() const override { return decoupled_ ? "AdamW" : "Adam"; }
 
  protected:
+  /// For AdamW: `decoupled` decays the weights instead of adding L2 to the gradient.
   Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled);
   void step_group(const ParamGroup& group, const Batch& batch) override;
 
@@ -37,25 +44,32 @@ class Adam : public Optimizer {
   bool decoupled_;
 };
 
+/// AdamW (Loshchilov & Hutter, 2019), torch.optim.AdamW: Adam with weight decay applied to the
+/// weights, lr * weight_decay * w, apart from the gradient.
 class AdamW final : public Adam {
  public:
-  AdamW(std::vector<Tensor> params, AdamOptions options = adamw_defaults());
+  AdamW(std::vector<Tensor> params, AdamOptions options = adamw_defaults());  ///< ValueError as Adam's.
 };
 
+/// LAMB's hyperparameters (apex's FusedLAMB defaults).
 struct LAMBOptions {
-  double lr = 1e-3;
+  double lr = 1e-3;  ///< learning rate
+  /// decay rates of the first and second moment averages @{
   double beta1 = 0.9, beta2 = 0.999;
-  double eps = 1e-6;
-  double weight_decay = 0;
-  GroupOptions to_map() const;
-  static LAMBOptions from(const GroupOptions& o);
+  /// @}
+  double eps = 1e-6;            ///< added to the denominator's square root
+  double weight_decay = 0;      ///< decoupled, added to the update before the trust ratio
+  GroupOptions to_map() const;  ///< The options as a param group's map.
+  static LAMBOptions from(const GroupOptions& o);  ///< The options a param group's map holds.
 };
 
+/// LAMB (You et al., 2020): Adam's update, scaled per parameter by the trust ratio
+/// ||w|| / ||update||, for large batches.
 class LAMB final : public Optimizer {
  public:
-  LAMB(std::vector<Tensor> params, LAMBOptions options = {});
+  LAMB(std::vector<Tensor> params, LAMBOptions options = {});  ///< ValueError as Adam's.
   const char* name() const override { return "LAMB"; }
-  bool is_elementwise() const override { return false; }  // the trust ratio: whole-parameter norms
+  bool is_elementwise() const override { return false; }  ///< the trust ratio: whole-parameter norms
 
  protected:
   void step_group(const ParamGroup& group, const Batch& batch) override;

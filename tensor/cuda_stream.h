@@ -1,6 +1,7 @@
-// User CUDA streams and events (torch.cuda.Stream / Event / torch.cuda.stream): ember's kernels on a
-// device run on that device's current stream; StreamGuard makes a user stream current for a scope,
-// and events order work between streams and time it. Without a GPU every constructor raises DeviceError.
+/// @file
+/// User CUDA streams and events (torch.cuda.Stream / Event / torch.cuda.stream): ember's kernels on a
+/// device run on that device's current stream; StreamGuard makes a user stream current for a scope,
+/// and events order work between streams and time it. Without a GPU every constructor raises DeviceError.
 #pragma once
 
 #include <cstdint>
@@ -9,19 +10,20 @@ namespace ember::cuda {
 
 class Event;
 
+/// A CUDA stream of ember's own (torch.cuda.Stream), destroyed with the object.
 class Stream {
  public:
-  // A new stream on `device` that does not synchronise with the legacy default stream.
+  /// A new stream on `device` that does not synchronise with the legacy default stream.
   explicit Stream(int device = 0);
   ~Stream();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
-  int device() const { return device_; }
-  void* handle() const { return stream_; }  // the cudaStream_t
-  // Waits on the host until the stream's work is done (counted by host_sync_count()).
+  int device() const { return device_; }    ///< The CUDA device the stream belongs to.
+  void* handle() const { return stream_; }  ///< the cudaStream_t
+  /// Waits on the host until the stream's work is done (counted by host_sync_count()).
   void synchronize() const;
-  // Work queued on this stream after the call waits for `event` (on the device, not the host).
+  /// Work queued on this stream after the call waits for `event` (on the device, not the host).
   void wait(const Event& event) const;
 
  private:
@@ -29,23 +31,24 @@ class Stream {
   void* stream_ = nullptr;
 };
 
+/// A CUDA event (torch.cuda.Event): a point in a stream's work to wait for or time.
 class Event {
  public:
-  explicit Event(bool enable_timing = false);
+  explicit Event(bool enable_timing = false);  ///< An event; `enable_timing` lets elapsed_ms() measure from it.
   ~Event();
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
 
-  // Records the event on `stream`, or on the current stream of `device`.
+  /// Records the event on `stream`.
   void record(const Stream& stream);
-  void record(int device = 0);
-  // Whether the work before the record has finished (never waits).
+  void record(int device = 0);  ///< Records the event on the current stream of `device`.
+  /// Whether the work before the record has finished (never waits).
   bool query() const;
-  // Waits on the host for it (counted by host_sync_count()).
+  /// Waits on the host for it (counted by host_sync_count()).
   void synchronize() const;
-  // Milliseconds from this event to `end`, both recorded and timed; ValueError otherwise.
+  /// Milliseconds from this event to `end`, both recorded and timed; ValueError otherwise.
   double elapsed_ms(const Event& end) const;
-  void* handle() const { return event_; }  // the cudaEvent_t
+  void* handle() const { return event_; }  ///< the cudaEvent_t
 
  private:
   void* event_ = nullptr;
@@ -53,11 +56,11 @@ class Event {
   bool recorded_ = false;
 };
 
-// Makes `stream` the current stream of its device for this thread while alive; the previous one
-// returns at destruction.
+/// Makes `stream` the current stream of its device for this thread while alive; the previous one
+/// returns at destruction.
 class StreamGuard {
  public:
-  explicit StreamGuard(const Stream& stream);
+  explicit StreamGuard(const Stream& stream);  ///< Makes `stream` current; DeviceError without a GPU.
   ~StreamGuard();
   StreamGuard(const StreamGuard&) = delete;
   StreamGuard& operator=(const StreamGuard&) = delete;

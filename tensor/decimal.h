@@ -1,5 +1,6 @@
-// Whole numbers written in decimal in keys, file names and metadata ("state.3.exp_avg",
-// "epoch_12.safetensors"): parsed with their range checked, never wrapped or thrown as "stoll".
+/// @file
+/// Whole numbers written in decimal in keys, file names and metadata ("state.3.exp_avg",
+/// "epoch_12.safetensors"): parsed with their range checked, never wrapped or thrown as "stoll".
 #pragma once
 
 #include <charconv>
@@ -9,12 +10,12 @@
 
 namespace ember {
 
-// The largest count a file may hold (epochs, iterations, steps): 2^53, below which a double, as
-// state dicts store counts, still holds every whole number exactly.
+/// The largest count a file may hold (epochs, iterations, steps): 2^53, below which a double, as
+/// state dicts store counts, still holds every whole number exactly.
 inline constexpr int64_t kMaxExactCount = int64_t(1) << 53;
 
-// The number `text` holds in plain decimal digits (no sign, space or exponent) when it is at most
-// `max`; nullopt for anything else, a number too large for int64 included.
+/// The number `text` holds in plain decimal digits (no sign, space or exponent) when it is at most
+/// `max`; nullopt for anything else, a number too large for int64 included.
 inline std::optional<int64_t> parse_decimal(std::string_view text, int64_t max) {
   if (text.empty() || text.front() < '0' || text.front() > '9') return std::nullopt;
   int64_t v = 0;

@@ -1,5 +1,6 @@
-// 16-bit floating types stored as raw bits: f16 (IEEE 754 binary16) and bf16 (bfloat16).
-// Arithmetic always converts to float first; conversions round to nearest, ties to even.
+/// @file
+/// 16-bit floating types stored as raw bits: f16 (IEEE 754 binary16) and bf16 (bfloat16).
+/// Arithmetic always converts to float first; conversions round to nearest, ties to even.
 #pragma once
 
 #include <cstdint>
@@ -34,10 +35,11 @@ EMBER_HD inline float bits_float(uint32_t u) {
 }
 }  // namespace detail
 
-// bfloat16: the upper 16 bits of a float32, rounded to nearest even; NaN stays a quiet NaN.
+/// bfloat16: the upper 16 bits of a float32, rounded to nearest even; NaN stays a quiet NaN.
 struct bf16 {
-  uint16_t bits = 0;
+  uint16_t bits = 0;  ///< the raw bits
   bf16() = default;
+  /// The nearest bf16 to f (ties to even); NaN stays a quiet NaN.
   // A select, not a branch, so that loops writing bf16 vectorise (as f16's below).
   EMBER_HD explicit bf16(float f) {
     const uint32_t u = detail::float_bits(f);
@@ -45,15 +47,17 @@ struct bf16 {
     const uint32_t quiet_nan = (u >> 16) | 0x40u;
     bits = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
   }
-  EMBER_HD explicit bf16(double d) : bf16(static_cast<float>(d)) {}
+  EMBER_HD explicit bf16(double d) : bf16(static_cast<float>(d)) {}  ///< Through float.
+  /// The exact float value.
   EMBER_HD operator float() const { return detail::bits_float(static_cast<uint32_t>(bits) << 16); }
-  EMBER_HD static bf16 from_bits(uint16_t b) { bf16 h; h.bits = b; return h; }
+  EMBER_HD static bf16 from_bits(uint16_t b) { bf16 h; h.bits = b; return h; }  ///< The bf16 with these raw bits.
 };
 
-// IEEE binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits; max 65504, subnormals below 2^-14.
+/// IEEE binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits; max 65504, subnormals below 2^-14.
 struct f16 {
-  uint16_t bits = 0;
+  uint16_t bits = 0;  ///< the raw bits
   f16() = default;
+  /// The nearest f16 to f (ties to even); from 65520 on, infinity; NaN stays a quiet NaN.
   // Rounds to nearest even. Every case is computed and one selected, without branches, so that loops
   // writing halves vectorise (as operator float below).
   EMBER_HD explicit f16(float f) {
@@ -70,7 +74,8 @@ struct f16 {
     h = abs > 0x7f800000u ? 0x7e00u : h;   // NaN
     bits = static_cast<uint16_t>(sign | h);
   }
-  EMBER_HD explicit f16(double d) : f16(static_cast<float>(d)) {}
+  EMBER_HD explicit f16(double d) : f16(static_cast<float>(d)) {}  ///< Through float.
+  /// The exact float value.
   // Without branches, so that loops reading halves vectorise (with branches an f16 batch norm spent
   // most of its time here): exponent and mantissa move into a float's place, the exponent rebiased by
   // 112 (127 - 15); inf and NaN (exponent 31) take 112 more, to 255; a subnormal m * 2^-24 is
@@ -83,7 +88,7 @@ struct f16 {
     const float subnormal = detail::bits_float(moved + (113u << 23)) - detail::bits_float(113u << 23);
     return detail::bits_float(sign | (exp == 0 ? detail::float_bits(subnormal) : normal));
   }
-  EMBER_HD static f16 from_bits(uint16_t b) { f16 h; h.bits = b; return h; }
+  EMBER_HD static f16 from_bits(uint16_t b) { f16 h; h.bits = b; return h; }  ///< The f16 with these raw bits.
 };
 
 }  // namespace ember

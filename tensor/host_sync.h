@@ -1,5 +1,6 @@
-// A debug counter of the points where the host waits for tensor values, so that tests can assert
-// that a training step queues its work without stalling on the device.
+/// @file
+/// A debug counter of the points where the host waits for tensor values, so that tests can assert
+/// that a training step queues its work without stalling on the device.
 #pragma once
 
 #include <cstdint>
@@ -9,13 +10,13 @@
 
 namespace ember {
 
-// How many times the host has waited for the device since the process started: every blocking
-// copy to or from a GPU and every stream synchronisation the CUDA backend makes. Reading a CPU
-// tensor's values (item(), to_vector()) counts too, because on a GPU the same call would wait: a
-// test on the CPU then checks the same code path a GPU run takes.
+/// How many times the host has waited for the device since the process started: every blocking
+/// copy to or from a GPU and every stream synchronisation the CUDA backend makes. Reading a CPU
+/// tensor's values (item(), to_vector()) counts too, because on a GPU the same call would wait: a
+/// test on the CPU then checks the same code path a GPU run takes.
 int64_t host_sync_count();
 
-// Called where such a wait happens.
+/// Called where such a wait happens.
 void count_host_sync();
 
 namespace detail {

@@ -1,14 +1,15 @@
-// The training precision modes users pick by name (DESIGN.md §6; REFERENCE.md §1-5 for their
-// rules): what each casts, autocasts, scales and keeps in float32, and one iteration's backward,
-// unscale, clipping and step, all decided on the device (no host synchronisation).
-//   fp32        float32 everywhere
-//   tf32        float32 storage, TF32 tensor-core matmul and conv on a GPU (no effect on the CPU)
-//   amp_fp16    torch-style AMP: autocast to f16 + GradScaler (PyTorch's defaults)
-//   amp_bf16    autocast to bf16, no loss scaling
-//   naive_fp16  Apex O2 / Colossal-AI fp16_naive: f16 model (batch norm kept f32), f32 master
-//               weights, DynamicLossScaler
-//   naive_bf16  the same in bf16, without loss scaling
-//   pure_bf16   the whole model and the optimizer in bf16, no masters, no scaling
+/// @file
+/// The training precision modes users pick by name (DESIGN.md §6; REFERENCE.md §1-5 for their
+/// rules): what each casts, autocasts, scales and keeps in float32, and one iteration's backward,
+/// unscale, clipping and step, all decided on the device (no host synchronisation).
+///   fp32        float32 everywhere
+///   tf32        float32 storage, TF32 tensor-core matmul and conv on a GPU (no effect on the CPU)
+///   amp_fp16    torch-style AMP: autocast to f16 + GradScaler (PyTorch's defaults)
+///   amp_bf16    autocast to bf16, no loss scaling
+///   naive_fp16  Apex O2 / Colossal-AI fp16_naive: f16 model (batch norm kept f32), f32 master
+///               weights, DynamicLossScaler
+///   naive_bf16  the same in bf16, without loss scaling
+///   pure_bf16   the whole model and the optimizer in bf16, no masters, no scaling
 #pragma once
 
 #include <functional>
@@ -26,69 +27,73 @@
 
 namespace ember::train {
 
+/// The training precision modes (see the file's description).
 enum class Precision { fp32, tf32, amp_fp16, amp_bf16, naive_fp16, naive_bf16, pure_bf16 };
 
-const std::vector<std::string>& precision_names();  // in the order above
-const char* precision_name(Precision p);
-// ValueError listing the names for an unknown one.
+const std::vector<std::string>& precision_names();  ///< in the order above
+const char* precision_name(Precision p);            ///< The mode's name: "fp32", "amp_fp16", ...
+/// The mode named `name`; ValueError listing the names for an unknown one.
 Precision parse_precision(const std::string& name);
 
+/// A precision mode and its settings.
 struct PrecisionOptions {
-  Precision precision = Precision::fp32;
-  amp::GradScalerOptions grad_scaler;         // amp_fp16
-  amp::DynamicLossScalerOptions loss_scaler;  // naive_fp16 (its defaults are Colossal-AI's)
-  // ZeRO over this group when set (dist/zero_partition.h): the optimizer, and in the naive modes the
-  // float32 masters, cover this rank's shard only; overflow and the gradient norm are agreed over
-  // the ranks, so every rank skips or steps together and clips by the global norm.
+  Precision precision = Precision::fp32;      ///< the mode
+  amp::GradScalerOptions grad_scaler;         ///< amp_fp16
+  amp::DynamicLossScalerOptions loss_scaler;  ///< naive_fp16 (its defaults are Colossal-AI's)
+  /// ZeRO over this group when set (dist/zero_partition.h): the optimizer, and in the naive modes the
+  /// float32 masters, cover this rank's shard only; overflow and the gradient norm are agreed over
+  /// the ranks, so every rank skips or steps together and clips by the global norm.
   std::shared_ptr<dist::ProcessGroup> zero_group;
-  dist::ZeroOptions zero;
+  dist::ZeroOptions zero;  ///< the ZeRO settings, with zero_group
 };
 
-// Builds the optimizer over the tensors it is to step.
+/// Builds the optimizer over the tensors it is to step.
 using OptimizerFactory = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor> params)>;
 
-// What one iteration's backward and step leave on the device.
+/// What one iteration's backward and step leave on the device.
 struct StepOutcome {
-  Tensor grad_norm;  // 0-dim float32: the 2-norm of the unscaled gradients, before clipping
-  Tensor skipped;    // 0-dim float32: 1 when the step was skipped (overflow or a non-finite norm)
+  Tensor grad_norm;  ///< 0-dim float32: the 2-norm of the unscaled gradients, before clipping
+  Tensor skipped;    ///< 0-dim float32: 1 when the step was skipped (overflow or a non-finite norm)
 };
 
+/// What a precision mode does to one training step (see the file's description): casts the model,
+/// owns the optimizer and the scaler, and runs backward_and_step.
 class TrainingPrecision {
  public:
-  // Casts `model` (already on its device) as the mode asks and builds the optimizer over what it
-  // steps: the float32 masters in the naive modes, the model's parameters otherwise (under ZeRO:
-  // of this rank's pieces). tf32 turns on ember::cuda's matmul and conv TF32 switches for the process.
+  /// Casts `model` (already on its device) as the mode asks and builds the optimizer over what it
+  /// steps: the float32 masters in the naive modes, the model's parameters otherwise (under ZeRO:
+  /// of this rank's pieces). tf32 turns on ember::cuda's matmul and conv TF32 switches for the process.
   TrainingPrecision(PrecisionOptions options, nn::Module& model, const OptimizerFactory& make_optimizer);
-  // fp32 over an optimizer built already.
+  /// fp32 over an optimizer built already (the model stays as it is).
   explicit TrainingPrecision(std::shared_ptr<optim::Optimizer> optimizer);
 
-  Precision precision() const { return options_.precision; }
-  // The optimizer schedulers drive (in the naive modes, the one over the masters).
+  Precision precision() const { return options_.precision; }  ///< The mode.
+  /// The optimizer schedulers drive (in the naive modes, the one over the masters).
   optim::Optimizer& optimizer() { return *optimizer_; }
-  const optim::Optimizer& optimizer() const { return *optimizer_; }
-  // The dtype the model takes its input in: f16/bf16 in the naive and pure modes, else float32.
+  const optim::Optimizer& optimizer() const { return *optimizer_; }  ///< The optimizer schedulers drive.
+  /// The dtype the model takes its input in: f16/bf16 in the naive and pure modes, else float32.
   DType input_dtype() const;
-  // The autocast region of the forward and the loss in the amp modes, null otherwise.
+  /// The autocast region of the forward and the loss in the amp modes, null otherwise.
   std::unique_ptr<amp::Autocast> autocast(Device device) const;
 
-  // Sets the gradients of the stepped tensors to none.
+  /// Sets the gradients of the stepped tensors to none.
   void zero_grad();
-  // backward of `loss` (scaled where the mode scales), the unscale and overflow check, the norm
-  // (gradients clipped to clip_grad_norm when > 0), the step (skipped on the device on an overflow
-  // or a non-finite norm) and the loss-scale update.
+  /// Runs backward of `loss` (scaled where the mode scales), the unscale and overflow check, the norm
+  /// (gradients clipped to clip_grad_norm when > 0), the step (skipped on the device on an overflow
+  /// or a non-finite norm) and the loss-scale update.
   StepOutcome backward_and_step(const Tensor& loss, double clip_grad_norm);
-  // Whether the loss is scaled (amp_fp16 with its scaler enabled, naive_fp16).
+  /// Whether the loss is scaled (amp_fp16 with its scaler enabled, naive_fp16).
   bool scales_loss() const { return (grad_scaler_ && grad_scaler_->is_enabled()) || loss_scaler_; }
-  // The current loss scale (0-dim float32 on the device); 1 in the modes that do not scale.
+  /// The current loss scale (0-dim float32 on the device); 1 in the modes that do not scale.
   Tensor loss_scale() const;
 
-  // The ZeRO partition of the model, or null.
+  /// The ZeRO partition of the model, or null.
   dist::ZeroPartition* zero() const { return zero_.get(); }
 
-  // The scaler's state ("grad_scaler.<key>" or "loss_scaler.<key>") and the masters' own
-  // ("master.<i>", ...); empty in fp32, tf32, amp_bf16 and pure_bf16.
+  /// The scaler's state ("grad_scaler.<key>" or "loss_scaler.<key>") and the masters' own
+  /// ("master.<i>", ...); empty in fp32, tf32, amp_bf16 and pure_bf16.
   StateDict state_dict() const;
-  // ValueError when the dict does not fit this mode (a missing key, a master of another shape).
+  /// ValueError when the dict does not fit this mode (a missing key, a master of another shape).
   void load_state_dict(const StateDict& dict);
 
  private:

@@ -1,27 +1,28 @@
-// train::Runner: the loop every training program shares (DESIGN.md §8). Per iteration: the batch to
-// the device, forward (under the precision mode's autocast), cross-entropy loss, backward, gradient
-// norm (clipped when asked), optimizer step and scheduler step; the step is skipped on an overflow
-// or a non-finite norm. Per epoch: top-1 accuracy on the validation loader and checkpoints. Log
-// lines follow MMEngine's format (train/log.h).
-//
-// An iteration queues its work without waiting for the device: the loss, norm and skip flag are
-// summed on the device and read once per log line (host_sync_count() stays flat between lines), as
-// is the record of the first step whose loss or gradient was not finite and, when
-// locate_nonfinite is on, of the module and op that first made a NaN or an infinity in it
-// (train/nonfinite.h).
-// The optimizer skips on the device, so the host learns of a skipped step at that read-out: the
-// schedule is then taken back by the skipped steps (LRScheduler::rewind). Between a skip and the
-// next log line the lr runs one position ahead; the lr logged and every later one follow the steps
-// taken.
-//
-// Work dir layout: epoch_N.safetensors (the newest `keep_checkpoints` kept), best_accuracy_top1.safetensors,
-// iter_N.safetensors (written when a run is stopped early), last_checkpoint (the newest path, one
-// line), scalars.json (the log's fields as JSON lines), tensorboard/events.out.tfevents.* (with
-// options.tensorboard: the same fields as TensorBoard scalars, one file per Runner, so a resumed
-// run never writes into an earlier run's file), .lock (train/work_dir_lock.h) while a Runner holds
-// the work dir. Every file is replaced atomically and last_checkpoint is repointed only once
-// its file is complete, so a process killed at any moment leaves it naming a loadable checkpoint;
-// a Runner removes the temporary files that such a kill left behind.
+/// @file
+/// train::Runner: the loop every training program shares (DESIGN.md §8). Per iteration: the batch to
+/// the device, forward (under the precision mode's autocast), cross-entropy loss, backward, gradient
+/// norm (clipped when asked), optimizer step and scheduler step; the step is skipped on an overflow
+/// or a non-finite norm. Per epoch: top-1 accuracy on the validation loader and checkpoints. Log
+/// lines follow MMEngine's format (train/log.h).
+///
+/// An iteration queues its work without waiting for the device: the loss, norm and skip flag are
+/// summed on the device and read once per log line (host_sync_count() stays flat between lines), as
+/// is the record of the first step whose loss or gradient was not finite and, when
+/// locate_nonfinite is on, of the module and op that first made a NaN or an infinity in it
+/// (train/nonfinite.h).
+/// The optimizer skips on the device, so the host learns of a skipped step at that read-out: the
+/// schedule is then taken back by the skipped steps (LRScheduler::rewind). Between a skip and the
+/// next log line the lr runs one position ahead; the lr logged and every later one follow the steps
+/// taken.
+///
+/// Work dir layout: epoch_N.safetensors (the newest `keep_checkpoints` kept), best_accuracy_top1.safetensors,
+/// iter_N.safetensors (written when a run is stopped early), last_checkpoint (the newest path, one
+/// line), scalars.json (the log's fields as JSON lines), tensorboard/events.out.tfevents.* (with
+/// options.tensorboard: the same fields as TensorBoard scalars, one file per Runner, so a resumed
+/// run never writes into an earlier run's file), .lock (train/work_dir_lock.h) while a Runner holds
+/// the work dir. Every file is replaced atomically and last_checkpoint is repointed only once
+/// its file is complete, so a process killed at any moment leaves it naming a loadable checkpoint;
+/// a Runner removes the temporary files that such a kill left behind.
 #pragma once
 
 #include <atomic>
@@ -47,85 +48,92 @@ namespace ember::train {
 
 class MetricLog;
 
+/// The Runner's settings; train's flags set them (`./ember train --help`).
 struct RunnerOptions {
-  int64_t epochs = 1;
-  int64_t log_interval = 50;     // iterations between train log lines (and the epoch's last one)
-  int64_t save_interval = 1;     // epochs between epoch_N checkpoints; 0: none
-  int64_t keep_checkpoints = 3;  // epoch_N files kept, newest first; 0: all
-  double clip_grad_norm = 0;     // max 2-norm of all gradients together; 0: no clipping
-  // Name the module and op that first made a non-finite value in a bad step (forward hooks and a
-  // check of every backward node: a few percent of a step, measured in README.md); off, the log
-  // line still gives the step.
+  int64_t epochs = 1;            ///< the last epoch: a resumed run goes on to it (ValueError below 1)
+  int64_t log_interval = 50;     ///< iterations between train log lines (and the epoch's last one)
+  int64_t save_interval = 1;     ///< epochs between epoch_N checkpoints; 0: none
+  int64_t keep_checkpoints = 3;  ///< epoch_N files kept, newest first; 0: all
+  double clip_grad_norm = 0;     ///< max 2-norm of all gradients together; 0: no clipping
+  /// Name the module and op that first made a non-finite value in a bad step (forward hooks and a
+  /// check of every backward node: a few percent of a step, measured in README.md); off, the log
+  /// line still gives the step.
   bool locate_nonfinite = true;
-  // "": no files (no checkpoints, no JSON lines). Else locked, by the process that writes it (rank 0
-  // of a data-parallel job), for the Runner's lifetime: a Runner on a work dir in use raises WorkDirInUse.
+  /// "": no files (no checkpoints, no JSON lines). Else locked, by the process that writes it (rank 0
+  /// of a data-parallel job), for the Runner's lifetime: a Runner on a work dir in use raises WorkDirInUse.
   std::string work_dir;
-  // Write the log's numeric fields as TensorBoard scalars too, in <work_dir>/tensorboard/ (tagged
-  // train/loss, val/accuracy/top1, ...: train/log.h); needs a work_dir.
+  /// Write the log's numeric fields as TensorBoard scalars too, in `<work_dir>/tensorboard/` (tagged
+  /// train/loss, val/accuracy/top1, ...: train/log.h); needs a work_dir.
   bool tensorboard = false;
-  // Resume before training: "" from the path in <work_dir>/last_checkpoint, else from this file.
+  /// Resume before training: "" from the path in `<work_dir>/last_checkpoint`, else from this file.
   std::optional<std::string> resume;
-  int64_t max_iters = 0;  // stop after this many iterations in all, with a checkpoint; 0: run every epoch
-  Device device = kCPU;
-  std::ostream* console = nullptr;           // log lines; null: std::cout
-  std::map<std::string, std::string> info;   // saved in each checkpoint's metadata
-  // Data parallel: the group of the job, whose every rank runs a Runner over its own share of the
-  // data (the model a dist::DistributedDataParallel). Rank 0 alone prints and writes files; the
-  // logged loss is the mean over the ranks, memory the largest rank's, accuracy over every rank's
-  // share, and train lines add global_batch (the per-rank batch x the ranks). Checkpoints hold the wrapped module's state, so plain one-process runs resume them.
-  // Null: one process.
+  int64_t max_iters = 0;  ///< stop after this many iterations in all, with a checkpoint; 0: run every epoch
+  Device device = kCPU;  ///< where the model and each batch are
+  std::ostream* console = nullptr;           ///< log lines; null: std::cout
+  std::map<std::string, std::string> info;   ///< saved in each checkpoint's metadata
+  /// Data parallel: the group of the job, whose every rank runs a Runner over its own share of the
+  /// data (the model a dist::DistributedDataParallel). Rank 0 alone prints and writes files; the
+  /// logged loss is the mean over the ranks, memory the largest rank's, accuracy over every rank's
+  /// share, and train lines add global_batch (the per-rank batch x the ranks). Checkpoints hold the
+  /// wrapped module's state, so plain one-process runs resume them. Null: one process.
   std::shared_ptr<dist::ProcessGroup> group;
 };
 
+/// What one epoch of run() did.
 struct EpochSummary {
-  int64_t epoch;          // 1-based
-  double seconds;         // the training part of the epoch, wall clock
-  double data_seconds;    // of which waiting for batches
-  double mean_loss;       // over the epoch's iterations
-  double top1;            // validation accuracy in percent (NaN without a validation loader)
+  int64_t epoch;        ///< 1-based
+  double seconds;       ///< the training part of the epoch, wall clock
+  double data_seconds;  ///< of which waiting for batches
+  double mean_loss;     ///< over the epoch's iterations
+  double top1;          ///< validation accuracy in percent (NaN without a validation loader)
 };
 
+/// What run() returns.
 struct RunSummary {
-  std::vector<EpochSummary> epochs;  // those run by this call (not those before a resume)
-  double best_top1;                  // over the whole run, resumed parts included (NaN: none)
-  int64_t iterations;                // finished, over the whole run
-  int64_t skipped_steps;             // steps skipped (overflow, non-finite norm), over the whole run
-  bool stopped_early;                // max_iters or request_stop() ended it before the last epoch
+  std::vector<EpochSummary> epochs;  ///< those run by this call (not those before a resume)
+  double best_top1;                  ///< over the whole run, resumed parts included (NaN: none)
+  int64_t iterations;                ///< finished, over the whole run
+  int64_t skipped_steps;             ///< steps skipped (overflow, non-finite norm), over the whole run
+  bool stopped_early;                ///< max_iters or request_stop() ended it before the last epoch
 };
 
+/// The training loop (see the file's description): run() trains, evaluates, logs and checkpoints.
 class Runner {
  public:
   ~Runner();
-  // `scheduler` and `val_loader` may be null. The model must already be on options.device and cast
-  // by `precision` (whose optimizer the scheduler drives).
+  /// A Runner in any precision mode. `scheduler` and `val_loader` may be null. The model must already
+  /// be on options.device and cast by `precision` (whose optimizer the scheduler drives). ValueError
+  /// for options out of range; WorkDirInUse when another run holds the work dir.
   Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<TrainingPrecision> precision,
          std::shared_ptr<optim::LRScheduler> scheduler, std::shared_ptr<data::DataLoader> train_loader,
          std::shared_ptr<data::DataLoader> val_loader, RunnerOptions options);
-  // fp32 with an optimizer over the model's parameters; the model is moved to options.device.
+  /// A Runner in fp32 with an optimizer over the model's parameters; the model is moved to
+  /// options.device.
   Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<optim::Optimizer> optimizer,
          std::shared_ptr<optim::LRScheduler> scheduler, std::shared_ptr<data::DataLoader> train_loader,
          std::shared_ptr<data::DataLoader> val_loader, RunnerOptions options);
 
-  // Trains (after resuming, when options.resume is set) until the last epoch, max_iters or a stop
-  // request; then the state is in a checkpoint when a work dir is set.
+  /// Trains (after resuming, when options.resume is set) until the last epoch, max_iters or a stop
+  /// request; then the state is in a checkpoint when a work dir is set.
   RunSummary run();
-  // Asks run() to stop after the current iteration and checkpoint there; in a data-parallel job,
-  // after the next log line, where the ranks agree on it (so a signal that reaches them at different
-  // steps stops them all at the same one). Safe from a signal handler.
+  /// Asks run() to stop after the current iteration and checkpoint there; in a data-parallel job,
+  /// after the next log line, where the ranks agree on it (so a signal that reaches them at different
+  /// steps stops them all at the same one). Safe from a signal handler.
   void request_stop() { stop_requested_.store(true); }
 
-  // Top-1 accuracy in percent over the validation loader; logs the Epoch(val) line.
+  /// Top-1 accuracy in percent over the validation loader; logs the Epoch(val) line.
   double evaluate();
 
+  /// Everything a checkpoint holds, taken now (under ZeRO, this rank's pieces of the sharded state).
   Checkpoint checkpoint() const;
-  // Restores everything a checkpoint holds; ValueError when it does not fit this run (other shapes,
-  // another optimizer, a position past the loader's end).
+  /// Restores everything a checkpoint holds; ValueError when it does not fit this run (other shapes,
+  /// another optimizer, a position past the loader's end).
   void restore(const Checkpoint& checkpoint);
 
-  int64_t epoch() const { return epoch_; }
-  int64_t iteration() const { return iteration_; }
+  int64_t epoch() const { return epoch_; }          ///< Epochs finished.
+  int64_t iteration() const { return iteration_; }  ///< Training iterations finished, over all epochs.
 
-  struct Window;  // sums of the logged values since the last log line (or the epoch's start)
+  struct Window;  ///< sums of the logged values since the last log line (or the epoch's start)
 
  private:
   // One step on `batch`, which took `data_time` s to arrive; the iteration began at `started`.

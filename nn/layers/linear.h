@@ -1,56 +1,69 @@
-// Layers built from core ops only: Linear, Identity, Flatten and the activations.
+/// @file
+/// Layers built from core ops only: Linear, Identity, Flatten and the activations.
 #pragma once
 
 #include "nn/module.h"
 
 namespace ember::nn {
 
-// y = x W^T + b with W (out, in), through the linear primitive; PyTorch's init: W kaiming_uniform_(a=sqrt(5)),
-// b U(-1/sqrt(in), 1/sqrt(in)).
+/// y = x W^T + b with W (out, in), through the linear primitive; PyTorch's init: W kaiming_uniform_(a=sqrt(5)),
+/// b U(-1/sqrt(in), 1/sqrt(in)).
 class Linear : public UnaryModule {
  public:
+  /// A layer from in_features to out_features; ValueError unless both are positive.
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   std::string name() const override { return "Linear"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
-  void reset_parameters();
+  void reset_parameters();  ///< Draws weight and bias again with PyTorch's init.
 
+  /// the sizes of the last dim of the input and of the output @{
   int64_t in_features, out_features;
-  Tensor weight, bias;  // bias undefined when disabled
+  /// @}
+  /// weight (out, in), bias (out), undefined when disabled @{
+  Tensor weight, bias;
+  /// @}
 };
 
+/// Returns its input.
 class Identity : public UnaryModule {
  public:
   std::string name() const override { return "Identity"; }
   Tensor forward(const Tensor& x) override { return x; }
 };
 
-// Flattens dims start_dim..end_dim into one (defaults keep the batch dim).
+/// Flattens dims start_dim..end_dim into one (defaults keep the batch dim).
 class Flatten : public UnaryModule {
  public:
+  /// Flattens dims start_dim..end_dim.
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim(start_dim), end_dim(end_dim) {}
   std::string name() const override { return "Flatten"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override { return flatten(x, start_dim, end_dim); }
+  /// the first and last dims merged (negative: from the end) @{
   int64_t start_dim, end_dim;
+  /// @}
 };
 
+/// relu(x).
 class ReLU : public UnaryModule {
  public:
   std::string name() const override { return "ReLU"; }
   Tensor forward(const Tensor& x) override { return relu(x); }
 };
 
-// GELU, exact (erf) or with the tanh approximation.
+/// GELU, exact (erf) or with the tanh approximation.
 class GELU : public UnaryModule {
  public:
+  /// The erf form, or the tanh approximation.
   explicit GELU(bool tanh_approximation = false) : tanh_approximation(tanh_approximation) {}
   std::string name() const override { return "GELU"; }
   std::string extra_repr() const override { return tanh_approximation ? "approximate='tanh'" : ""; }
   Tensor forward(const Tensor& x) override { return gelu(x, tanh_approximation); }
-  bool tanh_approximation;
+  bool tanh_approximation;  ///< PyTorch's approximate="tanh"
 };
 
+/// silu(x) = x * sigmoid(x).
 class SiLU : public UnaryModule {
  public:
   std::string name() const override { return "SiLU"; }
