@@ -11,7 +11,8 @@ Every ```cpp block of a chapter is one of three kinds, told apart by its text:
   excerpt   its first line is `// excerpt: <path>` (from the repository root): lines quoted from
             that file. Not compiled (the file itself is); checked instead to appear in it, in order
             and contiguously, comparing lines without their leading and trailing blanks. A line
-            `// ...` in the block stands for lines left out.
+            `// ...` in the block stands for lines left out; comment lines of the file between
+            quoted code lines may be left out without one.
 
 A program or fragment whose first line is `// guide: compile-only` is compiled but not run (say why
 on the same line); one whose first line is `// guide: ranks=N` is run as N processes through
@@ -172,12 +173,29 @@ def check_excerpt(b, root):
     for piece in pieces:
         if not piece:
             continue
-        found = next((i for i in range(at, len(have) - len(piece) + 1) if have[i:i + len(piece)] == piece), None)
+        found = next((i for i in range(at, len(have)) if matches(have, i, piece) is not None), None)
         if found is None:
             return (f"{b.where()}: these lines are not in {b.excerpt.group(1)} (after line {at}); "
                     f"update the excerpt:\n    " + "\n    ".join(piece))
-        at = found + len(piece)
+        at = matches(have, found, piece)
     return None
+
+
+def is_comment(line):
+    return line.startswith(("//", "/*", "*"))
+
+
+def matches(have, i, piece):
+    """Where the file's lines `have` from i on hold `piece`, line after line, or None. A comment line
+    of the file that the piece leaves out is skipped (a doc comment added to the quoted code does
+    not make the quote wrong); every other line must match. Returns the index after the match."""
+    for line in piece:
+        while i < len(have) and have[i] != line and is_comment(have[i]) and not is_comment(line):
+            i += 1
+        if i == len(have) or have[i] != line:
+            return None
+        i += 1
+    return i
 
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
