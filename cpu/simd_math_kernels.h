@@ -60,6 +60,15 @@ inline void for_each_vector(const float* x, int64_t n, float pad, F f) {
   if (i < n) f(load_tail<S>(x + i, n - i, pad), i, n - i);
 }
 
+// 1 - s for s = 1 / (1 + e): e s, which does not cancel where s is near 1. Where e overflowed to inf
+// (s is 0 there) it is taken as 1, so that the terms it multiplies with s vanish instead of making
+// inf * 0 = NaN (silu's gradient below x = -88 was NaN).
+template <class S>
+inline typename S::V one_minus_sigmoid(typename S::V e, typename S::V s) {
+  const typename S::V one = S::broadcast(1.0f);
+  return S::select(S::less(e, S::broadcast(__builtin_inff())), S::mul(e, s), one);
+}
+
 // The two halves of erf for the vector kernels (SLEEF's 1-ULP erff costs about 8 of its exps, and
 // gelu is mostly erf): `series`, erf(z) by its Maclaurin series to z^13 (2/sqrt(pi) sum of
 // (-1)^n z^(2n+1) / (n! (2n+1)); truncation below 1e-10 relative for |z| < 0.5), and `tail`, erfc(|z|)
@@ -150,7 +159,7 @@ constexpr Kernels make_kernels() {
       const V e = S::exp(S::mul(S::broadcast(-2.0f), u));
       const V s = S::div(one, S::add(one, e));
       const V du = S::mul(k, S::add(one, S::mul(S::broadcast(3 * 0.044715f), x2)));
-      const V slope = S::mul(S::mul(S::mul(S::broadcast(2.0f), v), S::mul(s, S::mul(e, s))), du);
+      const V slope = S::mul(S::mul(S::mul(S::broadcast(2.0f), v), S::mul(s, one_minus_sigmoid<S>(e, s))), du);
       return S::mul(gv, S::add(s, slope));
     });
   };
@@ -159,7 +168,7 @@ constexpr Kernels make_kernels() {
       const V one = S::broadcast(1.0f);
       const V e = S::exp(S::neg(v));
       const V s = S::div(one, S::add(one, e));
-      return S::mul(gv, S::mul(s, S::add(S::mul(v, S::mul(e, s)), one)));
+      return S::mul(gv, S::mul(s, S::add(S::mul(v, one_minus_sigmoid<S>(e, s)), one)));
     });
   };
   k.f16_to_f32 = [](const uint16_t* x, float* y, int64_t n) {

@@ -82,11 +82,11 @@ struct GeluTanhBackward {
   }
 };
 // d/dx x s(x) = s (1 + x (1 - s)), s = sigmoid(x) = 1 / (1 + e) with e = exp(-x); 1 - s = e s does not
-// cancel where s is near 1.
+// cancel where s is near 1. Where e overflows (s = 0) the product is 0, not inf * 0 = NaN.
 struct SiluBackward {
   template <class T> EMBER_HD T operator()(T g, T x) const {
     const T e = math::exp(-x), s = T(1) / (T(1) + e);
-    return g * (s * (x * (e * s) + T(1)));
+    return g * (s == T(0) ? T(0) : s * (x * (e * s) + T(1)));
   }
 };
 
