@@ -31,6 +31,7 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   // Per backward (the thread running backward only).
   bool sync = true;  // false under no_sync()
   bool started = false;  // a hook fired: the end-of-backward callback is queued
+  bool prepared = false;  // a forward of the DDP module has set up the buckets' views
   std::vector<bool> ready;
   size_t next_launch = 0;
 
@@ -76,6 +77,7 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   // Before a forward that will be differentiated: every .grad is its bucket view (zero_grad may
   // have set it to none; a gradient held elsewhere is copied in), and the per-backward state is fresh.
   void prepare() {
+    prepared = true;
     finish_abandoned_backward();
     for (size_t i = 0; i < params.size(); ++i) {
       const Tensor& p = params[i].second;
@@ -110,8 +112,10 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   }
 
   // The hook of parameter i: its gradient is complete in this backward.
+  // Before any forward of the DDP module (a backward through the wrapped module called directly),
+  // the gradients stay local, as PyTorch's reducer ignores hooks it does not expect.
   void on_gradient(size_t i) {
-    if (!sync) return;
+    if (!sync || !prepared) return;
     if (!started) {
       started = true;
       std::weak_ptr<State> weak = weak_from_this();
