@@ -20,12 +20,13 @@
 //      ./ember launch -n 2 build/bench/bench_train --strategy=zero2 --benchmark_filter=/mlp/
 #include <benchmark/benchmark.h>
 
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <set>
 #include <string>
@@ -130,10 +131,15 @@ std::optional<Options> parse_flags(int& argc, char** argv) {
   return o;
 }
 
+// The process's peak resident memory: VmHWM of /proc/self/status (kB), the high-water mark of this
+// program's own address space. getrusage's ru_maxrss is not: exec keeps the peak of the process it
+// replaced, so a bench started from a large parent (torch_compare.py, PyTorch imported) reported
+// the parent's 526 MiB for every case.
 double process_peak_mib() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux (getrusage(2))
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return std::nan("");
 }
 
 double over_ranks_max(double v) {

@@ -52,6 +52,16 @@ def ember_threads():
     return int(first) if first.isdigit() else len(os.sched_getaffinity(0))
 
 
+def peak_rss_mib():
+    """This process's peak resident memory: VmHWM (kB) of /proc/self/status, not getrusage's ru_maxrss,
+    which exec carries over from the process it replaced (here the parent, PyTorch imported)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def set_tf32(on):
     torch.backends.cuda.matmul.allow_tf32 = on
     torch.backends.cudnn.allow_tf32 = on
@@ -270,8 +280,7 @@ def train_case(name, min_time, compile_model=False):
     if device.type == "cuda":
         peak = torch.cuda.max_memory_allocated(device) / 2**20
     else:
-        import resource
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+        peak = peak_rss_mib()
     return {"img_per_s": batch / seconds, "peak_MiB": peak}, seconds
 
 
