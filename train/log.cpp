@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tensor/atomic_file.h"
+#include "train/append_whole.h"
 #include "train/tensorboard.h"
 
 namespace ember::train {
@@ -118,19 +119,8 @@ void MetricLog::append_json_line(const LogHeader& header, int64_t step, const st
     if (f.format == FieldFormat::text) record[f.name] = f.text;
     else record[f.name] = f.value;
   }
-  const std::string line = record.dump() + '\n';
-  for (size_t done = 0; done < line.size();) {
-    const ssize_t n = ::write(jsonl_fd_, line.data() + done, line.size() - done);
-    if (n >= 0) {
-      done += static_cast<size_t>(n);
-    } else if (errno != EINTR) {
-      const std::string why = std::strerror(errno);
-      // Takes back what part was written; should that fail too, the next open cuts the part.
-      [[maybe_unused]] const int cut = ::ftruncate(jsonl_fd_, jsonl_size_);
-      throw IOError("cannot append to the metrics file " + jsonl_path_ + ": " + why);
-    }
-  }
-  jsonl_size_ += static_cast<int64_t>(line.size());
+  // Should taking back a failed line fail too, the next open cuts the part.
+  append_whole(jsonl_fd_, record.dump() + '\n', jsonl_size_, "metrics file", jsonl_path_);
 }
 
 }  // namespace ember::train

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "tensor/atomic_file.h"
+#include "train/append_whole.h"
 
 namespace ember::train {
 
@@ -168,19 +169,7 @@ void TensorBoardWriter::write_record(const std::string& event) {
   append_le(masked_crc32c(record.data(), 8), 4);
   record += event;
   append_le(masked_crc32c(event.data(), event.size()), 4);
-  for (size_t done = 0; done < record.size();) {
-    const ssize_t n = ::write(fd_, record.data() + done, record.size() - done);
-    if (n >= 0) {
-      done += static_cast<size_t>(n);
-    } else if (errno != EINTR) {
-      const std::string why = std::strerror(errno);
-      // Takes back the part written, so the file ends at a whole record; should that fail too,
-      // readers stop at the cut record, after reading every one before it.
-      [[maybe_unused]] const int cut = ::ftruncate(fd_, size_);
-      throw IOError("cannot append to the TensorBoard event file " + path_ + ": " + why);
-    }
-  }
-  size_ += static_cast<int64_t>(record.size());
+  append_whole(fd_, record, size_, "TensorBoard event file", path_);
 }
 
 }  // namespace ember::train
