@@ -203,7 +203,10 @@ double check_dnnl_passes(DType dt, double bound, Reference reference) {
       const auto [x, w, gy] = conv_operands(c, dt, channels_last);
       const size_t cached = cpu_conv_dnnl_cache_size();
       const ConvPasses got = conv_passes(x, w, gy, p, channels_last);
-      CHECK(cpu_conv_dnnl_cache_size() == cached + 3);  // oneDNN ran all three
+      // oneDNN ran all three, except channels-last with few channels, where its layouts would pad
+      // the channels to a block (16) and ember's kernel runs the passes it declines.
+      const bool few_channels = std::min(c.x[1], c.w[0]) / c.groups < 8;
+      if (!(channels_last && few_channels)) CHECK(cpu_conv_dnnl_cache_size() == cached + 3);
       const ConvPasses want = reference(x, w, gy, p, channels_last);
       CHECK(got.y.strides() == want.y.strides());
       CHECK(got.gx.strides() == want.gx.strides());
