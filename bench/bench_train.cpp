@@ -10,6 +10,8 @@
 // names; default: fp32 on the CPU, every mode on a GPU), --batch=N (default 16 on the CPU, 256 on a GPU,
 // the ImageNet-sized cases their own), --strategy=ddp|zero1|zero2|zero3 (data parallel over the ranks
 // of the job that launched it; cases train/<device>/<precision>/<strategy>/<model>/<batch per rank>).
+// --compile: the step captured after 3 eager warm-up steps and replayed (train::CompiledStep; CUDA
+// graphs on a GPU), cases train/<device>/<precision>/compiled/<model>/<batch>.
 // Data-parallel cases run a fixed number of steps (the ranks must step together), report img_per_s
 // over every rank, peak_MiB of the largest rank, and how much of the communication backward hides:
 //   backward_ms        backward under the strategy (its reductions included)
@@ -40,6 +42,7 @@
 #include "optim/sgd.h"
 #include "tensor/ops.h"
 #include "tensor/storage.h"
+#include "train/compiled_step.h"
 #include "train/model_zoo.h"
 #include "train/precision.h"
 #if defined(EMBER_BENCH_CUDA)
@@ -80,6 +83,7 @@ struct Options {
   std::vector<ember::train::Precision> precisions;  // empty: the defaults
   std::optional<int64_t> batch;
   std::string strategy = "none";
+  bool compile = false;
 };
 
 const std::vector<std::string> kStrategies = {"none", "ddp", "zero1", "zero2", "zero3"};
@@ -115,6 +119,8 @@ std::optional<Options> parse_flags(int& argc, char** argv) {
                      o.strategy.c_str());
         return std::nullopt;
       }
+    } else if (a == "--compile") {
+      o.compile = true;
     } else if (a.rfind("--batch=", 0) == 0) {
       char* end = nullptr;
       const long long b = std::strtoll(a.c_str() + 8, &end, 10);
@@ -207,7 +213,7 @@ void measure_overlap(benchmark::State& state, const Workload& work, ember::Devic
 
 template <class Time>
 void train_case(benchmark::State& state, const Workload& work, ember::train::Precision precision,
-                ember::Device device, int64_t batch, const std::string& strategy, const Time& time) {
+                ember::Device device, int64_t batch, const std::string& strategy, bool compile, const Time& time) {
   ember::manual_seed(0);
   auto model = ember::train::make_model(work.model, work.image);
   model->to(device);
@@ -229,16 +235,25 @@ void train_case(benchmark::State& state, const Workload& work, ember::train::Pre
   Tensor images = ember::randn({batch, im.channels, im.size, im.size}, on).to(mode.input_dtype());
   if (work.channels_last) images = ember::permute(ember::permute(images, {0, 2, 3, 1}).contiguous(), {0, 3, 1, 2});
   const Tensor labels = ember::randint(0, im.classes, {batch}, ember::TensorOptions(ember::DType::i64).with_device(device));
-  auto step = [&] {  // the Runner's step: forward under the mode's autocast, f32 logits to the loss
+  auto eager_step = [&](const Tensor& x, const Tensor& y) {  // the Runner's: autocast forward, f32 logits to the loss
     mode.zero_grad();
     Tensor loss;
     {
       const auto autocast = mode.autocast(device);
-      loss = ember::cross_entropy((*run)(images).to(ember::DType::f32), labels);
+      loss = ember::cross_entropy((*run)(x).to(ember::DType::f32), y);
     }
     mode.backward_and_step(loss, 0.0);
+    return std::vector<Tensor>{loss};
   };
-  step();  // first step: optimizer state, algorithm search, allocator warm-up
+  const ember::train::CompileOptions compile_options{.warmup_steps = 3};
+  std::unique_ptr<ember::train::CompiledStep> compiled;
+  if (compile)
+    compiled = std::make_unique<ember::train::CompiledStep>(
+        [&](const std::vector<Tensor>& b) { return eager_step(b[0], b[1]); },
+        std::vector<ember::optim::Optimizer*>{&mode.optimizer()}, std::vector<ember::Generator*>{}, compile_options);
+  auto step = [&] { compiled ? (*compiled)({images, labels}) : eager_step(images, labels); };
+  // Optimizer state, algorithm search, allocator warm-up; compiled: the eager steps and the capture.
+  for (int64_t i = 0; i < (compile ? compile_options.warmup_steps + 1 : 1); ++i) step();
   ember::backend::reset_peak_memory_stats(device);
   double total = 0;
   for (auto _ : state) {
@@ -258,19 +273,21 @@ void train_case(benchmark::State& state, const Workload& work, ember::train::Pre
 // `registered`. `batch`: --batch, else the device's default for workloads without their own.
 void register_device(const char* device_name, ember::Device device, const std::vector<Workload>& workloads,
                      const std::vector<ember::train::Precision>& precisions, std::optional<int64_t> batch_flag,
-                     int64_t default_batch, const std::string& strategy, std::set<ember::train::Precision>& registered) {
+                     int64_t default_batch, const std::string& strategy, bool compile,
+                     std::set<ember::train::Precision>& registered) {
   for (const ember::train::Precision p : precisions) {
     if (!runs_on(p, device)) continue;
     registered.insert(p);
     for (const Workload& work : workloads) {
       const int64_t batch = batch_flag.value_or(work.batch.value_or(default_batch));
       const std::string name = std::string("train/") + device_name + "/" + ember::train::precision_name(p) + "/" +
-                               (strategy == "none" ? "" : strategy + "/") + work.name + "/" + std::to_string(batch);
+                               (strategy == "none" ? "" : strategy + "/") + (compile ? "compiled/" : "") + work.name +
+                               "/" + std::to_string(batch);
       auto* b = bench::register_case(name, [=](benchmark::State& s) {
-        if (device.is_cpu()) return train_case(s, work, p, device, batch, strategy, bench::WallTimer{});
+        if (device.is_cpu()) return train_case(s, work, p, device, batch, strategy, compile, bench::WallTimer{});
 #if defined(EMBER_BENCH_CUDA)
         const bench::CudaEventTimer timer;
-        train_case(s, work, p, device, batch, strategy, timer);
+        train_case(s, work, p, device, batch, strategy, compile, timer);
 #endif
       });
       if (g_group) b->Iterations(kDataParallelSteps);
@@ -309,14 +326,14 @@ int main(int argc, char** argv) {
   if (cpu_cases)
     register_device("cpu", ember::kCPU, cpu_workloads,
                   chosen ? options->precisions : std::vector{ember::train::Precision::fp32}, options->batch, 16,
-                  options->strategy, registered);
+                  options->strategy, options->compile, registered);
 #if defined(EMBER_BENCH_CUDA)
   if (ember::backend::cuda_device_count() > 0 && (!g_group || g_group->device().is_cuda())) {
     std::vector<Workload> gpu_workloads = kCifarWorkloads;
     gpu_workloads.insert(gpu_workloads.end(), kImageNetWorkloads.begin(), kImageNetWorkloads.end());
     register_device("cuda", g_group ? g_group->device() : ember::Device(ember::DeviceType::cuda, 0), gpu_workloads,
                     chosen ? options->precisions : all,
-                    options->batch, 256, options->strategy, registered);
+                    options->batch, 256, options->strategy, options->compile, registered);
   }
 #endif
   for (const ember::train::Precision p : options->precisions)

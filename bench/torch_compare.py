@@ -21,6 +21,7 @@ import os
 import platform
 import re
 import statistics
+import shlex
 import subprocess
 import sys
 import time
@@ -35,11 +36,12 @@ DTYPES = {"f32": torch.float32, "tf32": torch.float32, "f16": torch.float16, "bf
           "f32_deterministic": torch.float32}
 
 
-def list_cases(binary, pattern):
-    """The case names a bench binary registers on this machine that match pattern."""
+def list_cases(binary, pattern, extra_args=()):
+    """The case names a bench binary registers on this machine that match pattern (given extra_args,
+    such as bench_train's --compile --batch=32)."""
     if not binary.exists():
         return []
-    out = subprocess.run([str(binary), "--benchmark_list_tests=true", f"--benchmark_filter={pattern}"],
+    out = subprocess.run([str(binary), *extra_args, "--benchmark_list_tests=true", f"--benchmark_filter={pattern}"],
                          capture_output=True, text=True)
     # Manually timed cases are listed as "<name>/manual_time"; torch.json stores "<name>".
     return [line.strip().removesuffix("/manual_time") for line in out.stdout.splitlines() if line.strip()]
@@ -241,7 +243,7 @@ MODELS = {
     "resnet50_224_nhwc": (lambda c: resnet("resnet50", c, small_input=False), 3, 224, 1000, True),
     "vit_b16_224": (lambda c: ViT(c, 768, 12, patch=16, size=224), 3, 224, 1000, False),
 }
-TRAIN = re.compile(r"^train/(cpu|cuda)/(\w+)/(\w+)/(\d+)$")
+TRAIN = re.compile(r"^train/(cpu|cuda)/(\w+)/(?:compiled/)?(\w+)/(\d+)$")  # compiled: against PyTorch eager
 # ember's precision modes that PyTorch has as such: fp32, tf32, and autocast (GradScaler for fp16). The
 # naive_* and pure_bf16 modes (a half model with fp32 masters) have no PyTorch-eager counterpart.
 AUTOCAST = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}
@@ -332,8 +334,8 @@ def run_ember(bench_dir, name, min_time, threads):
     kind = name.split("/")[0]
     cmd = [str(bench_dir / BINARY_OF[kind])]
     if kind == "train":
-        _, _, prec, _, batch = name.split("/")
-        cmd += [f"--precision={prec}", f"--batch={batch}"]
+        parts = name.split("/")
+        cmd += [f"--precision={parts[2]}", f"--batch={parts[-1]}"] + (["--compile"] if "compiled" in parts else [])
     # Google Benchmark's regex is POSIX's, where re.escape's "\-" is undefined: escape metacharacters only.
     pattern = re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", name)
     cmd += [f"--benchmark_filter=^{pattern}(/manual_time)?$", f"--benchmark_min_time={min_time}",
@@ -422,6 +424,8 @@ def main():
     parser.add_argument("--filter", default=".", help="regex on case names, as --benchmark_filter")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--min-time", type=float, default=0.5, help="seconds timed per case")
+    parser.add_argument("--bench-args", default="", help="flags for the bench binaries when listing GPU cases "
+                        "(bench_train's --compile --batch=32: ember's captured steps against PyTorch eager)")
     parser.add_argument("--compile", action="store_true",
                         help="training steps only, each model wrapped in torch.compile (the first step compiles)")
     args = parser.parse_args()
@@ -443,7 +447,7 @@ def main():
     torch.set_num_threads(ember_threads())
     results, skipped = [], []
     for binary, run in runners:
-        for name in list_cases(args.bench_dir / binary, args.filter):
+        for name in list_cases(args.bench_dir / binary, args.filter, shlex.split(args.bench_args)):
             try:
                 counters, seconds = run(name, args.min_time)
             except (ImportError, KeyError, NotImplementedError, RuntimeError) as e:  # no torchvision, a model or dtype it lacks

@@ -96,7 +96,7 @@ template <class C>
 class DropoutMask {
  public:
   explicit DropoutMask(const AttentionParams& p)
-      : seed_(p.seed), first_(p.first_block), p_(static_cast<float>(p.dropout_p)),
+      : seed_(p.counter.resolved().seed), first_(p.counter.resolved().first_block), p_(static_cast<float>(p.dropout_p)),
         scale_(static_cast<C>(1.0 / (1.0 - p.dropout_p))) {}
   C factor(uint64_t idx) {
     const uint64_t b = first_ + idx / 4;

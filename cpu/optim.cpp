@@ -24,6 +24,13 @@ bool skip_step(const StepLayout& l, const std::vector<Tensor>& in) {
   return f && *f->data<float>() != 0.0f;
 }
 
+// The step's hyperparameters with the lr its kernels read from memory (steps.h).
+template <class H>
+H with_stored_lr(H h, const StepLayout& l, const std::vector<Tensor>& in) {
+  h.lr = *l.lr(in).data<double>();
+  return h;
+}
+
 float grad_scale(const StepLayout& l, const std::vector<Tensor>& in) {
   const Tensor* s = l.grad_scale(in);
   return s ? *s->data<float>() : 1.0f;
@@ -71,7 +78,8 @@ void for_each_moment_step(const StepLayout& l, const std::vector<Tensor>& in, co
 void SGDStep::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   if (skip_step(l_, in)) return;
   const float scale = grad_scale(l_, in);
-  const bool momentum = h_.momentum != 0;
+  const auto h = with_stored_lr(h_, l_, in);
+  const bool momentum = h.momentum != 0;
   for (int64_t i = 0; i < l_.n; ++i) {
     const Tensor& p = l_.operand(out, 0, i);
     double* step = momentum ? l_.operand(out, 2, i).data<double>() : nullptr;
@@ -80,7 +88,7 @@ void SGDStep::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) 
       const T* g = l_.grad(in, i).data<T>();
       T* buf = momentum ? l_.operand(out, 1, i).data<T>() : nullptr;
       const bool first = step && *step == 0;
-      for_elements(p.numel(), [&](int64_t e) { optim::sgd_element(h_, pp, g, buf, first, scale, e); });
+      for_elements(p.numel(), [&](int64_t e) { optim::sgd_element(h, pp, g, buf, first, scale, e); });
     });
     if (step) *step += 1;
   }
@@ -89,23 +97,25 @@ void SGDStep::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) 
 void AdamStep::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   if (skip_step(l_, in)) return;
   const float scale = grad_scale(l_, in);
+  const auto h = with_stored_lr(h_, l_, in);
   auto update = [&]<class T>(int64_t i, const optim::BiasCorrection& bc, T* p, const T* g, T* m, T* v) {
-    T* vmax = h_.amsgrad ? l_.operand(out, 3, i).data<T>() : nullptr;
+    T* vmax = h.amsgrad ? l_.operand(out, 3, i).data<T>() : nullptr;
     for_elements(l_.operand(out, 0, i).numel(),
-                 [&](int64_t e) { optim::adam_element(h_, bc, p, g, m, v, vmax, scale, e); });
+                 [&](int64_t e) { optim::adam_element(h, bc, p, g, m, v, vmax, scale, e); });
   };
-  for_each_moment_step(l_, in, out, h_.amsgrad ? 4 : 3, h_.beta1, h_.beta2, name(), update);
+  for_each_moment_step(l_, in, out, h.amsgrad ? 4 : 3, h.beta1, h.beta2, name(), update);
 }
 
 void LAMBStep::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   if (skip_step(l_, in)) return;
   const float scale = grad_scale(l_, in);
+  const auto h = with_stored_lr(h_, l_, in);
   auto update = [&]<class T>(int64_t i, const optim::BiasCorrection& bc, T* p, const T* g, T* m, T* v) {
     const int64_t n = l_.operand(out, 0, i).numel();
     // Phase one: moments, and ||p||^2 and ||r||^2 summed per chunk in double.
     auto moments = [&](int64_t begin, int64_t end) {
       std::array<double, 2> sums{0, 0};
-      for (int64_t e = begin; e < end; ++e) optim::lamb_moments_element(h_, bc, p, g, m, v, scale, e, sums[0], sums[1]);
+      for (int64_t e = begin; e < end; ++e) optim::lamb_moments_element(h, bc, p, g, m, v, scale, e, sums[0], sums[1]);
       return sums;
     };
     double p_sq = 0, r_sq = 0;
@@ -115,9 +125,9 @@ void LAMBStep::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out)
     }
     // Phase two: the update scaled by the trust ratio.
     const double trust = optim::lamb_trust(p_sq, r_sq);
-    for_elements(n, [&](int64_t e) { optim::lamb_apply_element(h_, bc, trust, p, m, v, e); });
+    for_elements(n, [&](int64_t e) { optim::lamb_apply_element(h, bc, trust, p, m, v, e); });
   };
-  for_each_moment_step(l_, in, out, 3, h_.beta1, h_.beta2, name(), update);
+  for_each_moment_step(l_, in, out, 3, h.beta1, h.beta2, name(), update);
 }
 
 void TotalNorm::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {

@@ -8,6 +8,7 @@
 #include "optim/primitives/total_norm.h"
 #include "tensor/cuda_settings.h"
 #include "tensor/cuda_stream.h"
+#include "tensor/device_graph.h"
 #include "tensor/nvtx.h"
 #include "tensor/primitives/all.h"
 
@@ -28,6 +29,9 @@ namespace backend {
 int cuda_device_count() { return 0; }
 void* cuda_allocate(Device, size_t) { no_cuda("allocate"); }
 void cuda_deallocate(Device, void*) {}
+void* cuda_graph_capture(Device, const std::function<void()>&) { no_cuda("DeviceGraph"); }
+void cuda_graph_replay(void*, Device) { no_cuda("DeviceGraph::replay"); }
+void cuda_graph_destroy(void*) {}
 void cuda_copy_bytes(void*, Device, const void*, Device, size_t, bool) { no_cuda("copy"); }
 size_t cuda_reserved(Device) { no_cuda("memory_stats"); }
 void cuda_empty_cache(Device) { no_cuda("empty_cache"); }

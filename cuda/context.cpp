@@ -120,7 +120,7 @@ KernelErrorSlot* kernel_error_slot() { return context(current_device()).errors_d
 
 void synchronize(int device) {
   DeviceGuard guard(device);
-  count_host_sync();
+  count_host_sync("cuda::synchronize");
   EMBER_CUDA_CHECK(cudaStreamSynchronize(current_stream(device)));
   raise_kernel_errors(device);
 }

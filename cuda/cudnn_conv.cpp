@@ -19,6 +19,7 @@
 #include "cuda/context.h"
 #include "cuda/cudnn.h"
 #include "cuda/error.h"
+#include "tensor/capture.h"
 #include "tensor/cuda_settings.h"
 #include "tensor/deterministic.h"
 #include "tensor/storage.h"
@@ -368,6 +369,10 @@ void convolve(cudnnHandle_t h, const ConvProblem& p, const ConvDescriptors& d, c
   Choice c;
   if (hit)
     c = {*hit, scratch(hit->workspace, p.device)};
+  else if (p.benchmark && capture::active())  // the search runs and times kernels and waits for them
+    throw CaptureError("captured step: conv2d " + describe(p) +
+                       " has no cuDNN algorithm chosen yet, and the benchmark search cannot run inside a CUDA "
+                       "graph; the eager warm-up steps choose one for each shape they meet");
   else
     c = p.benchmark ? measure<Api>(h, p, d, b) : propose<Api>(h, p, d);
   d.set_math(c.algorithm.math);

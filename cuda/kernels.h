@@ -11,6 +11,7 @@
 #include "cuda/context.h"
 #include "tensor/dtype.h"
 #include "tensor/elementwise_ops.h"
+#include "tensor/philox.h"
 
 namespace ember::cuda {
 
@@ -42,8 +43,8 @@ void launch_fill(DType dtype, bool is_floating, double dvalue, int64_t ivalue, c
 
 // ---- random (cuda/random.cu): the Philox mapping of cpu/random.cpp. kind: 0 uniform, 1 normal,
 // 2 integer in [low, high).
-void launch_random(DType dtype, int kind, uint64_t seed, uint64_t first_block, int64_t low, int64_t high, void* out,
-                   int64_t n, cudaStream_t stream);
+void launch_random(DType dtype, int kind, philox::Counter counter, int64_t low, int64_t high, void* out, int64_t n,
+                   cudaStream_t stream);
 
 // ---- reductions (cuda/reduce.cu) over the (outer, len, inner) layout of tensor/reduction_layout.h: output
 // (o, i), stored at o * inner + i, folds x[(o * len + r) * inner + i] for r < len.

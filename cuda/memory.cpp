@@ -3,6 +3,11 @@
 // context.cpp raises), so freed blocks are reused without a device synchronisation.
 #include <cstdio>
 
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "cuda/capture_memory.h"
 #include "cuda/context.h"
 #include "cuda/error.h"
 #include "tensor/host_sync.h"
@@ -13,6 +18,16 @@ namespace ember::backend {
 // Implemented by cuda/pinned_memory.cpp: `host` may point into a pinned block, which then stays out
 // of reuse until the work queued so far on `stream` (of `device`) has finished.
 void record_pinned_use(const void* host, int device, cudaStream_t stream);
+
+namespace {
+// This thread's open capture: the graph allocations it made, and the frees of other memory it met.
+struct CaptureMemory {
+  bool open = false;
+  std::unordered_set<void*> allocated;
+  std::vector<std::pair<Device, void*>> held_back;
+};
+thread_local CaptureMemory t_capture;
+}  // namespace
 
 int cuda_device_count() {
   static const int count = [] {
@@ -37,6 +52,7 @@ void* cuda_allocate(Device device, size_t nbytes) {
     return nullptr;
   }
   if (status != cudaSuccess) cuda::throw_cuda_error(status, "cudaMallocAsync", __FILE__, __LINE__);
+  if (t_capture.open) t_capture.allocated.insert(p);
   return p;
 }
 
@@ -45,6 +61,10 @@ void cuda_deallocate(Device device, void* ptr) {
   int previous = -1;
   if (cudaGetDevice(&previous) != cudaSuccess) {  // the runtime is shutting down with the process
     cudaGetLastError();
+    return;
+  }
+  if (t_capture.open && t_capture.allocated.erase(ptr) == 0) {  // older memory: freed when the capture ends
+    t_capture.held_back.emplace_back(device, ptr);
     return;
   }
   if (previous != device.index) cudaSetDevice(device.index);
@@ -75,7 +95,7 @@ void cuda_copy_bytes(void* dst, Device dst_device, const void* src, Device src_d
     if (dst_device.is_cpu()) record_pinned_use(dst, device.index, stream);
     return;
   }
-  count_host_sync();
+  count_host_sync("a blocking copy between the host and a GPU");
   EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
   cuda::raise_kernel_errors(device.index);
 }
@@ -114,3 +134,28 @@ void cuda_memory_info(Device device, size_t* free_bytes, size_t* total_bytes) {
 }
 
 }  // namespace ember::backend
+
+namespace ember::cuda {
+
+void begin_capture_memory() {
+  backend::t_capture = {};
+  backend::t_capture.open = true;
+}
+
+void end_capture_memory(cudaStream_t stream) {
+  backend::CaptureMemory& c = backend::t_capture;
+  c.open = false;
+  c.allocated.clear();
+  for (const auto& [device, ptr] : c.held_back) {
+    const DeviceGuard guard(device);
+    const cudaError_t status = cudaFreeAsync(ptr, stream);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      std::fprintf(stderr, "ember: cudaFreeAsync on %s after a capture failed: %s\n", device.str().c_str(),
+                   cudaGetErrorString(status));
+    }
+  }
+  c.held_back.clear();
+}
+
+}  // namespace ember::cuda

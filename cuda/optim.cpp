@@ -1,5 +1,5 @@
 // eval_cuda of the optimizer step primitives and of the total norm: the tensors are packed by dtype
-// into TensorLists here, kernels in cuda/optim.cu. found_inf and grad_scale are passed as device
+// into TensorLists here, kernels in cuda/optim.cu. found_inf, grad_scale and lr are passed as device
 // pointers, so nothing here reads a device value: a step makes no host synchronisation.
 #include <array>
 #include <climits>
@@ -39,7 +39,8 @@ std::map<DType, std::vector<ListEntry>> step_entries(const StepLayout& l, const 
 cuda::StepScalars scalars(const StepLayout& l, const std::vector<Tensor>& in) {
   const Tensor* f = l.found_inf(in);
   const Tensor* s = l.grad_scale(in);
-  return {f ? static_cast<const float*>(f->raw_data()) : nullptr, s ? static_cast<const float*>(s->raw_data()) : nullptr};
+  return {f ? static_cast<const float*>(f->raw_data()) : nullptr, s ? static_cast<const float*>(s->raw_data()) : nullptr,
+          static_cast<const double*>(l.lr(in).raw_data())};
 }
 
 }  // namespace

@@ -16,14 +16,22 @@ __device__ __forceinline__ bool skipped(const float* found_inf) { return found_i
 
 __device__ __forceinline__ float scale_of(const StepScalars& s) { return s.grad_scale ? *s.grad_scale : 1.0f; }
 
+// The hyperparameters with the lr read from device memory (a captured step's replays see the new one).
+template <class H>
+__device__ __forceinline__ H with_stored_lr(H h, const double* lr) {
+  h.lr = *lr;
+  return h;
+}
+
 template <class T>
 __device__ __forceinline__ T* operand(const TensorList& l, int t, int k) {
   return static_cast<T*>(l.data[t][k]);
 }
 
 template <class T>
-__global__ void __launch_bounds__(kStepThreads) sgd_kernel(TensorList l, optim::SGDStepParams h, StepScalars s) {
+__global__ void __launch_bounds__(kStepThreads) sgd_kernel(TensorList l, optim::SGDStepParams given, StepScalars s) {
   if (skipped(s.found_inf)) return;
+  const optim::SGDStepParams h = with_stored_lr(given, s.lr);
   const Chunk c = block_chunk(l);
   const bool first = l.step[c.t] && *l.step[c.t] == 0;
   const float scale = scale_of(s);
@@ -34,8 +42,9 @@ __global__ void __launch_bounds__(kStepThreads) sgd_kernel(TensorList l, optim::
 }
 
 template <class T>
-__global__ void __launch_bounds__(kStepThreads) adam_kernel(TensorList l, optim::AdamStepParams h, StepScalars s) {
+__global__ void __launch_bounds__(kStepThreads) adam_kernel(TensorList l, optim::AdamStepParams given, StepScalars s) {
   if (skipped(s.found_inf)) return;
+  const optim::AdamStepParams h = with_stored_lr(given, s.lr);
   const Chunk c = block_chunk(l);
   const optim::BiasCorrection bc = optim::bias_correction(h.beta1, h.beta2, *l.step[c.t] + 1);
   const float scale = scale_of(s);
@@ -51,8 +60,9 @@ __global__ void __launch_bounds__(kStepThreads) adam_kernel(TensorList l, optim:
 // LAMB phase one: moments, and the chunk's sums of p^2 and r^2 into sums[2b], sums[2b + 1].
 template <class T>
 __global__ void __launch_bounds__(kStepThreads)
-    lamb_moments_kernel(TensorList l, optim::LAMBStepParams h, StepScalars s, double* sums) {
+    lamb_moments_kernel(TensorList l, optim::LAMBStepParams given, StepScalars s, double* sums) {
   if (skipped(s.found_inf)) return;
+  const optim::LAMBStepParams h = with_stored_lr(given, s.lr);
   using A = float_acc_t<T>;
   __shared__ A shared[kStepThreads / 32];
   const Chunk c = block_chunk(l);
@@ -88,8 +98,9 @@ __global__ void lamb_trust_kernel(TensorList l, const float* found_inf, const do
 
 template <class T>
 __global__ void __launch_bounds__(kStepThreads)
-    lamb_apply_kernel(TensorList l, optim::LAMBStepParams h, const float* found_inf, const double* trust) {
-  if (skipped(found_inf)) return;
+    lamb_apply_kernel(TensorList l, optim::LAMBStepParams given, StepScalars s, const double* trust) {
+  if (skipped(s.found_inf)) return;
+  const optim::LAMBStepParams h = with_stored_lr(given, s.lr);
   const Chunk c = block_chunk(l);
   const optim::BiasCorrection bc = optim::bias_correction(h.beta1, h.beta2, *l.step[c.t] + 1);
   T* p = operand<T>(l, c.t, 0);
@@ -167,7 +178,7 @@ void launch_lamb_step(DType dtype, const TensorList& l, const optim::LAMBStepPar
     EMBER_CUDA_LAUNCH_CHECK();
     lamb_trust_kernel<<<1, TensorList::kMaxTensors, 0, stream>>>(l, s.found_inf, sums, trust);
     EMBER_CUDA_LAUNCH_CHECK();
-    lamb_apply_kernel<T><<<l.chunks(), kStepThreads, 0, stream>>>(l, h, s.found_inf, trust);
+    lamb_apply_kernel<T><<<l.chunks(), kStepThreads, 0, stream>>>(l, h, s, trust);
     EMBER_CUDA_LAUNCH_CHECK();
   });
 }

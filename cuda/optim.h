@@ -14,11 +14,12 @@
 namespace ember::cuda {
 
 
-// The device scalars of a step, either may be null: found_inf nonzero skips the step, and every
-// gradient is divided by grad_scale.
+// The device scalars of a step: found_inf nonzero skips the step, every gradient is divided by
+// grad_scale (either may be null), and lr replaces the hyperparameters' lr.
 struct StepScalars {
   const float* found_inf;
   const float* grad_scale;
+  const double* lr;
 };
 
 // Operands per tensor {p, grad, momentum_buffer (null without momentum)}; the step count is 0 on

@@ -1,4 +1,4 @@
-// Kernel of RandomFill. Thread b draws Philox block first_block + b and writes the elements that
+// Kernel of RandomFill. Thread b draws Philox block first_block + b (of the resolved counter) and writes the elements that
 // cpu/random.cpp maps to that block (4 per block for f32/f16/bf16 uniforms, 2 otherwise), so both
 // devices fill identical tensors for one seed and offset.
 #include <cmath>
@@ -12,14 +12,15 @@ namespace ember::cuda {
 namespace {
 
 template <class T>
-__global__ void __launch_bounds__(kThreads) random_kernel(T* out, int64_t n, int kind, uint64_t seed,
-                                                          uint64_t first_block, int64_t low, int64_t high) {
+__global__ void __launch_bounds__(kThreads) random_kernel(T* out, int64_t n, int kind, philox::Counter counter,
+                                                          int64_t low, int64_t high) {
+  const philox::Counter c = counter.resolved();  // a captured step's base, read at each replay
   constexpr bool kDouble = std::is_same_v<T, double>;
   const int per_block = (kind == 0 && !kDouble) ? 4 : 2;
   const int64_t blocks = (n + per_block - 1) / per_block;
   const int64_t step = int64_t{blockDim.x} * gridDim.x;
   for (int64_t b = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; b < blocks; b += step) {
-    const philox::Block r = philox::generate(seed, first_block + static_cast<uint64_t>(b));
+    const philox::Block r = philox::generate(c.seed, c.first_block + static_cast<uint64_t>(b));
     const int64_t i0 = b * per_block;
     if (kind == 0) {
       if constexpr (kDouble) {
@@ -48,14 +49,14 @@ __global__ void __launch_bounds__(kThreads) random_kernel(T* out, int64_t n, int
 
 }  // namespace
 
-void launch_random(DType dtype, int kind, uint64_t seed, uint64_t first_block, int64_t low, int64_t high, void* out,
+void launch_random(DType dtype, int kind, philox::Counter counter, int64_t low, int64_t high, void* out,
                    int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   visit(dtype, [&]<class T>() {
     const int per_block = (kind == 0 && !std::is_same_v<T, double>) ? 4 : 2;
     const int64_t blocks = (n + per_block - 1) / per_block;
-    random_kernel<T><<<grid_blocks(blocks, kThreads), kThreads, 0, stream>>>(static_cast<T*>(out), n, kind, seed,
-                                                                           first_block, low, high);
+    random_kernel<T><<<grid_blocks(blocks, kThreads), kThreads, 0, stream>>>(static_cast<T*>(out), n, kind, counter,
+                                                                           low, high);
     EMBER_CUDA_LAUNCH_CHECK();
   });
 }

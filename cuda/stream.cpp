@@ -30,7 +30,7 @@ Stream::~Stream() {
 }
 
 void Stream::synchronize() const {
-  count_host_sync();
+  count_host_sync("Stream::synchronize");
   EMBER_CUDA_CHECK(cudaStreamSynchronize(as_stream(stream_)));
 }
 
@@ -71,7 +71,7 @@ bool Event::query() const {
 }
 
 void Event::synchronize() const {
-  count_host_sync();
+  count_host_sync("Event::synchronize");
   EMBER_CUDA_CHECK(cudaEventSynchronize(as_event(event_)));
 }
 

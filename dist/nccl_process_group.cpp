@@ -438,7 +438,7 @@ class NcclProcessGroup : public ProcessGroup {
 };
 
 void NcclWork::wait(std::optional<milliseconds> timeout) {
-  count_host_sync();
+  count_host_sync(("Work::wait on " + description()).c_str());
   const auto deadline = timeout ? clock::now() + *timeout : clock::time_point::max();
   while (!Work::is_completed() && !group_.settle(*this)) {
     if (clock::now() >= deadline)

@@ -74,6 +74,8 @@ struct Flags {
   bool no_locate_nonfinite = false;
   bool tensorboard = false;
   bool nvtx = false;
+  bool compile = false;
+  int64_t compile_warmup = train::CompileOptions{}.warmup_steps;
   std::string precision = "fp32";
   std::string strategy = "none";
   double dist_timeout = 600;  // seconds: each collective's bound (PyTorch's default, 10 minutes)
@@ -355,6 +357,11 @@ int main(int argc, char** argv) {
   app.add_flag("--nvtx", f.nvtx,
                "profiler ranges (as EMBER_NVTX=1): each module's forward by its path, each backward op by its module, "
                "the optimizer step, the scaler, each collective; nsys shows them, ncu --nvtx-include filters by them");
+  app.add_flag("--compile", f.compile,
+               "capture each training step after warm-up and replay it (CUDA graphs; MMEngine's compile=True): one "
+               "launch per step; turns off --locate-nonfinite's module search");
+  app.add_option("--compile-warmup", f.compile_warmup, "eager steps per batch shape before --compile captures it")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--tensorboard", f.tensorboard,
                "also write the log's scalars as TensorBoard event files in <work-dir>/tensorboard/ (train/loss, "
                "val/accuracy/top1, ...)");
@@ -504,6 +511,8 @@ int main(int argc, char** argv) {
     ro.locate_nonfinite = !f.no_locate_nonfinite;
     ro.work_dir = f.work_dir;
     ro.tensorboard = f.tensorboard;
+    ro.compile = f.compile;
+    ro.compile_options.warmup_steps = f.compile_warmup;
     if (app.count("--resume")) ro.resume = f.resume;
     ro.max_iters = f.max_iters;
     ro.device = device;

@@ -136,12 +136,11 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     return reshape(x.expand(with_tail(c.batch, rows, cols)), {N, rows, cols}).contiguous();
   };
   std::vector<Tensor> in{flat(q, L, c.E), flat(k, S, c.E), flat(v, S, c.Ev)};
-  AttentionParams p{c.scale, is_causal, mask.defined(), dropout_p};
+  AttentionParams p{c.scale, is_causal, mask.defined(), dropout_p, {}};
   if (mask.defined()) in.push_back(mask.expand(with_tail(c.batch, L, S)));  // a view: never (N, L, S) in memory
   if (dropout_p > 0) {
     Generator& g = gen ? *gen : default_generator();
-    p.seed = g.seed();
-    p.first_block = g.reserve(RandomFill::blocks_for(RandomFill::Kind::uniform, DType::f32, N * L * S));
+    p.counter = g.draw(RandomFill::blocks_for(RandomFill::Kind::uniform, DType::f32, N * L * S), q.device());
   }
   return reshape(run(ScaledDotProductAttention(p), in)[0], with_tail(c.batch, L, c.Ev));
 }
@@ -177,8 +176,10 @@ std::vector<Tensor> ScaledDotProductAttention::vjp(const std::vector<Tensor>& g,
                                : softmax(masked_scores(q, k, mask, p_.causal, p_.scale), -1);  // (N, L, S)
   Tensor wz = w, dp = matmul(go, v.transpose(1, 2));                                             // (N, L, S)
   if (p_.dropout_p > 0) {
+    if (p_.counter.base != nullptr)  // its base lies in device memory, and the generator below runs on the host
+      throw CaptureError("captured step: the recorded (double) backward of scaled_dot_product_attention with dropout");
     Generator gen;
-    gen.set_state({p_.seed, p_.first_block});
+    gen.set_state({p_.counter.seed, p_.counter.first_block});
     const Tensor z = ge(rand(w.shape(), DType::f32, &gen), p_.dropout_p).to(ct) * (1.0 / (1.0 - p_.dropout_p));
     wz = w * z;
     dp = dp * z;

@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "optim/amp/primitives.h"
 #include "optim/primitives/total_norm.h"
+#include "tensor/capture.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
 
@@ -93,6 +94,7 @@ void mark_first_nonfinite(const Tensor& first, int32_t slot, const std::vector<T
 
 Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite) {
   const Tensor total = total_grad_norm(params, norm_type);
+  if (error_if_nonfinite) capture::refuse("clip_grad_norm_ with error_if_nonfinite reads the norm on the host");
   if (error_if_nonfinite && !all_finite(total))
     throw ValueError("clip_grad_norm_: the total norm of order " + std::to_string(norm_type) + " of " +
                      std::to_string(grads_of(params).size()) + " gradients is " +

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "tensor/capture.h"
 #include "tensor/decimal.h"
 #include "tensor/error.h"
 #include "tensor/nvtx.h"
@@ -56,18 +57,47 @@ void check_step_input(const char* who, const char* what, const Tensor& t, Device
                       device.str());
 }
 
+std::string number(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
 }  // namespace
+
+void Optimizer::stage_learning_rates() {
+  NoGradGuard no_grad;
+  staged_lr_.resize(groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const double lr = groups_[g].lr();
+    const Device device = groups_[g].params.front().device();
+    StagedLr& staged = staged_lr_[g];
+    const bool placed = staged.tensor.defined() && staged.tensor.device() == device;
+    if (placed && staged.value == lr) continue;
+    if (capture::active())  // a value written now would be baked into the graph, not read at each replay
+      throw CaptureError(std::string(name()) + ".step: the lr of param group " + std::to_string(g) + " is " +
+                         number(lr) + " inside a captured step, and the step kernels read " +
+                         (placed ? number(staged.value) : std::string("none yet")) +
+                         "; set learning rates before the step (CompiledStep stages them before each replay)");
+    if (placed) fill_(staged.tensor, lr);  // queued after the kernels that read the old value
+    else staged.tensor = full({}, lr, TensorOptions(DType::f64).with_device(device));
+    staged.value = lr;
+  }
+}
 
 void Optimizer::step(const StepInputs& inputs) {
   const nvtx::Range range(name(), ".step");
   NoGradGuard no_grad;
+  stage_learning_rates();  // in a captured step: only checks that they were staged
   int64_t index = 0;
-  for (const auto& group : groups_) {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const ParamGroup& group = groups_[g];
     Batch batch;
     batch.has_found_inf = inputs.found_inf.defined();
     batch.has_grad_scale = inputs.grad_scale.defined();
     if (batch.has_found_inf) batch.inputs.push_back(inputs.found_inf);
     if (batch.has_grad_scale) batch.inputs.push_back(inputs.grad_scale);
+    batch.inputs.push_back(staged_lr_[g].tensor);
     for (const auto& param : group.params) {
       const int64_t i = index++;
       Tensor grad = param.grad();

@@ -58,6 +58,10 @@ class Optimizer {
   /// (ShapeError, DTypeError, DeviceError, ValueError naming the parameter); found_inf and grad_scale
   /// must be one-element f32 tensors on the parameters' device (DTypeError, DeviceError).
   void step(const StepInputs& inputs = {});
+  /// Writes each group's lr into the 0-dim f64 device tensor the step kernels read it from (where it
+  /// changed). step() does so itself, except in a captured step (tensor/capture.h), whose replays
+  /// read the tensor: train::CompiledStep stages before each replay.
+  void stage_learning_rates();
   /// Sets each gradient to none (default), or zeroes it in place.
   void zero_grad(bool set_to_none = true);
 
@@ -91,11 +95,11 @@ class Optimizer {
   /// An optimizer with `defaults` and no group yet; a derived constructor adds the first.
   Optimizer(GroupOptions defaults) : defaults_(std::move(defaults)) {}
   /// The parameters of one group that have a gradient, with their state (empty before their first
-  /// step) and the step primitives' inputs {[found_inf], [grad_scale], grads...}.
+  /// step) and the step primitives' inputs {[found_inf], [grad_scale], lr, grads...}.
   struct Batch {
     std::vector<Tensor> params;       ///< the parameters that have a gradient
     std::vector<ParamState*> states;  ///< their states, in the same order
-    std::vector<Tensor> inputs;       ///< {[found_inf], [grad_scale], grads...}
+    std::vector<Tensor> inputs;       ///< {[found_inf], [grad_scale], lr, grads...}
     /// whether inputs starts with found_inf, then grad_scale @{
     bool has_found_inf = false, has_grad_scale = false;
     /// @}
@@ -113,6 +117,12 @@ class Optimizer {
   std::vector<ParamGroup> groups_;
   std::map<int64_t, ParamState> state_;
   int64_t steps_taken_ = 0;
+  // Per group: the lr the kernels read (0-dim f64 on the group's device) and the value written there.
+  struct StagedLr {
+    Tensor tensor;
+    double value = 0;
+  };
+  std::vector<StagedLr> staged_lr_;
 };
 
 /// A 0-dim f64 CPU tensor holding v (how hyperparameters and step counts are saved).

@@ -28,6 +28,11 @@ class StateError : public Error { using Error::Error; };           ///< a call o
 /// An op with no deterministic implementation, asked for while set_deterministic(true) is on.
 class NotDeterministicError : public NotImplementedError { using NotImplementedError::NotImplementedError; };
 
+/// Something a captured step (train::CompiledStep, a CUDA graph) cannot replay: a read of device
+/// values on the host, a random op on a generator the capture does not own, a library search that
+/// warm-up should have made. The message names the op.
+class CaptureError : public Error { using Error::Error; };
+
 /// A failed CUDA, cuBLAS, cuDNN or NCCL call: the message names the call, its file:line and the
 /// library's own message. Declared here so CPU-only builds can catch it too.
 class CudaError : public Error { using Error::Error; };

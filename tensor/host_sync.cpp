@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+#include "tensor/capture.h"
+
 namespace ember {
 
 namespace {
@@ -10,6 +12,9 @@ std::atomic<int64_t> host_syncs{0};
 
 int64_t host_sync_count() { return host_syncs.load(std::memory_order_relaxed); }
 
-void count_host_sync() { host_syncs.fetch_add(1, std::memory_order_relaxed); }
+void count_host_sync(const char* what) {
+  capture::check_host_wait(what);
+  host_syncs.fetch_add(1, std::memory_order_relaxed);
+}
 
 }  // namespace ember

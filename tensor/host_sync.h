@@ -16,8 +16,9 @@ namespace ember {
 /// test on the CPU then checks the same code path a GPU run takes.
 int64_t host_sync_count();
 
-/// Called where such a wait happens.
-void count_host_sync();
+/// Called where such a wait happens; `what` names it ("cuda::synchronize"). Inside a captured step
+/// (tensor/capture.h) it raises CaptureError instead, naming `what` and the running primitive.
+void count_host_sync(const char* what);
 
 namespace detail {
 // The values of a tensor a CPU kernel reads (it is on the CPU already: nothing waits, nothing is

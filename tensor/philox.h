@@ -13,6 +13,17 @@ struct Block {
   uint32_t v[4];
 };
 
+// Where a random op's counter blocks start. Eager ops carry (seed, first_block) by value. In a
+// captured step (CUDA graph) the values baked into a kernel would repeat on every replay, so there
+// `base` points at device memory holding {seed, offset} that the host rewrites before each replay,
+// and first_block is the op's offset within the step: PyTorch's philox_cuda_state does the same.
+struct Counter {
+  uint64_t seed = 0, first_block = 0;
+  const uint64_t* base = nullptr;
+  // The seed and first block this run draws from (reads `base` where the kernel runs).
+  EMBER_HD Counter resolved() const { return base ? Counter{base[0], base[1] + first_block, nullptr} : *this; }
+};
+
 EMBER_HD inline Block generate(uint64_t seed, uint64_t counter) {
   // Constants from the paper (Random123's philox4x32 defaults).
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;

@@ -11,6 +11,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/saved_tensor.h"
+#include "tensor/capture.h"
 
 namespace ember {
 
@@ -69,6 +70,7 @@ Tensor value_before_write(const Tensor& self, bool keep_values);
 
 template <class P>
 void dispatch(P& p, Device device, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const capture::RunningOp running(p.name());  // named by a captured step's refusal
   if (device.is_cpu())
     p.eval_cpu(in, out);
   else

@@ -1,4 +1,5 @@
 // Random tensors from the Philox stream, and the default generator.
+#include "tensor/capture.h"
 #include "tensor/ops.h"
 #include "tensor/primitives/creation.h"
 
@@ -10,6 +11,43 @@ Generator& default_generator() {
 }
 
 void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+uint64_t Generator::reserve(uint64_t blocks) {
+  if (capture::active())
+    throw CaptureError("captured step: a host-side draw from a generator (seed " + std::to_string(state_.seed) +
+                       ") would be made once at capture and not on each replay");
+  return reserve_blocks(blocks);
+}
+
+philox::Counter Generator::draw(uint64_t blocks, Device device) {
+  if (capture_base_ == nullptr) {
+    if (capture::active())
+      throw CaptureError("captured step: a random op drew from a generator (seed " + std::to_string(state_.seed) +
+                         ") that the capture does not own, so every replay would draw the same numbers; pass it "
+                         "to the CompiledStep");
+    return {state_.seed, reserve_blocks(blocks), nullptr};
+  }
+  if (!(device == capture_device_))
+    throw CaptureError("captured step: a random op on " + device.str() + " drew from a generator captured on " +
+                       capture_device_.str());
+  const uint64_t first = captured_blocks_;
+  captured_blocks_ += blocks;
+  return {0, first, capture_base_};
+}
+
+void Generator::begin_capture(const uint64_t* base, Device device) {
+  if (capture_base_ != nullptr) throw StateError("Generator::begin_capture: a capture is already open");
+  if (base == nullptr) throw ValueError("Generator::begin_capture: base is null");
+  capture_base_ = base;
+  capture_device_ = device;
+  captured_blocks_ = 0;
+}
+
+uint64_t Generator::end_capture() {
+  if (capture_base_ == nullptr) throw StateError("Generator::end_capture: no capture is open");
+  capture_base_ = nullptr;
+  return captured_blocks_;
+}
 
 uint64_t RandomFill::blocks_for(Kind kind, DType dtype, int64_t n) {
   const auto count = static_cast<uint64_t>(n);
@@ -23,7 +61,7 @@ Tensor random_tensor(RandomFill::Kind kind, const Shape& shape, TensorOptions op
                      int64_t high = 0) {
   Generator& g = gen ? *gen : default_generator();
   Tensor t = Tensor::empty(shape, opts.with_requires_grad(false));
-  RandomFill fill(kind, g.seed(), g.reserve(RandomFill::blocks_for(kind, opts.dtype, t.numel())), low, high);
+  RandomFill fill(kind, g.draw(RandomFill::blocks_for(kind, opts.dtype, t.numel()), opts.device), low, high);
   std::vector<Tensor> out{t};
   detail::dispatch(fill, t.device(), {}, out);
   if (opts.requires_grad) t.requires_grad_(true);

@@ -7,6 +7,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "tensor/capture.h"
 #include "tensor/convert.h"
 #include "tensor/host_sync.h"
 #include "tensor/ops.h"
@@ -69,7 +70,10 @@ std::vector<T> cpu_values(const Tensor& t) {
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
-  if (device().is_cpu()) count_host_sync();  // a GPU tensor's copy counts its own wait
+  // Refused in a captured step on any device (a CPU run of the step checks what a GPU run would).
+  capture::check_host_wait("reading the values of a " + std::string(dtype_name(dtype())) + " tensor of shape " +
+                           to_string(shape()) + " (item(), to_vector())");
+  if (device().is_cpu()) count_host_sync("to_vector");  // a GPU tensor's copy counts its own wait
   return detail::cpu_values<T>(*this);
 }
 

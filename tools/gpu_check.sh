@@ -10,6 +10,8 @@
 #            cuBLASLt/cuDNN and the device copy, in one run)
 #   compare  bench/torch_compare.py on the same cases (PyTorch eager, and torch.compile for the
 #            ImageNet-sized training steps), then bench/report.py over the bench folder
+#   compile  step time eager against captured (train::CompiledStep, CUDA graphs) for SmallCNN at batch
+#            128, ResNet-18 at 32 and ResNet-50 at 32 and 256, beside PyTorch eager's, as a table
 #   nvtx     one ResNet-50 training step under ncu, filtered by ember's profiler ranges (--nvtx):
 #            the kernels of one block's forward and of one conv's backward, per range
 # Usage: tools/gpu_check.sh OUTDIR [STEP...]   (no step: all of them, in that order)
@@ -30,10 +32,10 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
 
-ALL_STEPS=(build test dist train bench compare nvtx)
+ALL_STEPS=(build test dist train bench compare compile nvtx)
 PRECISIONS=(fp32 tf32 amp_fp16 amp_bf16 naive_fp16 naive_bf16 pure_bf16)  # examples/train --precision
 TRAIN_MODELS=(mlp cnn resnet18)
-declare -A LIMIT_S=([build]=480 [test]=420 [dist]=240 [train]=420 [bench]=540 [compare]=480 [nvtx]=300)
+declare -A LIMIT_S=([build]=480 [test]=420 [dist]=240 [train]=420 [bench]=540 [compare]=480 [compile]=420 [nvtx]=300)
 BUILD_DIR=build-gpu
 
 usage() { sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
@@ -227,6 +229,54 @@ step_compare() {
     --filter '^train/cuda/(fp32|amp_bf16)/(resnet50_224_nhwc|vit_b16_224)/' --min-time 0.5 \
     --out "$OUT/bench/torch_compile.json" || rc=$?
   python3 bench/report.py "$OUT/bench" || rc=$?
+  return "$rc"
+}
+
+# Whole-step capture: each shape eagerly and captured in ember (bench_train, with and without
+# --compile), and PyTorch eager on the same step; summary in OUT/compile/summary.md.
+step_compile() {
+  ember_build >/dev/null || return
+  if [[ -z "$HAVE_GPU" ]]; then
+    echo "skipped: no GPU"
+    return 0
+  fi
+  mkdir -p "$OUT/compile"
+  local spec model batch flag tag rc=0
+  for spec in cnn:128 resnet18:32 resnet50:32 resnet50:256; do
+    model="${spec%%:*}" batch="${spec##*:}"
+    for flag in "" --compile; do
+      tag="${flag:+_compiled}"
+      timeout --kill-after=10 90 "$BUILD_DIR/bench/bench_train" $flag --batch="$batch" --precision=fp32,amp_bf16 \
+        --benchmark_filter="^train/cuda/(fp32|amp_bf16)/(compiled/)?$model/$batch(/manual_time)?\$" \
+        --benchmark_min_time="${EMBER_GPU_CHECK_MIN_TIME:-0.3}" --benchmark_out="$OUT/compile/ember_${model}_${batch}${tag}.json" \
+        --benchmark_out_format=json >/dev/null || { rc=$?; log "bench_train $flag $spec exited $rc"; }
+    done
+    if python3 -c 'import torch' >/dev/null 2>&1; then
+      timeout --kill-after=10 90 python3 bench/torch_compare.py --bench-dir "$BUILD_DIR/bench" \
+        --bench-args "--batch=$batch --precision=fp32,amp_bf16" --filter "^train/cuda/(fp32|amp_bf16)/$model/$batch\$" \
+        --min-time 0.3 --out "$OUT/compile/torch_${model}_${batch}.json" >/dev/null || rc=$?
+    fi
+  done
+  python3 - "$OUT/compile" <<'EOF' | tee "$OUT/compile/summary.md"
+import json, pathlib, sys
+folder = pathlib.Path(sys.argv[1])
+def img_per_s(path):
+    try:
+        cases = json.loads(path.read_text())["benchmarks"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    return {c["name"].removesuffix("/manual_time").replace("compiled/", ""): c.get("img_per_s") for c in cases}
+print("| case | ember eager img/s | ember captured img/s | captured / eager | PyTorch eager img/s | captured / PyTorch |")
+print("|---|---|---|---|---|---|")
+for eager_file in sorted(folder.glob("ember_*[0-9].json")):
+    eager = img_per_s(eager_file)
+    captured = img_per_s(eager_file.with_name(eager_file.stem + "_compiled.json"))
+    torch = img_per_s(folder / eager_file.name.replace("ember_", "torch_"))
+    for name, e in eager.items():
+        c, t = captured.get(name), torch.get(name)
+        ratio = lambda a, b: f"{a / b:.2f}" if a and b else "-"
+        print(f"| {name} | {e or '-'} | {c or '-'} | {ratio(c, e)} | {t or '-'} | {ratio(c, t)} |")
+EOF
   return "$rc"
 }
 

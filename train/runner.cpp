@@ -126,7 +126,11 @@ Runner::Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<TrainingP
     if (!(p.device() == opts_.device))
       throw DeviceError("Runner: a model parameter is on " + p.device().str() + ", the run on " + opts_.device.str() +
                         " (move the model before building its TrainingPrecision)");
-  if (opts_.locate_nonfinite) locator_ = std::make_unique<NonFiniteLocator>(*model_);
+  if (opts_.locate_nonfinite && !opts_.compile) locator_ = std::make_unique<NonFiniteLocator>(*model_);
+  if (opts_.compile)
+    compiled_ = std::make_unique<CompiledStep>(
+        [this](const std::vector<Tensor>& batch) { return step(batch[0], batch[1]); },
+        std::vector<optim::Optimizer*>{&precision_->optimizer()}, std::vector<Generator*>{}, opts_.compile_options);
   if (!opts_.work_dir.empty() && writes_files()) {
     std::error_code ec;
     fs::create_directories(opts_.work_dir, ec);
@@ -192,10 +196,7 @@ std::vector<double> Runner::over_ranks(std::vector<double> values, dist::ReduceO
   return t.to_vector<double>();
 }
 
-void Runner::train_iteration(const data::Batch& batch, Window& window, Window& epoch_window, double data_time,
-                             double started) {
-  const Tensor images = batch.images.to(opts_.device, batch.images.is_pinned()).to(precision_->input_dtype());
-  const Tensor labels = batch.labels.to(opts_.device, batch.labels.is_pinned());
+std::vector<Tensor> Runner::step(const Tensor& images, const Tensor& labels) {
   precision_->zero_grad();
   if (locator_) locator_->begin_step(opts_.device);
   Tensor loss;
@@ -204,12 +205,19 @@ void Runner::train_iteration(const data::Batch& batch, Window& window, Window& e
     // Float32 logits for the loss, as Apex O2 casts model outputs: a half loss would overflow once scaled.
     loss = cross_entropy((*model_)(images).to(DType::f32), labels);
   }
-  StepOutcome outcome;
-  {
-    if (locator_) locator_->check_forward(loss);
-    const autograd::BackwardObserverGuard observing(locator_ ? locator_->backward_observer() : nullptr);
-    outcome = precision_->backward_and_step(loss, opts_.clip_grad_norm);
-  }
+  if (locator_) locator_->check_forward(loss);
+  const autograd::BackwardObserverGuard observing(locator_ ? locator_->backward_observer() : nullptr);
+  const StepOutcome outcome = precision_->backward_and_step(loss, opts_.clip_grad_norm);
+  return {loss, outcome.grad_norm, outcome.skipped};
+}
+
+void Runner::train_iteration(const data::Batch& batch, Window& window, Window& epoch_window, double data_time,
+                             double started) {
+  const Tensor images = batch.images.to(opts_.device, batch.images.is_pinned()).to(precision_->input_dtype());
+  const Tensor labels = batch.labels.to(opts_.device, batch.labels.is_pinned());
+  const std::vector<Tensor> stepped = compiled_ ? (*compiled_)({images, labels}) : step(images, labels);
+  const Tensor& loss = stepped[0];
+  const StepOutcome outcome{stepped[1], stepped[2]};
   log_nonfinite_->add(locator_ ? locator_->end_step() : NonFiniteStep{}, loss, outcome.skipped, iteration_ + 1);
   if (scheduler_) scheduler_->step();  // taken back at the next read-out if the step was skipped
   Tensor values;

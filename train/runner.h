@@ -40,6 +40,7 @@
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "train/checkpoint.h"
+#include "train/compiled_step.h"
 #include "train/nonfinite.h"
 #include "train/precision.h"
 #include "train/work_dir_lock.h"
@@ -77,6 +78,12 @@ struct RunnerOptions {
   /// share, and train lines add global_batch (the per-rank batch x the ranks). Checkpoints hold the
   /// wrapped module's state, so plain one-process runs resume them. Null: one process.
   std::shared_ptr<dist::ProcessGroup> group;
+  /// Capture each iteration's step (forward, backward, unscale, clipping, optimizer step) after
+  /// compile_options.warmup_steps eager ones per batch shape and replay it (train::CompiledStep:
+  /// CUDA graphs; on the CPU the same rules, run eagerly). locate_nonfinite is then off: it follows
+  /// each step on the host.
+  bool compile = false;
+  CompileOptions compile_options;  ///< with compile
 };
 
 /// What one epoch of run() did.
@@ -136,6 +143,9 @@ class Runner {
   struct Window;  ///< sums of the logged values since the last log line (or the epoch's start)
 
  private:
+  // The device work of one step: zero_grad, forward, loss, backward, unscale, clipping, step;
+  // returns {loss, grad_norm, skipped}.
+  std::vector<Tensor> step(const Tensor& images, const Tensor& labels);
   // One step on `batch`, which took `data_time` s to arrive; the iteration began at `started`.
   void train_iteration(const data::Batch& batch, Window& window, Window& epoch_window, double data_time,
                        double started);
@@ -172,6 +182,7 @@ class Runner {
   std::shared_ptr<data::DataLoader> train_loader_, val_loader_;
   RunnerOptions opts_;
   std::ostream& console_;
+  std::unique_ptr<CompiledStep> compiled_;  // with opts_.compile
 
   int64_t epoch_ = 0;          // finished epochs
   int64_t iteration_ = 0;      // finished iterations

@@ -2,19 +2,20 @@
 // the (L, S) score matrix. CPU kernels in cpu/attention.cpp, front end and vjp in nn/attention.cpp.
 #pragma once
 
+#include "tensor/philox.h"
 #include "tensor/primitive.h"
 
 namespace ember {
 
 // What one attention call computes besides its inputs: the score scale, the causal (top-left)
-// mask, and dropout on the weights drawn from Philox (seed, first_block) as rand() would draw a
-// (N, L, S) f32 tensor there, so the backward regenerates the mask instead of storing it.
+// mask, and dropout on the weights drawn from Philox at `counter` as rand() would draw a (N, L, S)
+// f32 tensor there, so the backward regenerates the mask instead of storing it.
 struct AttentionParams {
   double scale = 1;
   bool causal = false;
   bool has_mask = false;
   double dropout_p = 0;
-  uint64_t seed = 0, first_block = 0;
+  philox::Counter counter;
 };
 
 // Inputs {q (N, L, E), k (N, S, E), v (N, S, Ev), all contiguous and of one floating dtype,

@@ -4,6 +4,7 @@
 
 #include "autograd/grad_mode.h"
 #include "optim/amp/primitives.h"
+#include "tensor/capture.h"
 #include "tensor/error.h"
 #include "tensor/nvtx.h"
 #include "tensor/ops.h"
@@ -62,6 +63,8 @@ void DynamicLossScaler::update(const Tensor& found_inf) {
   if (!scale_.defined()) throw StateError("DynamicLossScaler.update: no loss was scaled yet");
   const nvtx::Range range("DynamicLossScaler.update");
   NoGradGuard no_grad;
+  if (options_.raise_error_at_min_scale && is_dynamic())
+    capture::refuse("DynamicLossScaler.update with raise_error_at_min_scale reads found_inf on the host");
   if (options_.raise_error_at_min_scale && is_dynamic() && found_inf.item<double>() != 0 &&
       get_scale() <= options_.min_loss_scale)
     throw ValueError("DynamicLossScaler: current loss scale already at minimum (" + num(options_.min_loss_scale) +

@@ -4,6 +4,7 @@
 
 #include "autograd/grad_mode.h"
 #include "optim/amp/primitives.h"
+#include "tensor/capture.h"
 #include "tensor/error.h"
 #include "tensor/nvtx.h"
 #include "tensor/ops.h"
@@ -71,7 +72,10 @@ void MasterWeightOptimizer::step(const Tensor& found_inf) {
   if (targets.empty()) return;
   const bool offloaded = !(params_[0].device() == device);
   // On the host the skip is known there: nothing travels back after an overflow.
+  if (offloaded) capture::refuse("MasterWeightOptimizer.step with host (offloaded) parameters reads found_inf on the host");
   if (offloaded && skip.item<float>() != 0) return;
+  if (options_.stochastic_rounding)  // its per-step counter lives on the host: each replay would draw the same bits
+    capture::refuse("MasterWeightOptimizer.step with stochastic rounding counts its copy-backs on the host");
   MasterCopyBack copy_back({options_.stochastic_rounding, options_.seed, copy_backs_++});
   run_update(copy_back, inputs, targets);
   if (!offloaded) return;

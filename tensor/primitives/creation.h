@@ -1,18 +1,19 @@
 // Primitives that make values rather than transform them: random fills and device copies.
 #pragma once
 
+#include "tensor/philox.h"
 #include "tensor/primitive.h"
 
 namespace ember {
 
-// Fills its (contiguous) output from the Philox stream at counter block `first_block`:
-// uniform [0,1), standard normal, or integers in [low, high).
+// Fills its (contiguous) output from the Philox stream at `counter`: uniform [0,1), standard
+// normal, or integers in [low, high).
 class RandomFill final : public Primitive {
  public:
   static constexpr bool kDifferentiable = false;
   enum class Kind { uniform, normal, integer };
-  RandomFill(Kind kind, uint64_t seed, uint64_t first_block, int64_t low = 0, int64_t high = 0)
-      : kind_(kind), seed_(seed), first_block_(first_block), low_(low), high_(high) {}
+  RandomFill(Kind kind, philox::Counter counter, int64_t low = 0, int64_t high = 0)
+      : kind_(kind), counter_(counter), low_(low), high_(high) {}
   const char* name() const override { return "random"; }
   // Counter blocks consumed for n elements of this kind (what the generator must reserve).
   static uint64_t blocks_for(Kind kind, DType dtype, int64_t n);
@@ -20,7 +21,7 @@ class RandomFill final : public Primitive {
 
  private:
   Kind kind_;
-  uint64_t seed_, first_block_;
+  philox::Counter counter_;
   int64_t low_, high_;
 };
 
