@@ -6,10 +6,11 @@
 //     same traffic in the same case (memcpy on the CPU, cudaMemcpyAsync on a GPU), ratio = GBps / copy_GBps.
 //   dispatch/<device>/f32/add/<nograd|grad>: host microseconds (us) per call of add on two
 //     1-element tensors, without autograd and while recording for backward.
-//   attention/cpu/f32/<B>x<heads>x<L>x<E>/<fwd|fwdbwd>: scaled_dot_product_attention (L = S, Ev = E),
-//     the fused primitive against its composition (raw_*: scaled_dot_product_attention_math), forward
-//     alone or forward and backward; GFLOPS counts the products' 4 B h L S E multiply-adds forward
-//     and 8 B h L S E backward (no recomputation), ratio = composition time / fused time.
+//   attention/<cpu/f32|cuda/f16|cuda/bf16>/<B>x<heads>x<L>x<E>/<fwd|fwdbwd>: scaled_dot_product_attention
+//     (L = S, Ev = E), the fused primitive against its composition (raw_*:
+//     scaled_dot_product_attention_math), forward alone or forward and backward; GFLOPS counts the
+//     products' 4 B h L S E multiply-adds forward and 8 B h L S E backward (no recomputation),
+//     ratio = composition time / fused time.
 // Run: build/bench/bench_ops --benchmark_filter=ops/cpu/
 #include <benchmark/benchmark.h>
 
@@ -145,11 +146,13 @@ void dispatch_case(benchmark::State& state, ember::Device device, bool record) {
   state.counters["us"] = total * 1e6 / (static_cast<double>(state.iterations()) * kCalls);
 }
 
-// The fused attention against its composition on one (B, heads, L, E) shape, on the CPU in f32.
-void attention_case(benchmark::State& state, const ember::Shape& shape, bool backward) {
-  const ember::TensorOptions opts = ember::TensorOptions(ember::DType::f32).with_requires_grad(backward);
+// The fused attention against its composition on one (B, heads, L, E) shape, timed by `time`.
+template <class Time>
+void attention_case(benchmark::State& state, const ember::Shape& shape, bool backward, ember::TensorOptions opts,
+                    const Time& time) {
+  opts = opts.with_requires_grad(backward);
   const Tensor q = ember::randn(shape, opts), k = ember::randn(shape, opts), v = ember::randn(shape, opts),
-               g = ember::randn(shape);
+               g = ember::randn(shape, opts.with_requires_grad(false));
   std::optional<ember::NoGradGuard> no_grad;
   if (!backward) no_grad.emplace();
   auto run = [&](const std::function<Tensor()>& attention) {
@@ -161,8 +164,7 @@ void attention_case(benchmark::State& state, const ember::Shape& shape, bool bac
     benchmark::DoNotOptimize(out);
   };
   const bench::Timing t = bench::time_against(
-      state, bench::WallTimer{}, bench::PlainPhase{},
-      [&] { run([&] { return ember::scaled_dot_product_attention(q, k, v); }); },
+      state, time, bench::PlainPhase{}, [&] { run([&] { return ember::scaled_dot_product_attention(q, k, v); }); },
       [&] { run([&] { return ember::scaled_dot_product_attention_math(q, k, v).output; }); });
   const double macs = static_cast<double>(shape[0] * shape[1] * shape[2] * shape[2] * shape[3]);
   bench::set_rate_counters(state, "GFLOPS", (backward ? 12 : 4) * macs / 1e9, t);
@@ -174,6 +176,16 @@ const char* short_name(ember::DType dtype) {
     case ember::DType::bf16: return "bf16";
     default: return "f32";
   }
+}
+
+// attention/<device>/<dtype>/<B>x<heads>x<L>x<E>/<fwd|fwdbwd>
+std::string attention_name(const char* device_name, ember::DType dtype, const ember::Shape& shape, bool backward) {
+  std::string name = std::string("attention/") + device_name + "/" + short_name(dtype) + "/";
+  for (int d = 0; d < shape.size(); ++d) {
+    if (d) name += 'x';
+    name += std::to_string(shape[d]);
+  }
+  return name + (backward ? "/fwdbwd" : "/fwd");
 }
 
 void register_device(const char* device_name, ember::Device device, const std::vector<ember::DType>& dtypes,
@@ -217,19 +229,25 @@ int main(int argc, char** argv) {
   register_device("cpu", ember::kCPU, {ember::DType::f32}, {1 << 16, 1 << 24});
   // ViT-tiny's attention (192 / 3 heads, 8 x 8 patches + the class token) and a long sequence.
   for (const ember::Shape& shape : {ember::Shape{32, 3, 65, 64}, ember::Shape{4, 8, 1024, 64}})
-    for (bool backward : {false, true}) {
-      std::string name = "attention/cpu/f32/";
-      for (int d = 0; d < shape.size(); ++d) {
-        if (d) name += 'x';
-        name += std::to_string(shape[d]);
-      }
-      bench::register_case(name + (backward ? "/fwdbwd" : "/fwd"),
-                           [shape, backward](benchmark::State& s) { attention_case(s, shape, backward); });
-    }
+    for (bool backward : {false, true})
+      bench::register_case(attention_name("cpu", ember::DType::f32, shape, backward),
+                           [shape, backward](benchmark::State& s) {
+                             attention_case(s, shape, backward, ember::TensorOptions(ember::DType::f32),
+                                            bench::WallTimer{});
+                           });
 #if defined(EMBER_BENCH_CUDA)
-  if (ember::backend::cuda_device_count() > 0)
-    register_device("cuda", ember::Device(ember::DeviceType::cuda, 0),
-                    {ember::DType::f32, ember::DType::f16, ember::DType::bf16}, {1 << 24, 1 << 28});
+  if (ember::backend::cuda_device_count() > 0) {
+    const ember::Device gpu(ember::DeviceType::cuda, 0);
+    register_device("cuda", gpu, {ember::DType::f32, ember::DType::f16, ember::DType::bf16}, {1 << 24, 1 << 28});
+    // ViT-B/16's attention at batch 32 (12 heads of 64, 14 x 14 patches + the class token) and a long sequence.
+    for (ember::DType dtype : {ember::DType::f16, ember::DType::bf16})
+      for (const ember::Shape& shape : {ember::Shape{32, 12, 197, 64}, ember::Shape{4, 8, 1024, 64}})
+        for (bool backward : {false, true})
+          bench::register_case(attention_name("cuda", dtype, shape, backward), [=](benchmark::State& s) {
+            const bench::CudaEventTimer timer;
+            attention_case(s, shape, backward, ember::TensorOptions(dtype).with_device(gpu), timer);
+          });
+  }
 #endif
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -1,5 +1,6 @@
 // The CUDA side of a build without CUDA: no devices, and every CUDA entry point raises a
 // DeviceError that says so. Linked instead of cuda/*.cu when the toolkit is absent or disabled.
+#include "nn/primitives/attention.h"
 #include "nn/primitives/loss.h"
 #include "nn/primitives/normalization.h"
 #include "nn/primitives/pooling.h"
@@ -82,6 +83,9 @@ EMBER_NO_CUDA(TotalNorm)
 EMBER_NO_CUDA(AmpUnscale)
 EMBER_NO_CUDA(FirstNonFinite)
 EMBER_NO_CUDA(MasterCopyBack)
+EMBER_NO_CUDA(ScaledDotProductAttention)
+EMBER_NO_CUDA(ScaledDotProductAttentionBackward)
+bool cuda_attention_fused(DType, int64_t, int64_t, Device) { return false; }
 EMBER_NO_CUDA(GradScaleUpdate)
 EMBER_NO_CUDA(LossScaleUpdate)
 #undef EMBER_NO_CUDA

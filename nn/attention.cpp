@@ -9,6 +9,7 @@
 #include "nn/dropout.h"
 #include "nn/primitives/attention.h"
 #include "tensor/autocast.h"
+#include "tensor/deterministic.h"
 #include "tensor/primitives/creation.h"
 
 namespace ember {
@@ -112,6 +113,19 @@ AttentionOutput math(const Tensor& q, const Tensor& k, const Tensor& v, const Te
   return {matmul(w, v), w};
 }
 
+// Whether the fused primitive takes the call, else the composition: not when the mask needs a
+// gradient (the fused vjp gives none) nor for dropout_p = 1 (all zeros, not worth a kernel path); on
+// CUDA, where cuda_attention_fused says the kernels fit, and not for a backward in the deterministic
+// mode (the CUDA backward sums dq with atomics).
+bool fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double p, const Checked& c) {
+  const bool records = autograd::GradMode::is_enabled();
+  if ((mask.defined() && mask.requires_grad() && records) || p >= 1) return false;
+  if (q.device().is_cpu()) return true;
+  const bool backward = records && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  return q.device().is_cuda() && cuda_attention_fused(q.dtype(), c.E, c.Ev, q.device()) &&
+         !(backward && is_deterministic());
+}
+
 }  // namespace
 
 AttentionOutput scaled_dot_product_attention_math(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
@@ -126,10 +140,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
                                     double dropout_p, bool is_causal, std::optional<double> scale, Generator* gen) {
   const auto [q, k, v, mask] = amp::autocast_args(kOp, q_in, k_in, v_in, mask_in);
   const Checked c = check_args(q, k, v, mask, dropout_p, is_causal, scale);
-  // The fused vjp gives no mask gradient; dropout_p = 1 (all zeros) is not worth a kernel path.
-  const bool mask_grad = mask.defined() && mask.requires_grad() && autograd::GradMode::is_enabled();
-  if (!q.device().is_cpu() || mask_grad || dropout_p >= 1)
-    return math(q, k, v, mask, dropout_p, is_causal, c.scale, gen).output;
+  if (!fused(q, k, v, mask, dropout_p, c)) return math(q, k, v, mask, dropout_p, is_causal, c.scale, gen).output;
 
   const int64_t N = numel(c.batch), L = c.L, S = c.S;
   auto flat = [&](const Tensor& x, int64_t rows, int64_t cols) {  // (N, rows, cols), contiguous
@@ -180,7 +191,8 @@ std::vector<Tensor> ScaledDotProductAttention::vjp(const std::vector<Tensor>& g,
       throw CaptureError("captured step: the recorded (double) backward of scaled_dot_product_attention with dropout");
     Generator gen;
     gen.set_state({p_.counter.seed, p_.counter.first_block});
-    const Tensor z = ge(rand(w.shape(), DType::f32, &gen), p_.dropout_p).to(ct) * (1.0 / (1.0 - p_.dropout_p));
+    const Tensor z = ge(rand(w.shape(), TensorOptions(DType::f32).with_device(w.device()), &gen), p_.dropout_p).to(ct) *
+                     (1.0 / (1.0 - p_.dropout_p));
     wz = w * z;
     dp = dp * z;
   }

@@ -13,9 +13,10 @@ namespace ember {
 /// SDPA convention) or q's dtype (added to the scores). is_causal masks key j > query i (not with
 /// attn_mask). scale defaults to 1 / sqrt(E). dropout_p > 0 drops attention weights as dropout()
 /// would (with `gen`, else the default generator); pass 0 outside training. A query whose keys are
-/// all masked out gets a zero row and zero gradients, as PyTorch's SDPA. On the CPU one fused
-/// primitive that never holds the (L, S) scores; on CUDA, or with a mask that requires grad, the
-/// composition scaled_dot_product_attention_math.
+/// all masked out gets a zero row and zero gradients, as PyTorch's SDPA. One fused primitive that
+/// never holds the (L, S) scores: on the CPU always, on CUDA for head dims up to 128 (f16 and bf16 on
+/// tensor cores) outside the deterministic mode's backward; otherwise, and with a mask that requires
+/// grad, the composition scaled_dot_product_attention_math.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = {},
                                     double dropout_p = 0.0, bool is_causal = false,
                                     std::optional<double> scale = std::nullopt, Generator* gen = nullptr);

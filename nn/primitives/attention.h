@@ -1,5 +1,6 @@
 // Fused scaled dot-product attention: flash attention's tiled forward and backward, which never hold
-// the (L, S) score matrix. CPU kernels in cpu/attention.cpp, front end and vjp in nn/attention.cpp.
+// the (L, S) score matrix. CPU kernels in cpu/attention.cpp, CUDA kernels in cuda/attention.cu,
+// front end and vjp in nn/attention.cpp.
 #pragma once
 
 #include "tensor/philox.h"
@@ -51,5 +52,11 @@ class ScaledDotProductAttentionBackward final : public Primitive {
  private:
   AttentionParams p_;
 };
+
+// Whether the CUDA kernels take q (N, L, E) and v (N, S, Ev) of `dtype` on `device`: head dims from
+// 1 to 128, and both kernels' shared memory within what a block of that GPU may have (f64: head dims
+// up to 80 on an A100, 112 on an H100). Calls they do not take go to the composition. Defined in cuda/attention.cpp (false
+// in builds without CUDA: cuda/absent.cpp).
+bool cuda_attention_fused(DType dtype, int64_t E, int64_t Ev, Device device);
 
 }  // namespace ember
