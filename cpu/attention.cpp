@@ -96,19 +96,19 @@ template <class C>
 class DropoutMask {
  public:
   explicit DropoutMask(const AttentionParams& p)
-      : seed_(p.counter.resolved().seed), first_(p.counter.resolved().first_block), p_(static_cast<float>(p.dropout_p)),
+      : counter_(p.counter.resolved()), p_(static_cast<float>(p.dropout_p)),
         scale_(static_cast<C>(1.0 / (1.0 - p.dropout_p))) {}
   C factor(uint64_t idx) {
-    const uint64_t b = first_ + idx / 4;
+    const uint64_t b = counter_.first_block + idx / 4;
     if (b != cached_) {
-      block_ = philox::generate(seed_, b);
+      block_ = philox::generate(counter_.seed, b);
       cached_ = b;
     }
     return philox::to_unit_float<24>(block_.v[idx % 4]) >= p_ ? scale_ : C(0);
   }
 
  private:
-  uint64_t seed_, first_;
+  philox::Counter counter_;  // resolved: a captured step's base read once
   float p_;
   C scale_;
   uint64_t cached_ = ~uint64_t{0};

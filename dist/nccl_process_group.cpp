@@ -11,6 +11,7 @@
 
 #include "cuda/context.h"
 #include "dist/staging.h"
+#include "tensor/capture.h"
 #include "tensor/cuda_stream.h"
 #include "tensor/host_sync.h"
 #include "tensor/storage.h"
@@ -438,7 +439,8 @@ class NcclProcessGroup : public ProcessGroup {
 };
 
 void NcclWork::wait(std::optional<milliseconds> timeout) {
-  count_host_sync(("Work::wait on " + description()).c_str());
+  if (capture::active()) capture::check_host_wait("Work::wait on " + description());
+  count_host_sync("Work::wait");
   const auto deadline = timeout ? clock::now() + *timeout : clock::time_point::max();
   while (!Work::is_completed() && !group_.settle(*this)) {
     if (clock::now() >= deadline)

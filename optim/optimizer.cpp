@@ -75,10 +75,9 @@ void Optimizer::stage_learning_rates() {
     const bool placed = staged.tensor.defined() && staged.tensor.device() == device;
     if (placed && staged.value == lr) continue;
     if (capture::active())  // a value written now would be baked into the graph, not read at each replay
-      throw CaptureError(std::string(name()) + ".step: the lr of param group " + std::to_string(g) + " is " +
-                         number(lr) + " inside a captured step, and the step kernels read " +
-                         (placed ? number(staged.value) : std::string("none yet")) +
-                         "; set learning rates before the step (CompiledStep stages them before each replay)");
+      capture::refuse(std::string(name()) + ".step: the lr of param group " + std::to_string(g) + " is " + number(lr) +
+                      " while the step kernels read " + (placed ? number(staged.value) : std::string("none yet")) +
+                      " (set learning rates before the step; CompiledStep stages them before each replay)");
     if (placed) fill_(staged.tensor, lr);  // queued after the kernels that read the old value
     else staged.tensor = full({}, lr, TensorOptions(DType::f64).with_device(device));
     staged.value = lr;

@@ -1,5 +1,7 @@
 #include "tensor/capture.h"
 
+#include <string>
+
 #include "tensor/error.h"
 
 namespace ember::capture {
@@ -19,16 +21,16 @@ RunningOp::RunningOp(const char* name) : previous_(t_running_op) { t_running_op 
 RunningOp::~RunningOp() { t_running_op = previous_; }
 const char* RunningOp::current() { return t_running_op; }
 
-void refuse(const std::string& what) {
+void refuse(std::string_view what) {
   if (!t_active) return;
-  throw CaptureError("captured step: " + what + ", which a CUDA graph cannot replay; move it out of the step (read "
+  throw CaptureError("captured step: " + std::string(what) + ", which a CUDA graph cannot replay; move it out of the step (read "
                      "values after the step returns) or run the step eagerly");
 }
 
-void check_host_wait(const std::string& what) {
+void check_host_wait(std::string_view what) {
   if (!t_active) return;
   const std::string in = t_running_op ? std::string(" (in ") + t_running_op + ")" : std::string();
-  refuse(what + in + " waits for device values on the host");
+  refuse(std::string(what) + in + " waits for device values on the host");
 }
 
 }  // namespace ember::capture

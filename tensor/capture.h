@@ -6,7 +6,7 @@
 /// device memory that the host rewrites before each replay.
 #pragma once
 
-#include <string>
+#include <string_view>
 
 namespace ember::capture {
 
@@ -29,11 +29,12 @@ class Guard {
 /// Raises CaptureError when capturing: `what` (e.g. "item() of a float32 tensor of shape []") waits
 /// for the device on the host, which a graph cannot replay. The message names the primitive running
 /// at the time, if any. Called by every host synchronisation point (tensor/host_sync.h).
-void check_host_wait(const std::string& what);
+void check_host_wait(std::string_view what);
 
 /// Raises CaptureError when capturing, for a step that does `what` ("DynamicLossScaler.update with
-/// raise_error_at_min_scale reads found_inf on the host"), which a graph cannot replay.
-void refuse(const std::string& what);
+/// raise_error_at_min_scale reads found_inf on the host"), which a graph cannot replay. Callers that
+/// build `what` at run time test active() first, so that steps outside a capture pay nothing.
+void refuse(std::string_view what);
 
 /// The primitive whose kernel runs on this thread for the object's lifetime (detail::dispatch), so
 /// that a refusal names it; nullptr outside kernels.

@@ -14,17 +14,17 @@ void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
 uint64_t Generator::reserve(uint64_t blocks) {
   if (capture::active())
-    throw CaptureError("captured step: a host-side draw from a generator (seed " + std::to_string(state_.seed) +
-                       ") would be made once at capture and not on each replay");
+    capture::refuse("a host-side draw from a generator (seed " + std::to_string(state_.seed) +
+                    ") is made once at capture, not at each replay");
   return reserve_blocks(blocks);
 }
 
 philox::Counter Generator::draw(uint64_t blocks, Device device) {
   if (capture_base_ == nullptr) {
     if (capture::active())
-      throw CaptureError("captured step: a random op drew from a generator (seed " + std::to_string(state_.seed) +
-                         ") that the capture does not own, so every replay would draw the same numbers; pass it "
-                         "to the CompiledStep");
+      capture::refuse("a random op drew from a generator (seed " + std::to_string(state_.seed) +
+                      ") that the capture does not own (pass it to the CompiledStep), so every replay would draw "
+                      "the same numbers");
     return {state_.seed, reserve_blocks(blocks), nullptr};
   }
   if (!(device == capture_device_))

@@ -71,8 +71,9 @@ std::vector<T> cpu_values(const Tensor& t) {
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   // Refused in a captured step on any device (a CPU run of the step checks what a GPU run would).
-  capture::check_host_wait("reading the values of a " + std::string(dtype_name(dtype())) + " tensor of shape " +
-                           to_string(shape()) + " (item(), to_vector())");
+  if (capture::active())
+    capture::check_host_wait("reading the values of a " + std::string(dtype_name(dtype())) + " tensor of shape " +
+                             to_string(shape()) + " (item(), to_vector())");
   if (device().is_cpu()) count_host_sync("to_vector");  // a GPU tensor's copy counts its own wait
   return detail::cpu_values<T>(*this);
 }
