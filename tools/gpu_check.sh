@@ -14,7 +14,13 @@
 #            128, ResNet-18 at 32 and ResNet-50 at 32 and 256, beside PyTorch eager's, as a table
 #   nvtx     one ResNet-50 training step under ncu, filtered by ember's profiler ranges (--nvtx):
 #            the kernels of one block's forward and of one conv's backward, per range
-# Usage: tools/gpu_check.sh OUTDIR [STEP...]   (no step: all of them, in that order)
+# Usage: tools/gpu_check.sh [--bundle FILE] OUTDIR [STEP...]   (no step: all of them, in that order)
+#   --bundle FILE: run a build made on another machine and packed by tools/gpu_bundle.sh (carried to
+#   the GPU machine; unpacked into $TMPDIR/ember-gpu-bundle) instead of building here: nothing is compiled, the suites run through
+#   tools/run_tests.py, and the data set is the bundle's.
+# Narrower runs (a lent machine's first call): EMBER_GPU_CHECK_MODELS and EMBER_GPU_CHECK_PRECISIONS
+# (space-separated) choose the train step's runs, EMBER_GPU_CHECK_BENCHES the bench binaries
+# (gemm conv ops train) and EMBER_GPU_CHECK_<BINARY>_FILTER (GEMM, CONV, ...) a binary's cases.
 # Every log and JSON goes to OUTDIR, and OUTDIR/summary.txt gets one line per step. Each step runs
 # under its own time limit (EMBER_GPU_CHECK_<STEP>_S, seconds) so one failure cannot eat the rest,
 # and each step alone builds first (ninja does nothing when an earlier step already built).
@@ -33,10 +39,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
 
 ALL_STEPS=(build test dist train bench compare compile nvtx)
-PRECISIONS=(fp32 tf32 amp_fp16 amp_bf16 naive_fp16 naive_bf16 pure_bf16)  # examples/train --precision
-TRAIN_MODELS=(mlp cnn resnet18)
+# examples/train --precision
+read -ra PRECISIONS <<<"${EMBER_GPU_CHECK_PRECISIONS:-fp32 tf32 amp_fp16 amp_bf16 naive_fp16 naive_bf16 pure_bf16}"
+read -ra TRAIN_MODELS <<<"${EMBER_GPU_CHECK_MODELS:-mlp cnn resnet18}"
 declare -A LIMIT_S=([build]=480 [test]=420 [dist]=240 [train]=420 [bench]=540 [compare]=480 [compile]=420 [nvtx]=300)
-BUILD_DIR=build-gpu
+BUILD_DIR="${BUILD_DIR:-build-gpu}"  # the steps inherit the driver's (a bundle's build)
 
 usage() { sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
 log() { printf 'gpu_check: %s\n' "$*" >&2; }
@@ -87,14 +94,69 @@ use_wheel_library() {
   export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 }
 
+# A bundle of tools/gpu_bundle.sh: its build answers at the path it was built at (meson's test list
+# and the test binaries name that checkout) through links; its libraries, and CUDA's own libraries
+# from the toolkit or PyTorch's nvidia-* wheels, go on the loader's path.
+use_bundle() {
+  local origin build_name lib dir missing unpacked
+  if [[ -f "$BUNDLE" ]]; then
+    unpacked="${TMPDIR:-/tmp}/ember-gpu-bundle"  # outside the checkout, which a device call sends
+    rm -rf "$unpacked" && mkdir -p "$unpacked" && tar -C "$unpacked" -xJf "$BUNDLE" ||
+      { log "cannot unpack $BUNDLE"; exit 2; }
+    BUNDLE="$unpacked"
+  fi
+  [[ -f "$BUNDLE/origin" ]] || { log "$BUNDLE is no bundle of tools/gpu_bundle.sh (no origin file)"; exit 2; }
+  BUNDLE="$(cd "$BUNDLE" && pwd)"
+  read -r origin build_name <"$BUNDLE/origin"
+  if [[ "$origin" != "$ROOT" ]]; then
+    [[ -e "$origin" && "$(readlink -f "$origin")" != "$ROOT" ]] &&
+      { log "the bundle was built at $origin, which exists here and is not this checkout"; exit 2; }
+    mkdir -p "$(dirname "$origin")" && ln -sfn "$ROOT" "$origin"
+  fi
+  BUILD_DIR="$build_name"
+  [[ -e "$BUILD_DIR" && ! -L "$BUILD_DIR" ]] && { log "$ROOT/$BUILD_DIR exists: move it away to run the bundle"; exit 2; }
+  ln -sfn "$BUNDLE/build" "$BUILD_DIR"
+  export LD_LIBRARY_PATH="$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  DATA_DIR="$BUNDLE/data"
+  local roots=(/usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib)
+  mapfile -t -O "${#roots[@]}" roots < <(python3 -c 'import nvidia; print(*nvidia.__path__, sep="\n")' 2>/dev/null)
+  mapfile -t missing < <(find "$BUILD_DIR/" -type f \( -name '*.so' -o -perm -u+x \) -exec ldd {} \; 2>/dev/null |
+    awk '$3 == "not" {print $1}' | sort -u)
+  for lib in "${missing[@]}"; do
+    dir="$(find "${roots[@]}" -name "$lib" -print -quit 2>/dev/null)"
+    if [[ -n "$dir" ]]; then
+      export LD_LIBRARY_PATH="$(dirname "$dir"):$LD_LIBRARY_PATH"
+    else
+      log "bundle: $lib is in neither the toolkit nor PyTorch's wheels"
+    fi
+  done
+  log "bundle $BUNDLE as $ROOT/$BUILD_DIR; loader path $LD_LIBRARY_PATH"
+}
+
 # ---- the steps: each runs in a child of this script (under `timeout`) with OUT, ARCH and HAVE_GPU set
 
-ember_build() {  # configure and build build-gpu/ (a no-op when an earlier step built it)
+ember_build() {  # configure and build build-gpu/ (a no-op when an earlier step built it or a bundle is run)
+  [[ -n "$BUNDLE" ]] && return 0
   ./ember build --build-dir="$BUILD_DIR" --cuda=enabled "-Dcuda-arch=$ARCH"
+}
+
+run_suite() {  # run_suite SUITE: the suite's tests, their log in OUT/SUITE-testlog.json
+  local rc=0
+  if [[ -n "$BUNDLE" ]]; then
+    python3 tools/run_tests.py "$BUILD_DIR" --suite "$1" --log "$OUT/$1-testlog.json" || rc=$?
+  else
+    ./ember test --build-dir="$BUILD_DIR" --suite "$1" --print-errorlogs || rc=$?
+    cp "$BUILD_DIR/meson-logs/testlog.json" "$OUT/$1-testlog.json" 2>/dev/null
+  fi
+  return "$rc"
 }
 
 step_build() {
   ember_build || return
+  if [[ -n "$BUNDLE" ]]; then
+    echo "prebuilt: $BUNDLE (built at $(cat "$BUNDLE/origin"))"
+    return 0
+  fi
   meson introspect "$BUILD_DIR" --buildoptions | python3 -c '
 import json, sys
 o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
@@ -104,10 +166,7 @@ print("cuda-arch:", o.get("cuda-arch"), " cudnn-root:", o.get("cudnn-root") or "
 
 step_test() {
   ember_build >/dev/null || return
-  local rc=0
-  ./ember test --build-dir="$BUILD_DIR" --suite cuda --print-errorlogs || rc=$?
-  cp "$BUILD_DIR/meson-logs/testlog.json" "$OUT/test-testlog.json" 2>/dev/null
-  return "$rc"
+  run_suite cuda
 }
 
 # One training run: train_run DEVICE MODEL PRECISION SEED (settings from the environment of step_train).
@@ -201,8 +260,9 @@ step_bench() {
   # case filter per binary, and its share of the step's time
   local -A filters=([gemm]='^gemm/cuda/' [conv]='^conv/cuda/' [ops]='^(ops|dispatch)/cuda/' [train]='^train/cuda/')
   local -A shares=([gemm]=150 [conv]=150 [ops]=60 [train]=150)
-  for name in gemm conv ops train; do
-    filter="${filters[$name]}"
+  for name in ${EMBER_GPU_CHECK_BENCHES:-gemm conv ops train}; do
+    local var="EMBER_GPU_CHECK_${name^^}_FILTER"
+    filter="${!var:-${filters[$name]}}"
     log "bench_$name on ${filter} (at most ${shares[$name]} s)"
     timeout --kill-after=10 "${shares[$name]}" "$BUILD_DIR/bench/bench_$name" --benchmark_filter="$filter" \
       --benchmark_min_time="${EMBER_GPU_CHECK_MIN_TIME:-0.1}" --benchmark_out="$OUT/bench/bench_$name.json" \
@@ -309,7 +369,7 @@ step_nvtx() {
 step_dist() {
   ember_build >/dev/null || return
   local rc=0
-  ./ember test --build-dir="$BUILD_DIR" --suite dist --print-errorlogs || rc=$?
+  run_suite dist || rc=$?
   if [[ -z "$HAVE_GPU" ]]; then
     echo "skipped: no GPU for bench_comm over NCCL (the dist suite ran)"
     return "$rc"
@@ -327,6 +387,11 @@ if [[ "${1:-}" == --run-step ]]; then  # a child: run one step function
   "step_$2"
   exit
 fi
+BUNDLE=""
+if [[ "${1:-}" == --bundle ]]; then
+  BUNDLE="${2:?--bundle needs the tarball of tools/gpu_bundle.sh}"
+  shift 2
+fi
 if (($# < 1)) || [[ "$1" == -h || "$1" == --help ]]; then
   usage
   exit $(($# < 1 ? 2 : 0))
@@ -341,19 +406,23 @@ for s in "${steps[@]}"; do
 done
 
 DATA_DIR=/usr/share/datasets/fashion-mnist
-deps="${EMBER_DEPS_ROOT:-}"
-[[ -z "$deps" && -d .deps ]] && deps=.deps
-[[ -n "$deps" ]] && use_deps_root "$deps"
 command -v nvcc >/dev/null 2>&1 || export PATH="$PATH:/usr/local/cuda/bin"
-use_wheel_library cudnn "conv2d on CUDA"
-use_wheel_library nccl "process groups of CUDA tensors"
+if [[ -n "$BUNDLE" ]]; then
+  use_bundle
+else
+  deps="${EMBER_DEPS_ROOT:-}"
+  [[ -z "$deps" && -d .deps ]] && deps=.deps
+  [[ -n "$deps" ]] && use_deps_root "$deps"
+  use_wheel_library cudnn "conv2d on CUDA"
+  use_wheel_library nccl "process groups of CUDA tensors"
+fi
 ARCH="$(gpu_arch)"
 HAVE_GPU="${ARCH:+yes}"
 if [[ -z "$HAVE_GPU" ]]; then
   ARCH="${EMBER_GPU_ARCH:-90}"
   log "no NVIDIA GPU here: a dry run (build for sm_$ARCH; the steps that need a device are skipped)"
 fi
-export OUT ARCH HAVE_GPU DATA_DIR
+export OUT ARCH HAVE_GPU DATA_DIR BUNDLE BUILD_DIR LD_LIBRARY_PATH
 
 summary="$OUT/summary.txt"
 {
