@@ -52,6 +52,20 @@ __device__ __forceinline__ void atomic_add(int64_t* p, int64_t v) {
   // Two's-complement addition is the same operation on unsigned words.
   atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
 }
+// CUDA has no byte-wide atomic add: add into the aligned 32-bit word that holds the byte, by
+// compare-and-swap, wrapping at 256 as uint8 addition does. The word never leaves the allocation's
+// mapped memory (device allocations are 256-byte aligned); its other bytes are written back unchanged.
+__device__ __forceinline__ void atomic_add(uint8_t* p, uint8_t v) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  auto* word = reinterpret_cast<unsigned int*>(address & ~uintptr_t{3});
+  const unsigned shift = static_cast<unsigned>(address & 3) * 8;
+  unsigned old = *word, assumed;
+  do {
+    assumed = old;
+    const unsigned sum = ((assumed >> shift) + v) & 0xffu;
+    old = atomicCAS(word, assumed, (assumed & ~(0xffu << shift)) | (sum << shift));
+  } while (old != assumed);
+}
 __device__ __forceinline__ void atomic_add(f16* p, f16 v) {
   atomicAdd(reinterpret_cast<__half*>(p), __ushort_as_half(v.bits));
 }
@@ -61,7 +75,8 @@ __device__ __forceinline__ void atomic_add(bf16* p, bf16 v) {
 
 template <class T>
 constexpr bool kHasAtomicAdd = std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, f16> ||
-                               std::is_same_v<T, bf16> || std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
+                               std::is_same_v<T, bf16> || std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> ||
+                               std::is_same_v<T, uint8_t>;
 
 struct GatherStep {
   template <class T>
@@ -154,7 +169,7 @@ void launch_index_scatter_add(DType dtype, DType index_dtype, const void* direct
     } else {
       throw NotImplementedError(std::string(w.op == kIndexAdd ? "index_add" : "scatter_add") +
                                 ": no CUDA atomic add for dtype " + dtype_name(dtype) +
-                                " (supported: float32, float64, float16, bfloat16, int32, int64)");
+                                " (supported: float32, float64, float16, bfloat16, int32, int64, uint8)");
     }
   });
 }

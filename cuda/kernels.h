@@ -52,8 +52,22 @@ enum class ReduceKind { sum, prod, max, min, argmax, argmin };
 // x of `dtype`, y of `out`: sum/prod write the input dtype or a wider float (floats) or i64
 // (integers, bool); max/min the input dtype; argmax/argmin i64 (first occurrence, NaN counts as the
 // extreme).
+// How launch_reduce cuts len: `splits` blocks fold consecutive chunks of it for each output, and a
+// second kernel merges their partials in split order (deterministic), so that few outputs over long
+// rows (a bias gradient: 768 sums over 25,000 rows) still fill the device. One split when the outputs
+// alone do.
+struct ReducePlan {
+  int64_t chunk = 1, splits = 1;
+};
+ReducePlan plan_reduce(int64_t outer, int64_t len, int64_t inner);
+// The largest accumulator of a partial: an index beside a double (argmax of f64).
+constexpr size_t kReducePartialBytes = 16;
+// Bytes of device workspace launch_reduce needs for `plan` (none for one split).
+inline size_t reduce_workspace_bytes(const ReducePlan& plan, int64_t outer, int64_t inner) {
+  return plan.splits > 1 ? static_cast<size_t>(plan.splits * outer * inner) * kReducePartialBytes : 0;
+}
 void launch_reduce(ReduceKind kind, DType dtype, DType out, const void* x, void* y, int64_t outer, int64_t len,
-                   int64_t inner, cudaStream_t stream);
+                   int64_t inner, const ReducePlan& plan, void* workspace, cudaStream_t stream);
 // softmax / log_softmax along len, computed max-shifted in float (double for f64); y has x's layout.
 void launch_softmax(DType dtype, bool log, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
                     cudaStream_t stream);

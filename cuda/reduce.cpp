@@ -12,8 +12,13 @@ namespace {
 void reduce(cuda::ReduceKind kind, const Tensor& x, const Shape& dims, const Tensor& out) {
   cuda::DeviceGuard guard(out.device());
   const ReductionLayout l = reduction_layout(x, dims);
-  cuda::launch_reduce(kind, x.dtype(), out.dtype(), l.data.raw_data(), out.raw_data(), l.outer, l.len, l.inner,
-                      cuda::current_stream());
+  const cuda::ReducePlan plan = cuda::plan_reduce(l.outer, l.len, l.inner);
+  // The splits' partials, freed in stream order after the kernels.
+  const size_t bytes = cuda::reduce_workspace_bytes(plan, l.outer, l.inner);
+  const Tensor workspace =
+      bytes ? Tensor::empty({static_cast<int64_t>(bytes)}, TensorOptions(DType::u8).with_device(out.device())) : Tensor();
+  cuda::launch_reduce(kind, x.dtype(), out.dtype(), l.data.raw_data(), out.raw_data(), l.outer, l.len, l.inner, plan,
+                      bytes ? workspace.raw_data() : nullptr, cuda::current_stream());
 }
 
 void expect_dtype(const char* op, const Tensor& out, DType expected) {

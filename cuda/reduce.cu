@@ -1,7 +1,9 @@
 // Kernels of the reductions and of softmax over the (outer, len, inner) layout. With inner == 1 a
-// row is reduced by one warp, or one block when rows are long; with inner > 1 one thread folds
-// each output, so neighbouring threads read neighbouring columns. Accumulation is in float for
-// f32/f16/bf16, double for f64 and int64 for integers and bool.
+// row is reduced by one warp, or one block when rows are long; with inner > 1 a block's lanes take
+// neighbouring outputs, so neighbouring threads read neighbouring columns. When the outputs are too
+// few to fill the device, len is split (plan_reduce) and the splits' partials merged in order.
+// Accumulation is in float for f32/f16/bf16, double for f64 and int64 for integers and bool.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -98,21 +100,35 @@ struct ArgExtreme {
   __device__ Out finish(Acc a) const { return a.i < 0 ? 0 : a.i; }
 };
 
-// `group` threads (32, or the whole block) reduce each row; rows are strided over the grid.
+// Where block (x, y) of a reduction leaves what it folded: the output itself when one split folds all
+// of len, else its partial at partials[y * outputs + k] for reduce_partials_kernel to merge.
+template <class R>
+__device__ __forceinline__ void store_fold(const R& r, typename R::Acc acc, typename R::Out* y,
+                                           typename R::Acc* partials, int64_t outputs, int64_t k) {
+  if (gridDim.y == 1)
+    y[k] = r.finish(acc);
+  else
+    partials[int64_t{blockIdx.y} * outputs + k] = acc;
+}
+
+// `group` threads (32, or the whole block) reduce each row; rows are strided over the grid's x, and
+// its y splits len into chunks.
 template <class R>
 __global__ void __launch_bounds__(kThreads) reduce_rows_kernel(const typename R::In* x, typename R::Out* y,
-                                                               int64_t rows, int64_t len, int group, R r) {
+                                                               typename R::Acc* partials, int64_t rows, int64_t len,
+                                                               int64_t chunk, int group, R r) {
   using Acc = typename R::Acc;
   __shared__ Acc partial[kThreads / 32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int groups = blockDim.x / group;
   const int g = threadIdx.x / group, t = threadIdx.x % group;
+  const int64_t begin = int64_t{blockIdx.y} * chunk, end = begin + chunk < len ? begin + chunk : len;
   for (int64_t first = int64_t{blockIdx.x} * groups; first < rows; first += int64_t{gridDim.x} * groups) {
     const int64_t row = first + g;
     Acc acc = r.identity();
     if (row < rows) {
       const typename R::In* p = x + row * len;
-      for (int64_t j = t; j < len; j += group) acc = r.combine(acc, r.load(p[j], j));
+      for (int64_t j = begin + t; j < end; j += group) acc = r.combine(acc, r.load(p[j], j));
     }
     acc = warp_reduce(acc, r);
     if (group > 32) {  // uniform across the block: every thread takes this branch together
@@ -124,37 +140,85 @@ __global__ void __launch_bounds__(kThreads) reduce_rows_kernel(const typename R:
       }
       __syncthreads();
     }
-    if (t == 0 && row < rows) y[row] = r.finish(acc);
+    if (t == 0 && row < rows) store_fold(r, acc, y, partials, rows, row);
   }
 }
 
-// One thread per output column: threads k and k + 1 read adjacent elements.
+// Blocks of kColumnLanes x kColumnRows threads: the lanes take adjacent outputs (adjacent in memory
+// when inner >= 32), the rows of a block stride through the block's chunk of len, then merge in a
+// shared-memory tree. Column tiles are strided over the grid's x, chunks of len are its y.
+constexpr int kColumnLanes = 32, kColumnRows = kThreads / kColumnLanes;
+
 template <class R>
 __global__ void __launch_bounds__(kThreads) reduce_columns_kernel(const typename R::In* x, typename R::Out* y,
-                                                                  int64_t outer, int64_t len, int64_t inner, R r) {
-  const int64_t outputs = outer * inner, step = int64_t{blockDim.x} * gridDim.x;
+                                                                  typename R::Acc* partials, int64_t outer,
+                                                                  int64_t len, int64_t inner, int64_t chunk, R r) {
+  using Acc = typename R::Acc;
+  __shared__ Acc tree[kThreads];
+  const int lane = threadIdx.x, row = threadIdx.y;
+  const int64_t outputs = outer * inner;
+  const int64_t begin = int64_t{blockIdx.y} * chunk, end = begin + chunk < len ? begin + chunk : len;
+  for (int64_t tile = blockIdx.x; tile * kColumnLanes < outputs; tile += gridDim.x) {  // uniform per block
+    const int64_t k = tile * kColumnLanes + lane;
+    Acc acc = r.identity();
+    if (k < outputs) {
+      const typename R::In* p = x + (k / inner) * len * inner + k % inner;
+      for (int64_t j = begin + row; j < end; j += kColumnRows) acc = r.combine(acc, r.load(p[j * inner], j));
+    }
+    tree[row * kColumnLanes + lane] = acc;
+    __syncthreads();
+    for (int half = kColumnRows / 2; half > 0; half /= 2) {
+      if (row < half) tree[row * kColumnLanes + lane] = r.combine(tree[row * kColumnLanes + lane],
+                                                                  tree[(row + half) * kColumnLanes + lane]);
+      __syncthreads();
+    }
+    if (row == 0 && k < outputs) store_fold(r, tree[lane], y, partials, outputs, k);
+    __syncthreads();  // the tree is refilled by the next tile
+  }
+}
+
+// Merges the splits' partials of each output in split order: the result does not depend on timing.
+template <class R>
+__global__ void __launch_bounds__(kThreads) reduce_partials_kernel(const typename R::Acc* partials,
+                                                                   typename R::Out* y, int64_t outputs,
+                                                                   int64_t splits, R r) {
+  const int64_t step = int64_t{blockDim.x} * gridDim.x;
   for (int64_t k = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < outputs; k += step) {
-    const typename R::In* p = x + (k / inner) * len * inner + k % inner;
-    typename R::Acc acc = r.identity();
-    for (int64_t j = 0; j < len; ++j) acc = r.combine(acc, r.load(p[j * inner], j));
+    typename R::Acc acc = partials[k];
+    for (int64_t s = 1; s < splits; ++s) acc = r.combine(acc, partials[s * outputs + k]);
     y[k] = r.finish(acc);
   }
 }
 
+// Threads of a row (inner == 1): a warp, or the whole block for long rows.
+int row_group(int64_t len) { return len >= 1024 ? kThreads : 32; }
+
 template <class R>
 void launch_reducer(const R& r, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
-                    cudaStream_t stream) {
+                    const ReducePlan& plan, void* workspace, cudaStream_t stream) {
+  static_assert(sizeof(typename R::Acc) <= kReducePartialBytes, "a partial outgrows the workspace");
   const auto* in = static_cast<const typename R::In*>(x);
   auto* out = static_cast<typename R::Out*>(y);
-  if (outer * inner == 0) return;
+  auto* partials = static_cast<typename R::Acc*>(workspace);
+  const int64_t outputs = outer * inner;
+  if (outputs == 0) return;
+  const auto splits = static_cast<unsigned>(plan.splits);
   if (inner == 1) {
-    const int group = len >= 1024 ? kThreads : 32;
-    reduce_rows_kernel<R><<<grid_blocks(outer * group, kThreads), kThreads, 0, stream>>>(in, out, outer, len, group, r);
+    const int group = row_group(len);
+    reduce_rows_kernel<R><<<dim3(grid_blocks(outer * group, kThreads), splits), kThreads, 0, stream>>>(
+        in, out, partials, outer, len, plan.chunk, group, r);
   } else {
-    reduce_columns_kernel<R><<<grid_blocks(outer * inner, kThreads), kThreads, 0, stream>>>(in, out, outer, len,
-                                                                                           inner, r);
+    const int64_t tiles = (outputs + kColumnLanes - 1) / kColumnLanes;
+    reduce_columns_kernel<R><<<dim3(grid_blocks(tiles * kThreads, kThreads), splits),
+                               dim3(kColumnLanes, kColumnRows), 0, stream>>>(in, out, partials, outer, len, inner,
+                                                                           plan.chunk, r);
   }
   EMBER_CUDA_LAUNCH_CHECK();
+  if (splits > 1) {
+    reduce_partials_kernel<R><<<grid_blocks(outputs, kThreads), kThreads, 0, stream>>>(partials, out, outputs,
+                                                                                      plan.splits, r);
+    EMBER_CUDA_LAUNCH_CHECK();
+  }
 }
 
 // ---- softmax: one block per row
@@ -238,22 +302,41 @@ __global__ void __launch_bounds__(kThreads) softmax_columns_kernel(const T* x, T
 
 }  // namespace
 
+ReducePlan plan_reduce(int64_t outer, int64_t len, int64_t inner) {
+  ReducePlan plan;
+  plan.chunk = std::max<int64_t>(len, 1);
+  if (outer * inner == 0 || len == 0) return plan;
+  // The blocks the outputs alone give, and the threads that fold each output's len.
+  const int64_t threads_per_output = inner == 1 ? row_group(len) : kColumnRows;
+  const int64_t output_blocks = inner == 1 ? (outer * threads_per_output + kThreads - 1) / kThreads
+                                           : (outer * inner + kColumnLanes - 1) / kColumnLanes;
+  // Enough splits to fill the device once, with at least 16 elements for each thread of a split.
+  const DeviceContext& ctx = context(current_device());
+  const int64_t wave = int64_t{ctx.sm_count} * (ctx.max_threads_per_sm / kThreads);
+  const int64_t min_chunk = threads_per_output * 16;
+  const int64_t splits = std::clamp<int64_t>(
+      std::min((wave + output_blocks - 1) / output_blocks, (len + min_chunk - 1) / min_chunk), 1, 65535);
+  plan.chunk = (len + splits - 1) / splits;
+  plan.splits = (len + plan.chunk - 1) / plan.chunk;  // no empty split
+  return plan;
+}
+
 void launch_reduce(ReduceKind kind, DType dtype, DType out, const void* x, void* y, int64_t outer, int64_t len,
-                   int64_t inner, cudaStream_t stream) {
+                   int64_t inner, const ReducePlan& plan, void* workspace, cudaStream_t stream) {
   visit(dtype, [&]<class T>() {
     auto sum_prod = [&]<bool kProd>() {
-      if constexpr (!is_float_type_v<T>) launch_reducer(SumProd<T, int64_t, kProd>{}, x, y, outer, len, inner, stream);
-      else if (out == DType::f64) launch_reducer(SumProd<T, double, kProd>{}, x, y, outer, len, inner, stream);
-      else if (out == DType::f32) launch_reducer(SumProd<T, float, kProd>{}, x, y, outer, len, inner, stream);
-      else launch_reducer(SumProd<T, T, kProd>{}, x, y, outer, len, inner, stream);
+      if constexpr (!is_float_type_v<T>) launch_reducer(SumProd<T, int64_t, kProd>{}, x, y, outer, len, inner, plan, workspace, stream);
+      else if (out == DType::f64) launch_reducer(SumProd<T, double, kProd>{}, x, y, outer, len, inner, plan, workspace, stream);
+      else if (out == DType::f32) launch_reducer(SumProd<T, float, kProd>{}, x, y, outer, len, inner, plan, workspace, stream);
+      else launch_reducer(SumProd<T, T, kProd>{}, x, y, outer, len, inner, plan, workspace, stream);
     };
     switch (kind) {
       case ReduceKind::sum: return sum_prod.template operator()<false>();
       case ReduceKind::prod: return sum_prod.template operator()<true>();
-      case ReduceKind::max: return launch_reducer(Extreme<T, true>{}, x, y, outer, len, inner, stream);
-      case ReduceKind::min: return launch_reducer(Extreme<T, false>{}, x, y, outer, len, inner, stream);
-      case ReduceKind::argmax: return launch_reducer(ArgExtreme<T, true>{}, x, y, outer, len, inner, stream);
-      case ReduceKind::argmin: return launch_reducer(ArgExtreme<T, false>{}, x, y, outer, len, inner, stream);
+      case ReduceKind::max: return launch_reducer(Extreme<T, true>{}, x, y, outer, len, inner, plan, workspace, stream);
+      case ReduceKind::min: return launch_reducer(Extreme<T, false>{}, x, y, outer, len, inner, plan, workspace, stream);
+      case ReduceKind::argmax: return launch_reducer(ArgExtreme<T, true>{}, x, y, outer, len, inner, plan, workspace, stream);
+      case ReduceKind::argmin: return launch_reducer(ArgExtreme<T, false>{}, x, y, outer, len, inner, plan, workspace, stream);
     }
   });
 }

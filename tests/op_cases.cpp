@@ -1261,6 +1261,41 @@ EMBER_CUDA_TEST_CASE("cuda ops: views") { run_all(view_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda ops: cat stack split chunk") { run_all(join_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda ops: index_select index_add gather scatter_add") { run_all(index_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda ops: reductions") { run_all(reduce_cases(), kCuda); }
+
+namespace {
+// The CUDA reduction of x equals the CPU's: for sums within `tolerance` of the largest sum of
+// magnitudes (f(|x|): the scale of the rounding of any order of addition), exactly for max and argmax
+// (tolerance 0).
+void check_reduction_on_cuda(const std::string& what, const Tensor& x, const std::function<Tensor(const Tensor&)>& f,
+                             double tolerance) {
+  CAPTURE(what);
+  const Tensor expected = f(x).to(DType::f64), got = f(x.to(kCuda)).to(kCPU).to(DType::f64);
+  REQUIRE(got.shape() == expected.shape());
+  const double scale = tolerance > 0 ? max(f(abs(x)).to(DType::f64)).item<double>() : 0.0;
+  CHECK(max(abs(got - expected)).item<double>() <= tolerance * scale);
+}
+}  // namespace
+
+// Few outputs over long rows split len into chunks whose partials a second kernel merges: (20000, 96)
+// over dim 0 (96 columns: 3 blocks alone), a whole tensor of 2^22 (one row), (3, 300001) over dim 1.
+// Values in few levels make ties, which argmax resolves to the first index on both sides.
+EMBER_CUDA_TEST_CASE("cuda reductions: few outputs over long rows, split and merged in order") {
+  manual_seed(11);
+  const Tensor columns = randint(-8, 8, {20000, 96}, DType::f32), row = randn({int64_t{1} << 22}),
+               rows = randn({3, 300001});
+  for (const DType d : {DType::f32, DType::bf16}) {
+    // f32 accumulation: eps 6e-8 times the longest chain of additions in either order (~2^8); a bf16
+    // result rounds to 2^-8 of itself.
+    const double sum_tolerance = d == DType::f32 ? 2e-5 : 8e-3;
+    const Tensor c = columns.to(d), r = row.to(d), rs = rows.to(d);
+    check_reduction_on_cuda("sum dim 0", c, [](const Tensor& x) { return sum(x, {0}); }, sum_tolerance);
+    check_reduction_on_cuda("sum of all", r, [](const Tensor& x) { return sum(x); }, sum_tolerance);
+    check_reduction_on_cuda("sum dim 1", rs, [](const Tensor& x) { return sum(x, {1}); }, sum_tolerance);
+    check_reduction_on_cuda("amax dim 0", c, [](const Tensor& x) { return amax(x, {0}); }, 0.0);
+    check_reduction_on_cuda("argmax dim 0", c, [](const Tensor& x) { return argmax(x, 0); }, 0.0);
+    check_reduction_on_cuda("argmin dim 1", rs, [](const Tensor& x) { return argmin(x, 1); }, 0.0);
+  }
+}
 EMBER_CUDA_TEST_CASE("cuda ops: matmul mm bmm linear") { run_all(linalg_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda ops: softmax log_softmax") { run_all(softmax_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda nn ops: conv2d") { run_all(conv_cases(), kCuda); }
