@@ -17,9 +17,22 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "tensor/deterministic.h"
 #include "tensor/ops.h"
 
 namespace ember_test {
+
+// Turns the deterministic mode on for a scope, then off, and restores the thread count it found.
+struct DeterministicScope {
+  int threads = ember::get_num_threads();
+  explicit DeterministicScope(bool on = true) { ember::set_deterministic(on); }
+  ~DeterministicScope() {
+    ember::set_deterministic(false);
+    ember::set_num_threads(threads);
+  }
+  DeterministicScope(const DeterministicScope&) = delete;
+  DeterministicScope& operator=(const DeterministicScope&) = delete;
+};
 
 // A fresh temporary directory, removed at scope exit; dir / "name" is a path inside it.
 struct TempDir {

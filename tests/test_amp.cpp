@@ -31,7 +31,7 @@ Tensor param(std::vector<double> v, DType dtype = DType::f32, Device device = kC
 
 // One scaled backward of sum(p * c): p's gradient is scale * c (inf where c is).
 void scaled_backward(amp::GradScaler& scaler, const Tensor& p, double c) {
-  scaler.scale(sum(mul(p, full(p.shape(), c, p.dtype())))).backward();
+  scaler.scale(sum(mul(p, full_like(p, c)))).backward();
 }
 
 int64_t tracker(const amp::GradScaler& s) { return s.state_dict().at("_growth_tracker").item<int64_t>(); }

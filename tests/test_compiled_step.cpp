@@ -245,6 +245,9 @@ TEST_CASE("CompiledStep: replays equal the eager steps bit for bit" * doctest::t
 }
 
 EMBER_CUDA_TEST_CASE("cuda CompiledStep: CUDA graph replays equal the eager steps bit for bit") {
+  // Deterministic mode: otherwise cuDNN may pick a different (atomics-based) backward algorithm in
+  // each run, and eager steps would not equal each other bit for bit either.
+  const ember_test::DeterministicScope deterministic;
   const Device gpu(DeviceType::cuda, 0);
   for (const Precision p : {Precision::fp32, Precision::amp_bf16, Precision::naive_fp16})
     for (const std::string model : {"mlp", "cnn", "resnet18"}) check_compiled_equals_eager(model, p, gpu);

@@ -23,16 +23,6 @@ using namespace ember_test;
 
 namespace {
 
-// Turns the mode on for a scope and restores the thread count it found.
-struct DeterministicScope {
-  int threads = get_num_threads();
-  explicit DeterministicScope(bool on = true) { set_deterministic(on); }
-  ~DeterministicScope() {
-    set_deterministic(false);
-    set_num_threads(threads);
-  }
-};
-
 bool bit_equal(const Tensor& a, const Tensor& b) {
   if (!(a.shape() == b.shape()) || a.dtype() != b.dtype()) return false;
   const Tensor x = a.contiguous(), y = b.contiguous();

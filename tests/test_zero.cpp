@@ -551,6 +551,9 @@ TEST_CASE("ZeRO: bad knobs name the knob and the value") {
 // ---- NCCL on one GPU: a world of one (NCCL refuses two ranks on one GPU)
 
 NCCL_TEST_CASE("NCCL, one rank: DDP and ZeRO stages 1-3 on CUDA train the SmallCNN as the plain model does") {
+  // Deterministic mode: else cuDNN may choose an atomics-based backward in one model and not in the
+  // other (measured on an H100: 2e-6 apart in fp32 after kSteps, 0 in the 16-bit modes).
+  const ember_test::DeterministicScope deterministic;
   auto pg = nccl_group(1, milliseconds(60000));
   const Device gpu(DeviceType::cuda, 0);
   const auto factory = [](std::vector<Tensor> params) { return adamw(std::move(params)); };
@@ -590,6 +593,13 @@ NCCL_TEST_CASE("NCCL, one rank: DDP and ZeRO stages 1-3 on CUDA train the SmallC
       const auto whole = stage > 0 ? std::optional(tp.zero()->gathered()) : std::nullopt;
       const double diff = max_difference(model->parameters(), plain->parameters());
       MESSAGE("max parameter difference to the plain model: ", diff);
-      CHECK(diff <= kTolerance);
+      // The offloaded optimizer steps the fp32 masters on the CPU, the plain model's on the GPU (other
+      // rounding): an fp16 parameter may land one unit in the last place (2^-10 of its magnitude)
+      // apart, as measured on an H100 (3.05e-5 at parameters below 0.0625).
+      double tolerance = kTolerance;
+      if (stage == 4 && precision == train::Precision::naive_fp16)
+        for (const Tensor& p : plain->parameters())
+          tolerance = std::max(tolerance, std::ldexp(max(abs(p.to(DType::f32))).item<double>(), -10));
+      CHECK(diff <= tolerance);
     }
 }
