@@ -313,7 +313,7 @@ step_compile() {
     done
     if python3 -c 'import torch' >/dev/null 2>&1; then
       timeout --kill-after=10 90 python3 bench/torch_compare.py --bench-dir "$BUILD_DIR/bench" \
-        --bench-args "--batch=$batch --precision=fp32,amp_bf16" --filter "^train/cuda/(fp32|amp_bf16)/$model/$batch\$" \
+        --bench-args "--batch=$batch --precision=fp32,amp_bf16" --filter "^train/cuda/(fp32|amp_bf16)/$model/$batch(/manual_time)?\$" \
         --min-time 0.3 --out "$OUT/compile/torch_${model}_${batch}.json" >/dev/null || rc=$?
     fi
   done
