@@ -51,12 +51,14 @@ Stream::Stream(int device) : device_(device) { no_cuda("cuda::Stream"); }
 Stream::~Stream() = default;
 void Stream::synchronize() const {}
 void Stream::wait(const Event&) const {}
+void set_device(int) { no_cuda("cuda::set_device"); }
 Event::Event(bool enable_timing) : timing_(enable_timing) { no_cuda("cuda::Event"); }
 Event::~Event() = default;
 void Event::record(const Stream&) {}
 void Event::record(int) {}
 bool Event::query() const { return true; }
 void Event::synchronize() const {}
+void Event::wait(int) const {}
 double Event::elapsed_ms(const Event&) const { return 0; }
 StreamGuard::StreamGuard(const Stream& stream) : device_(stream.device()), previous_(nullptr) {}
 StreamGuard::~StreamGuard() = default;

@@ -33,6 +33,8 @@ Registry& registry() {
 
 thread_local std::array<cudaStream_t, kMaxDevices> t_streams{};
 
+}  // namespace
+
 void check_index(int device) {
   const int count = backend::cuda_device_count();
   if (device >= 0 && device < count && device < kMaxDevices) return;
@@ -42,6 +44,8 @@ void check_index(int device) {
   throw DeviceError("cuda:" + std::to_string(device) + " requested but only " + std::to_string(count) +
                     " CUDA device(s) are visible");
 }
+
+namespace {
 
 std::unique_ptr<DeviceContext> create_context(int device) {
   DeviceGuard guard(device);

@@ -30,6 +30,8 @@ struct DeviceContext {
   KernelErrorSlot* errors_device = nullptr; // and the kernels'
 };
 
+// DeviceError naming the device unless cuda:`device` is visible.
+void check_index(int device);
 // The context of `device` (a valid index), created on first use.
 DeviceContext& context(int device);
 // The device current on this thread (cudaGetDevice).

@@ -10,6 +10,7 @@
 #include "cuda/capture_memory.h"
 #include "cuda/context.h"
 #include "cuda/error.h"
+#include "tensor/capture.h"
 #include "tensor/host_sync.h"
 #include "tensor/storage.h"
 
@@ -88,6 +89,9 @@ void cuda_copy_bytes(void* dst, Device dst_device, const void* src, Device src_d
   // Another device's pending writes to src must land before this device reads it.
   if (dst_device.is_cuda() && src_device.is_cuda() && !(dst_device == src_device)) cuda::synchronize(src_device.index);
   const cudaStream_t stream = cuda::current_stream(device.index);
+  // A blocking copy waits below: inside a captured step it is refused before the copy is issued (a
+  // pageable memcpy would invalidate the capture).
+  if (!non_blocking) capture::check_host_wait("a blocking copy between the host and a GPU");
   EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, stream));
   if (non_blocking) {
     // The copy may still read or write the host side after this returns.
@@ -122,8 +126,11 @@ size_t cuda_reserved(Device device) {
 void cuda_empty_cache(Device device) {
   const cudaMemPool_t pool = default_pool(device);
   cuda::DeviceGuard guard(device);
+  count_host_sync("empty_cache (cudaDeviceSynchronize)");  // refused inside a captured step, before the call
   EMBER_CUDA_CHECK(cudaDeviceSynchronize());
   EMBER_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+  // Graph memory that no live graph holds (the pools of destroyed CompiledSteps) goes back too.
+  EMBER_CUDA_CHECK(cudaDeviceGraphMemTrim(device.index));
 }
 
 // The driver's free and total bytes on the device; zeros if it cannot say.

@@ -12,6 +12,7 @@
 
 #include "cuda/context.h"
 #include "cuda/error.h"
+#include "tensor/capture.h"
 #include "tensor/storage.h"
 
 namespace ember::backend {
@@ -132,6 +133,9 @@ PinnedCache& cache() {
 bool pinned_memory_available() { return cuda_device_count() > 0; }
 
 void* allocate_pinned(size_t nbytes) {
+  // cudaHostAlloc and the cache's cudaEventQuery are illegal while a stream is captured: they would
+  // invalidate the capture, so a captured step is refused before either runs.
+  capture::refuse("pin_memory (cudaHostAlloc, cudaEventQuery) inside a captured step: pin host buffers before it");
   if (!pinned_memory_available())
     throw DeviceError(
         "pin_memory: page-locked host memory needs a CUDA device and none is visible (no GPU, no driver, or "

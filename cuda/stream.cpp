@@ -35,32 +35,54 @@ void Stream::synchronize() const {
 }
 
 void Stream::wait(const Event& event) const {
+  if (!event.handle()) return;  // never recorded: nothing to wait for, as in PyTorch
   EMBER_CUDA_CHECK(cudaStreamWaitEvent(as_stream(stream_), as_event(event.handle()), 0));
+}
+
+void set_device(int device) {
+  check_index(device);
+  EMBER_CUDA_CHECK(cudaSetDevice(device));
 }
 
 Event::Event(bool enable_timing) : timing_(enable_timing) {
   if (backend::cuda_device_count() == 0) throw DeviceError("cuda::Event: no CUDA device is visible");
-  cudaEvent_t e = nullptr;
-  EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&e, enable_timing ? cudaEventDefault : cudaEventDisableTiming));
-  event_ = e;
 }
 
 Event::~Event() {
   if (event_) cudaEventDestroy(as_event(event_));
 }
 
+void Event::create_on(int device) {
+  if (event_) {
+    if (device != device_)
+      throw DeviceError("cuda::Event: created on cuda:" + std::to_string(device_) +
+                        ", cannot be recorded on a stream of cuda:" + std::to_string(device));
+    return;
+  }
+  // An event belongs to the device current at its creation: cudaEventRecord of it on another
+  // device's stream fails with cudaErrorInvalidResourceHandle.
+  DeviceGuard guard(device);
+  cudaEvent_t e = nullptr;
+  EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing_ ? cudaEventDefault : cudaEventDisableTiming));
+  event_ = e;
+  device_ = device;
+}
+
 void Event::record(const Stream& stream) {
+  create_on(stream.device());
   EMBER_CUDA_CHECK(cudaEventRecord(as_event(event_), as_stream(stream.handle())));
   recorded_ = true;
 }
 
 void Event::record(int device) {
   DeviceGuard guard(device);
+  create_on(device);
   EMBER_CUDA_CHECK(cudaEventRecord(as_event(event_), current_stream(device)));
   recorded_ = true;
 }
 
 bool Event::query() const {
+  if (!event_) return true;
   const cudaError_t status = cudaEventQuery(as_event(event_));
   if (status == cudaErrorNotReady) {
     cudaGetLastError();
@@ -71,8 +93,15 @@ bool Event::query() const {
 }
 
 void Event::synchronize() const {
+  if (!event_) return;
   count_host_sync("Event::synchronize");
   EMBER_CUDA_CHECK(cudaEventSynchronize(as_event(event_)));
+}
+
+void Event::wait(int device) const {
+  if (!event_) return;
+  DeviceGuard guard(device);
+  EMBER_CUDA_CHECK(cudaStreamWaitEvent(current_stream(device), as_event(event_), 0));
 }
 
 double Event::elapsed_ms(const Event& end) const {

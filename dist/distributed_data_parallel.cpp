@@ -142,7 +142,7 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   void launch(size_t b) {
     const Tensor flat = buckets[b].flat;
     comm.post([this, flat] {
-      if (options.use_ring) ring_all_reduce(*group, flat, ReduceOp::avg);
+      if (*options.use_ring) ring_all_reduce(*group, flat, ReduceOp::avg);
       else group->all_reduce(flat, ReduceOp::avg);
     }, flat.device());
   }
@@ -185,6 +185,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::UnaryModule
   State& s = *state_;
   s.group = std::move(group);
   s.options = options;
+  if (!s.options.use_ring) s.options.use_ring = s.group->backend_name() != "nccl";
   for (auto& [name, p] : module_->named_parameters())
     if (p.requires_grad()) s.params.emplace_back(name, p);
   if (s.params.empty()) throw ValueError("DistributedDataParallel: the module has no parameter that requires grad");
@@ -217,7 +218,7 @@ ProcessGroup& DistributedDataParallel::process_group() const { return *state_->g
 
 std::string DistributedDataParallel::extra_repr() const {
   return "world_size=" + std::to_string(state_->group->size()) + ", buckets=" + std::to_string(state_->buckets.size()) +
-         ", " + (state_->options.use_ring ? "ring_all_reduce" : state_->group->backend_name() + " all_reduce");
+         ", " + (*state_->options.use_ring ? "ring_all_reduce" : state_->group->backend_name() + " all_reduce");
 }
 
 Tensor DistributedDataParallel::forward(const Tensor& x) {

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,9 @@ struct DDPOptions {
   /// walk each forward's graph for parameters it did not use (costly); off: such a parameter raises
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;  ///< rank 0's buffers before each forward
-  bool use_ring = true;           ///< ember's ring_all_reduce; false: the backend's own all_reduce
+  /// ember's ring_all_reduce (true) or the backend's own all_reduce (false). Unset: the ring over
+  /// Gloo, ncclAllReduce over NCCL (NCCL's own rings and trees use NVLink and the network better).
+  std::optional<bool> use_ring;
 };
 
 /// Data-parallel training of one module over a process group, as torch.nn.parallel.

@@ -9,6 +9,7 @@
 #include "dist/parse.h"
 #include "dist/prefix_store.h"
 #include "dist/tcp_store.h"
+#include "tensor/cuda_stream.h"
 #include "tensor/storage.h"
 
 extern char** environ;
@@ -206,6 +207,10 @@ std::shared_ptr<ProcessGroup> init_process_group(const ResolvedInit& init) {
     nccl.timeout = init.timeout;
     nccl.debug = init.debug;
     nccl.device = nccl_device(init);
+    // The rank's GPU becomes this thread's current device, as torchrun scripts call
+    // torch.cuda.set_device(LOCAL_RANK): else every rank opens a context on cuda:0, and work that
+    // names no device lands there.
+    if (backend::cuda_device_count() > 0) cuda::set_device(nccl.device);
     return make_nccl_process_group(group_store, init.rank, init.world_size, nccl);
   }
   GlooOptions gloo;

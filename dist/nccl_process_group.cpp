@@ -4,6 +4,8 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -117,9 +119,9 @@ class NcclProcessGroup : public ProcessGroup {
     try {
       cuda::DeviceGuard device(device_);
       wait_ready(ncclCommFinalize(comm_), "ncclCommFinalize", clock::now() + timeout());
-      ncclCommDestroy(comm_);
+      release_comm_locked(ncclCommDestroy, "ncclCommDestroy");
     } catch (const Error&) {
-      ncclCommAbort(comm_);  // a peer is gone: nothing to flush to
+      release_comm_locked(ncclCommAbort, "ncclCommAbort");  // a peer is gone: nothing to flush to
     }
   }
 
@@ -278,18 +280,23 @@ class NcclProcessGroup : public ProcessGroup {
   void form_communicator(milliseconds timeout) {
     const auto deadline = clock::now() + timeout;
     const std::string where = rank_text() + ": forming the NCCL communicator on cuda:" + std::to_string(device_);
-    store()->set("nccl/joined/" + std::to_string(rank()), "1");
+    // Keys of this group's own: a second NCCL group on the same store would otherwise read the first
+    // one's unique id. Every rank forms its groups in the same order (creating one is collective), so
+    // the count agrees across ranks, as c10d's per-communicator counter does.
+    static std::atomic<uint64_t> groups_formed{0};
+    const std::string key = "nccl/" + std::to_string(groups_formed++) + "/";
+    store()->set(key + "joined/" + std::to_string(rank()), "1");
     ncclUniqueId id{};
     if (rank() == 0) {
       call(ncclGetUniqueId(&id), "ncclGetUniqueId", deadline);
-      store()->set("nccl/unique_id", std::string(id.internal, sizeof(id.internal)));
+      store()->set(key + "unique_id", std::string(id.internal, sizeof(id.internal)));
     } else {
       try {
-        store()->wait({"nccl/unique_id"}, timeout);
+        store()->wait({key + "unique_id"}, timeout);
       } catch (const DistributedError& e) {
         throw DistributedError(where + " failed: rank 0 did not publish the unique id (" + e.what() + ")");
       }
-      const std::string value = store()->get("nccl/unique_id");
+      const std::string value = store()->get(key + "unique_id");
       if (value.size() != sizeof(id.internal))
         throw DistributedError(where + " failed: the store's unique id has " + std::to_string(value.size()) +
                                " bytes, expected " + std::to_string(sizeof(id.internal)));
@@ -303,15 +310,23 @@ class NcclProcessGroup : public ProcessGroup {
     } catch (const DistributedError& e) {
       std::vector<std::string> absent;
       for (int r = 0; r < size(); ++r)
-        if (!store()->check({"nccl/joined/" + std::to_string(r)})) absent.push_back(std::to_string(r));
-      if (comm_) ncclCommAbort(comm_);
-      comm_ = nullptr;
+        if (!store()->check({key + "joined/" + std::to_string(r)})) absent.push_back(std::to_string(r));
+      if (comm_) release_comm_locked(ncclCommAbort, "ncclCommAbort");
       std::string names;
       for (const auto& a : absent) names += (names.empty() ? "" : ", ") + a;
       throw DistributedError(where + " failed within " + std::to_string(timeout.count()) + " ms: " +
                              (absent.empty() ? std::string("every rank joined") : "rank(s) " + names + " did not join") +
                              " (" + e.what() + ")");
     }
+  }
+
+  // Destroys or aborts the communicator. Either can fail (a driver error) where nothing is left to
+  // raise to (a destructor, a failure being reported): the failure is said on stderr.
+  void release_comm_locked(ncclResult_t (*release)(ncclComm_t), const char* name) {
+    const ncclResult_t result = release(comm_);
+    if (result != ncclSuccess)
+      std::fprintf(stderr, "ember: %s: %s failed: %s\n", rank_text().c_str(), name, nccl_text(result, nullptr).c_str());
+    comm_ = nullptr;
   }
 
   // Raises for a failed NCCL call; waits out ncclInProgress (a non-blocking communicator still
@@ -419,8 +434,7 @@ class NcclProcessGroup : public ProcessGroup {
   void break_group_locked(const std::string& reason) {
     if (!broken_.empty()) return;
     broken_ = reason;
-    if (comm_) ncclCommAbort(comm_);
-    comm_ = nullptr;
+    if (comm_) release_comm_locked(ncclCommAbort, "ncclCommAbort");
     for (const auto& w : in_flight_)
       w->finish(std::make_exception_ptr(DistributedError(w->description() + ": the group is broken by an earlier failure: " + reason)));
     in_flight_.clear();

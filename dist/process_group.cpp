@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "tensor/capture.h"
 #include "tensor/nvtx.h"
 #include "tensor/ops.h"
 
@@ -93,7 +94,17 @@ void ProcessGroup::check_transfer(const Tensor& tensor, int peer, int tag, const
   if (peer == rank_) throw ValueError(std::string(op) + ": " + role + " " + std::to_string(peer) + " is this rank itself");
 }
 
+// A collective inside a captured step: on a GPU its events and the group's stream would join the
+// capture unjoined (cudaErrorCapturedEvent, then an aborted communicator); on the CPU the peers would
+// not replay with it. Refused before anything is queued.
+void ProcessGroup::refuse_in_capture(const char* op) const {
+  if (capture::active())
+    capture::refuse(backend_name() + " " + op + " inside a captured step: collectives are not captured (run the step "
+                    "eagerly: no --compile with a process group)");
+}
+
 std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& tensor, ReduceOp op, const CollectiveOptions& options) {
+  refuse_in_capture("all_reduce");
   const nvtx::Range range(backend_name(), ":all_reduce");  // profiler timelines: "nccl:all_reduce"
   check_defined(tensor, "all_reduce", "input");
   check_device(tensor, "all_reduce");
@@ -104,6 +115,7 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& tensor, Reduc
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& output, const Tensor& input, ReduceOp op,
                                                          const CollectiveOptions& options) {
+  refuse_in_capture("reduce_scatter");
   const nvtx::Range range(backend_name(), ":reduce_scatter");
   check_sharded("reduce_scatter", input, "input", output, "output");
   check_reducible(input, op, "reduce_scatter");
@@ -114,6 +126,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& output, c
 
 std::shared_ptr<Work> ProcessGroup::all_gather_async(const Tensor& output, const Tensor& input,
                                                      const CollectiveOptions& options) {
+  refuse_in_capture("all_gather");
   const nvtx::Range range(backend_name(), ":all_gather");
   check_sharded("all_gather", output, "output", input, "input");
   const std::string t = tensor_text(input);
@@ -122,6 +135,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather_async(const Tensor& output, const
 
 std::shared_ptr<Work> ProcessGroup::all_gather_async(const std::vector<Tensor>& outputs, const Tensor& input,
                                                      const CollectiveOptions& options) {
+  refuse_in_capture("all_gather");
   const nvtx::Range range(backend_name(), ":all_gather");
   check_defined(input, "all_gather", "input");
   check_device(input, "all_gather");
@@ -145,6 +159,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather_async(const std::vector<Tensor>& 
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast_async(const Tensor& tensor, int root, const CollectiveOptions& options) {
+  refuse_in_capture("broadcast");
   const nvtx::Range range(backend_name(), ":broadcast");
   check_defined(tensor, "broadcast", "input");
   check_device(tensor, "broadcast");
@@ -155,23 +170,27 @@ std::shared_ptr<Work> ProcessGroup::broadcast_async(const Tensor& tensor, int ro
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier_async(const CollectiveOptions& options) {
+  refuse_in_capture("barrier");
   const nvtx::Range range(backend_name(), ":barrier");
   return run_barrier(next_collective("barrier", "", "no tensor", options));
 }
 
 std::shared_ptr<Work> ProcessGroup::send_async(const Tensor& tensor, int dst, int tag, const CollectiveOptions& options) {
+  refuse_in_capture("send");
   const nvtx::Range range(backend_name(), ":send");
   check_transfer(tensor, dst, tag, "send", "dst");
   return run_send(tensor, dst, tag, options.timeout.value_or(timeout()));
 }
 
 std::shared_ptr<Work> ProcessGroup::recv_async(const Tensor& tensor, int src, int tag, const CollectiveOptions& options) {
+  refuse_in_capture("recv");
   const nvtx::Range range(backend_name(), ":recv");
   check_transfer(tensor, src, tag, "recv", "src");
   return run_recv(tensor, src, tag, options.timeout.value_or(timeout()));
 }
 
 std::shared_ptr<Work> ProcessGroup::batch_isend_irecv(const std::vector<P2POp>& ops, const CollectiveOptions& options) {
+  refuse_in_capture("batch_isend_irecv");
   const nvtx::Range range(backend_name(), ":batch_isend_irecv");
   for (const P2POp& op : ops) {
     const bool send = op.kind == P2POp::Kind::send;

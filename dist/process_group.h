@@ -168,6 +168,8 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> run_batch(const std::vector<P2POp>& ops, milliseconds timeout);
   /// A backend's check that it can serve the tensor's device (DeviceError naming it otherwise).
   virtual void check_device(const Tensor& tensor, const char* op) const = 0;
+  /// CaptureError when the calling thread captures a step: collectives are not captured.
+  void refuse_in_capture(const char* op) const;
 
   /// "rank 1/4: all_reduce #7 of float32 (4, 3)": how messages name a collective.
   std::string describe(const Collective& c) const;

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
 
     manual_seed(static_cast<uint64_t>(rank));  // different weights per rank: DDP starts everyone from rank 0's
     dist::DDPOptions options;
-    options.use_ring = !backend_all_reduce;
+    if (backend_all_reduce) options.use_ring = false;  // else the backend's default: the ring over Gloo
     dist::DistributedDataParallel model(std::make_shared<nn::MLP>(kFeatures, std::vector<int64_t>{64}, kClasses), group,
                                         options);
     optim::SGD sgd(model.parameters(), {.lr = lr, .momentum = 0.9});

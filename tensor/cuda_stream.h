@@ -31,7 +31,14 @@ class Stream {
   void* stream_ = nullptr;
 };
 
-/// A CUDA event (torch.cuda.Event): a point in a stream's work to wait for or time.
+/// Makes cuda:`device` the current device of the calling thread (torch.cuda.set_device): where its
+/// CUDA context opens and where work that names no device goes. DeviceError for a device no GPU
+/// answers to.
+void set_device(int device);
+
+/// A CUDA event (torch.cuda.Event): a point in a stream's work to wait for or time. The CUDA event
+/// is created at the first record, on the recording stream's device (as PyTorch's CUDAEvent): an
+/// event belongs to one device, and recording it on another device's stream fails.
 class Event {
  public:
   explicit Event(bool enable_timing = false);  ///< An event; `enable_timing` lets elapsed_ms() measure from it.
@@ -39,19 +46,25 @@ class Event {
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
 
-  /// Records the event on `stream`.
+  /// Records the event on `stream`; DeviceError when an earlier record was on another device.
   void record(const Stream& stream);
   void record(int device = 0);  ///< Records the event on the current stream of `device`.
-  /// Whether the work before the record has finished (never waits).
+  /// Whether the work before the record has finished (never waits; true before any record).
   bool query() const;
-  /// Waits on the host for it (counted by host_sync_count()).
+  /// Waits on the host for it (counted by host_sync_count()); returns at once before any record.
   void synchronize() const;
+  /// Work queued after the call on the current stream of `device` waits for the event (on the device,
+  /// as torch.cuda.Event.wait); nothing before any record.
+  void wait(int device = 0) const;
   /// Milliseconds from this event to `end`, both recorded and timed; ValueError otherwise.
   double elapsed_ms(const Event& end) const;
-  void* handle() const { return event_; }  ///< the cudaEvent_t
+  void* handle() const { return event_; }  ///< the cudaEvent_t; null before the first record
 
  private:
+  void create_on(int device);  // the CUDA event, at the first record, on `device`
+
   void* event_ = nullptr;
+  int device_ = -1;
   bool timing_;
   bool recorded_ = false;
 };

@@ -9,6 +9,7 @@
 #include <functional>
 #include <thread>
 
+#include "dist/comm_thread.h"
 #include "dist/file_store.h"
 #include "dist/gloo_process_group.h"
 #include "dist/hostlist.h"
@@ -16,6 +17,7 @@
 #include "dist/nccl_process_group.h"
 #include "dist/ring_all_reduce.h"
 #include "dist/tcp_store.h"
+#include "tensor/capture.h"
 #include "tensor/cuda_stream.h"
 #include "tensor/host_sync.h"
 #include "tests/dist_ranks.h"
@@ -554,6 +556,34 @@ GLOO_TEST_CASE("debug mode keeps at most two signature keys per rank in the stor
   CHECK(store->check({"collective/5/0"}));
 }
 
+GLOO_TEST_CASE("inside a captured step every collective and DDP's communication thread are refused, naming them") {
+  auto store = std::make_shared<TCPStore>("127.0.0.1", 0, TCPStoreOptions{true, milliseconds(5000)});
+  GlooOptions options;
+  options.master_addr = "127.0.0.1";
+  auto pg = make_gloo_process_group(store, 0, 1, options);
+  Tensor t = ones({4});
+  const std::vector<std::pair<const char*, std::function<void()>>> calls = {
+      {"gloo all_reduce", [&] { (void)pg->all_reduce_async(t); }},
+      {"gloo reduce_scatter", [&] { (void)pg->reduce_scatter_async(t, t); }},
+      {"gloo all_gather", [&] { (void)pg->all_gather_async(t, t); }},
+      {"gloo all_gather", [&] { (void)pg->all_gather_async(std::vector<Tensor>{t}, t); }},
+      {"gloo broadcast", [&] { (void)pg->broadcast_async(t, 0); }},
+      {"gloo barrier", [&] { (void)pg->barrier_async(); }},
+      {"gloo send", [&] { (void)pg->send_async(t, 0); }},
+      {"gloo recv", [&] { (void)pg->recv_async(t, 0); }},
+      {"gloo batch_isend_irecv", [&] { (void)pg->batch_isend_irecv({}); }},
+      {"communication thread", [&] { (void)CommThread().post([] {}, kCPU); }},
+  };
+  {
+    const capture::Guard capturing;
+    for (const auto& [name, call] : calls)
+      expect_error<CaptureError>(name, call, {name, "inside a captured step", "no --compile with a process group"});
+  }
+  CHECK(sum(t).item<double>() == 4.0);  // nothing ran
+  pg->all_reduce(t);                    // outside a capture the group works
+  CHECK(sum(t).item<double>() == 4.0);
+}
+
 GLOO_TEST_CASE("every collective and dtype on 2 ranks against a single-process reference") {
   check_all_passed(run_ranks(2, every_collective));
 }
@@ -678,6 +708,9 @@ NCCL_TEST_CASE("NCCL, one rank: ordered after the caller's stream, async Work, a
   const Device gpu(DeviceType::cuda, 0);
   cuda::Stream side(0);
   Tensor t = zeros({int64_t{1} << 22}, on(DType::f32, gpu));
+  cuda::Event filled;
+  filled.record(0);  // zeros ran on the default stream; the side stream is non-blocking
+  side.wait(filled);
   std::shared_ptr<Work> work;
   {
     cuda::StreamGuard on_side(side);

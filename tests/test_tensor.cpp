@@ -657,6 +657,31 @@ EMBER_CUDA_TEST_CASE("cuda streams and events: work on a user stream, ordered an
   expect_error<ValueError>("untimed", [&] { (void)untimed.elapsed_ms(done); }, {"enable_timing"});
 }
 
+EMBER_CUDA_TEST_CASE("cuda events: created at the first record; before it they wait for nothing") {
+  cuda::Event lazy;
+  CHECK(lazy.handle() == nullptr);
+  CHECK(lazy.query());
+  const int64_t before = host_sync_count();
+  lazy.synchronize();  // nothing recorded: no wait, no host synchronisation counted
+  lazy.wait(0);
+  CHECK(host_sync_count() == before);
+  // Event::wait orders the current stream after a side stream's work: b is read after it is written.
+  cuda::Stream side;
+  Tensor b;
+  {
+    cuda::StreamGuard on_side(side);
+    b = full({1 << 20}, 3.0, kCuda) * 2.0;
+    lazy.record(side);
+  }
+  CHECK(lazy.handle() != nullptr);
+  lazy.wait(0);
+  CHECK(sum(b).item<double>() == 6.0 * (1 << 20));
+  if (backend::cuda_device_count() > 1) {  // an event belongs to the device of its first record
+    cuda::Stream on_1(1);
+    expect_error<DeviceError>("other device", [&] { lazy.record(on_1); }, {"created on cuda:0", "cuda:1"});
+  }
+}
+
 EMBER_CUDA_TEST_CASE("cuda random: the same seed gives the same numbers as on the CPU") {
   for (DType d : kFloats) {
     Generator a(99), b(99);

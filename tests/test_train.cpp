@@ -24,6 +24,8 @@
 
 #include "data/dataset.h"
 #include "data/transforms.h"
+#include "dist/gloo_process_group.h"
+#include "dist/tcp_store.h"
 #include "nn/nn.h"
 #include "optim/adam.h"
 #include "optim/lr_scheduler.h"
@@ -813,6 +815,20 @@ TEST_CASE("Runner: compile (whole-step capture) logs and trains as the eager run
   REQUIRE(a.size() == b.size());
   REQUIRE(a.size() > 3);
   for (size_t i = 0; i < a.size(); ++i) CHECK_MESSAGE(a[i] == b[i], a[i].dump(), " vs ", b[i].dump());
+}
+
+TEST_CASE("Runner: compile with a process group is refused, naming both" * doctest::skip(!dist::has_gloo())) {
+  auto store = std::make_shared<dist::TCPStore>("127.0.0.1", 0, dist::TCPStoreOptions{true, std::chrono::milliseconds(5000)});
+  dist::GlooOptions gloo;
+  gloo.master_addr = "127.0.0.1";
+  std::ostringstream console;
+  TempDir dir;
+  Run run(1, 0, 1);
+  RunnerOptions o = options(dir.path.string(), 1, console);
+  o.compile = true;
+  o.group = dist::make_gloo_process_group(store, 0, 1, gloo);
+  expect_error<ValueError>("compile with a group", [&] { (void)run.runner(o); },
+                           {"compile", "process group (gloo, 1 rank(s))", "collectives are not captured"});
 }
 
 TEST_CASE("Runner: no precision mode waits on the host within a step, clipping and loss scaling included") {

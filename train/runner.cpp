@@ -127,6 +127,11 @@ Runner::Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<TrainingP
       throw DeviceError("Runner: a model parameter is on " + p.device().str() + ", the run on " + opts_.device.str() +
                         " (move the model before building its TrainingPrecision)");
   if (opts_.locate_nonfinite && !opts_.compile) locator_ = std::make_unique<NonFiniteLocator>(*model_);
+  if (opts_.compile && (opts_.group || precision_->zero()))
+    throw ValueError("Runner: compile (a captured step) with a process group (" +
+                     (opts_.group ? opts_.group->backend_name() + ", " + std::to_string(opts_.group->size()) + " rank(s)"
+                                  : std::string("ZeRO's")) +
+                     "): collectives are not captured; drop --compile, or train without --strategy");
   if (opts_.compile)
     compiled_ = std::make_unique<CompiledStep>(
         [this](const std::vector<Tensor>& batch) { return step(batch[0], batch[1]); },
