@@ -100,15 +100,20 @@ void gemm(const char* op, const Tensor& a, const Tensor& b, const Tensor& bias, 
                               " matrices exceeds cuBLASLt's int32 batch count");
   const GemmOperand A = gemm_operand(a, batch, n, k);
   const GemmOperand B = gemm_operand(b, batch, k, m);
+  // x (batch, n, k) @ W (k, m) with W broadcast over the batch: when x's and c's matrices follow each
+  // other row after row, that is one (batch·n, k) @ (k, m) GEMM, which cuBLASLt runs far better than
+  // `batch` small ones over a zero batch stride.
+  const bool fold = batches > 1 && B.batch_stride == 0 && !A.transposed && A.batch_stride == n * A.ld &&
+                    c.is_contiguous();
   const Tensor bias_vector = epilogue ? contiguous(bias) : Tensor();
   cuda::LtGemm g;
   g.dtype = c.dtype();
   g.m = m;
-  g.n = n;
+  g.n = fold ? batches * n : n;
   g.k = k;
-  g.batch = static_cast<int>(batches);
+  g.batch = fold ? 1 : static_cast<int>(batches);
   g.a = lt_matrix(B, k, m);  // column-major C^T (m x n) = B^T (m x k) A^T (k x n)
-  g.b = lt_matrix(A, n, k);
+  g.b = lt_matrix(A, g.n, k);
   g.d = c.raw_data();
   g.accumulate = bias.defined() && !epilogue;
   g.bias = epilogue ? bias_vector.raw_data() : nullptr;
