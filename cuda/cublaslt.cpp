@@ -36,19 +36,27 @@ struct Workspace {
   size_t bytes = 0;
 };
 
-// One workspace per (device, stream), taken from ember's pool on that stream: GEMMs queued on two
-// streams may run at once, and each must have its scratch to itself. Kept while the process lives.
+// One workspace per (device, stream), taken from ember's pool: GEMMs queued on two streams may run at
+// once, and each must have its scratch to itself. Kept until release_workspace (its stream's end).
+struct Workspaces {
+  std::mutex mutex;
+  std::map<std::pair<int, cudaStream_t>, Workspace> spaces;
+};
+Workspaces& workspaces() {
+  static auto* w = new Workspaces();  // never destroyed: streams may outlive static destruction
+  return *w;
+}
+
 Workspace workspace(int device, cudaStream_t stream) {
-  static std::mutex mutex;
-  static auto* spaces = new std::map<std::pair<int, cudaStream_t>, Workspace>();  // never destroyed
-  std::lock_guard<std::mutex> lock(mutex);
-  auto [it, fresh] = spaces->try_emplace({device, stream});
+  Workspaces& w = workspaces();
+  std::lock_guard<std::mutex> lock(w.mutex);
+  auto [it, fresh] = w.spaces.try_emplace({device, stream});
   if (fresh) {
     try {
       const size_t bytes = workspace_bytes(device);
       it->second = {backend::allocate(Device(DeviceType::cuda, device), bytes), bytes};
     } catch (...) {
-      spaces->erase(it);
+      w.spaces.erase(it);
       throw;
     }
   }
@@ -242,6 +250,25 @@ void check_lt_dtype(const char* op, DType dtype) {
   throw NotImplementedError(std::string(op) + " on CUDA: dtype " + dtype_name(dtype) +
                             " is not supported (float32, float16, bfloat16 and float64 are; integer matmul runs "
                             "on the CPU)");
+}
+
+void reserve_workspace(int device, cudaStream_t stream) { (void)workspace(device, stream); }
+
+void release_workspace(int device, cudaStream_t stream) {
+  Workspace freed;
+  {
+    Workspaces& w = workspaces();
+    std::lock_guard<std::mutex> lock(w.mutex);
+    const auto it = w.spaces.find({device, stream});
+    if (it == w.spaces.end()) return;
+    freed = it->second;
+    w.spaces.erase(it);
+  }
+  // Freed in the stream's own order: after the GEMMs queued there, without a host wait.
+  const cudaStream_t previous = current_stream(device);
+  set_current_stream(device, stream);
+  backend::deallocate(Device(DeviceType::cuda, device), freed.ptr, freed.bytes);
+  set_current_stream(device, previous);
 }
 
 void lt_matmul(const LtGemm& g) {

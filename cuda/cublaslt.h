@@ -2,6 +2,8 @@
 // plan cache (descriptors and the heuristic's algorithm per problem). Host code only.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <cstdint>
 
 #include "tensor/dtype.h"
@@ -30,6 +32,13 @@ struct LtGemm {
   bool accumulate = false;
   const void* bias = nullptr;
 };
+
+// Makes the GEMM workspace of (device, stream) now: before a stream capture begins, so that the graph
+// keeps ordinary pool memory rather than a graph allocation made during the capture.
+void reserve_workspace(int device, cudaStream_t stream);
+// Frees the workspace of (device, stream), if any, in that stream's order: called before the stream
+// is destroyed, since the runtime reuses stream handles.
+void release_workspace(int device, cudaStream_t stream);
 
 // Raises NotImplementedError naming `op` unless cuBLASLt takes dtype (f32, f16, bf16, f64).
 void check_lt_dtype(const char* op, DType dtype);

@@ -4,10 +4,12 @@
 // launch after the work queued on the device's current stream and that stream after each launch,
 // without a host wait. Instantiated with auto-free-on-launch: allocations a launch leaves alive
 // (the gradients, the step's outputs) are freed and made again, at the same addresses, by the next.
+#include <cstdio>
 #include <memory>
 
 #include "cuda/capture_memory.h"
 #include "cuda/context.h"
+#include "cuda/cublaslt.h"
 #include "cuda/error.h"
 #include "tensor/device_graph.h"
 
@@ -25,7 +27,13 @@ struct Graph {
     if (exec) cudaGraphExecDestroy(exec);
     if (before) cudaEventDestroy(before);
     if (after) cudaEventDestroy(after);
-    if (stream) cudaStreamDestroy(stream);
+    if (!stream) return;
+    try {
+      cuda::release_workspace(device, stream);  // the runtime may hand the stream's handle out again
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ember: releasing a graph's GEMM workspace failed: %s\n", e.what());
+    }
+    cudaStreamDestroy(stream);
   }
 };
 
@@ -46,6 +54,7 @@ void* cuda_graph_capture(Device device, const std::function<void()>& body) {
   EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&g->after, cudaEventDisableTiming));
   const cudaStream_t outer = cuda::current_stream(device.index);
   order_after(outer, g->stream, g->before);
+  cuda::reserve_workspace(device.index, g->stream);  // before the capture: the graph keeps its address
   // Thread-local mode: calls that are unsafe during capture fail on this thread only, and other
   // threads keep working.
   EMBER_CUDA_CHECK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal));

@@ -3,7 +3,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
+
 #include "cuda/context.h"
+#include "cuda/cublaslt.h"
 #include "cuda/error.h"
 #include "tensor/error.h"
 #include "tensor/host_sync.h"
@@ -26,6 +29,11 @@ Stream::Stream(int device) : device_(device) {
 Stream::~Stream() {
   if (!stream_) return;
   DeviceGuard guard(device_);
+  try {
+    release_workspace(device_, as_stream(stream_));  // the handle may be reused by the next stream
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ember: releasing a stream's GEMM workspace failed: %s\n", e.what());
+  }
   cudaStreamDestroy(as_stream(stream_));  // queued work still completes
 }
 

@@ -276,6 +276,9 @@ void check_refuses_item(Device device) {
   CHECK(contains(message, "item()"));
   CHECK(contains(message, "captured step"));
   CHECK_FALSE(capture::active());
+  // The failed capture's backward left gradients (in graph memory on a GPU): dropped.
+  for (const optim::ParamGroup& group : run.training.mode->optimizer().param_groups())
+    for (const Tensor& p : group.params) CHECK_FALSE(p.grad().defined());
 }
 
 }  // namespace

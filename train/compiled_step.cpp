@@ -108,15 +108,21 @@ std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& batch) {
     entry.graph.reset();  // its kernels carry the old values: capture again
     --graphs_;
   }
-  if (!entry.graph) {
-    if (entry.eager_runs < options_.warmup_steps || graphs_ >= options_.max_graphs) {
-      ++entry.eager_runs;
-      ++stats_.eager;
-      return step_(batch);
-    }
-    capture(entry, batch, device);
+  if (!entry.graph && (entry.eager_runs < options_.warmup_steps || graphs_ >= options_.max_graphs)) {
+    ++entry.eager_runs;
+    ++stats_.eager;
+    return step_(batch);
   }
-  return replay(*entry.graph, batch);
+  try {
+    if (!entry.graph) capture(entry, batch, device);
+    return replay(*entry.graph, batch);
+  } catch (...) {
+    // On a GPU the tensors a failed capture made point at graph memory that no graph backs (on the
+    // CPU the body fails in its replay instead): the gradients its backward left are dropped, the
+    // next backward makes them again, so that a caller who goes on eagerly never reads them.
+    for (optim::Optimizer* o : optimizers_) o->zero_grad(/*set_to_none=*/true);
+    throw;
+  }
 }
 
 void CompiledStep::capture(ShapeEntry& entry, const std::vector<Tensor>& batch, Device device) {
