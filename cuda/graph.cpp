@@ -96,7 +96,7 @@ void cuda_graph_destroy(void* handle) {
   Graph* g = static_cast<Graph*>(handle);
   {
     const cuda::DeviceGuard guard(g->device);
-    cudaStreamSynchronize(g->stream);  // a launch still running keeps its graph
+    cudaStreamSynchronize(g->stream);  // teardown, never inside a capture: a running launch keeps its graph
     cudaGetLastError();
   }
   delete g;

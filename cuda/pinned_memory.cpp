@@ -74,6 +74,7 @@ class PinnedCache {
   }
 
   void record_use(const void* host, int device, cudaStream_t stream) {
+    const cuda::DeviceGuard on_device(device);  // the event belongs to the stream's device
     std::lock_guard lock(mu_);
     Block* block = live_block_holding(address(host));
     if (!block) return;  // pageable memory: the copy staged it before returning
