@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cuda/error.h"
+#include "cuda/launch_config.h"
 #include "tensor/host_sync.h"
 #include "tensor/storage.h"
 
@@ -115,9 +116,7 @@ cublasLtHandle_t cublaslt_handle() {
 
 unsigned grid_blocks(int64_t n, int threads) {
   const DeviceContext& ctx = context(current_device());
-  const int64_t wave = int64_t{ctx.sm_count} * (ctx.max_threads_per_sm / threads) * 2;
-  const int64_t needed = (n + threads - 1) / threads;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min(needed, wave)));
+  return grid_blocks_for(n, threads, ctx.sm_count, ctx.max_threads_per_sm);
 }
 
 KernelErrorSlot* kernel_error_slot() { return context(current_device()).errors_device; }

@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda/context.h"
+#include "cuda/launch_config.h"
 #include "tensor/dtype.h"
 #include "tensor/elementwise_ops.h"
 #include "tensor/philox.h"
@@ -52,13 +53,7 @@ enum class ReduceKind { sum, prod, max, min, argmax, argmin };
 // x of `dtype`, y of `out`: sum/prod write the input dtype or a wider float (floats) or i64
 // (integers, bool); max/min the input dtype; argmax/argmin i64 (first occurrence, NaN counts as the
 // extreme).
-// How launch_reduce cuts len: `splits` blocks fold consecutive chunks of it for each output, and a
-// second kernel merges their partials in split order (deterministic), so that few outputs over long
-// rows (a bias gradient: 768 sums over 25,000 rows) still fill the device. One split when the outputs
-// alone do.
-struct ReducePlan {
-  int64_t chunk = 1, splits = 1;
-};
+// launch_reduce's cut of len for the current device (cuda/launch_config.h).
 ReducePlan plan_reduce(int64_t outer, int64_t len, int64_t inner);
 // The largest accumulator of a partial: an index beside a double (argmax of f64).
 constexpr size_t kReducePartialBytes = 16;

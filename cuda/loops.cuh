@@ -13,7 +13,6 @@
 
 namespace ember::cuda {
 
-inline constexpr int kThreads = 256;
 inline constexpr int kVectorBytes = 16;  // the widest load one thread issues (ld.global.v4.u32)
 
 // The types of an elementwise functor's operands, operand 0 (the output) first. Their sizes fix

@@ -397,22 +397,8 @@ void launch_rows(int64_t rows, int64_t D, const Launch& launch) {
 }  // namespace
 
 ChannelReduction plan_channel_reduction(int64_t N, int64_t C, int64_t S, bool columns) {
-  ChannelReduction r;
-  r.N = N;
-  r.C = C;
-  r.S = S;
-  r.bx = columns ? 32 : 1;
-  r.by = kThreads / r.bx;
-  // Enough splits to fill the device once, but at least 16 elements for each thread of a block.
   const DeviceContext& ctx = context(current_device());
-  const int64_t wave = int64_t{ctx.sm_count} * (ctx.max_threads_per_sm / kThreads);
-  const int64_t channel_blocks = std::max<int64_t>(1, (C + r.bx - 1) / r.bx);
-  const int64_t M = N * S, min_chunk = int64_t{r.by} * 16;
-  const int64_t splits = std::clamp<int64_t>(
-      std::min((wave + channel_blocks - 1) / channel_blocks, (M + min_chunk - 1) / min_chunk), 1, 65535);
-  r.chunk = std::max<int64_t>(1, (M + splits - 1) / splits);
-  r.splits = std::max<int64_t>(1, (M + r.chunk - 1) / r.chunk);  // no empty split
-  return r;
+  return plan_channel_reduction_for(N, C, S, columns, ctx.sm_count, ctx.max_threads_per_sm);
 }
 
 void launch_batch_norm(DType dtype, const BatchNormArgs& a, cudaStream_t stream) {

@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda/launch_config.h"
 #include "tensor/dtype.h"
 
 namespace ember::cuda {
@@ -18,15 +19,6 @@ struct ChannelStrides {
   int64_t n = 0, c = 0, s = 1;
 };
 
-// How a per-channel reduction over (N, C, S) is cut: blocks of bx * by threads, grid
-// (ceil(C / bx), splits); block (x, k) folds m = n * S + i in [k * chunk, (k + 1) * chunk) for
-// channels x * bx + threadIdx.x, leaving one partial per (split, channel) that a second kernel
-// merges in split order (deterministic).
-struct ChannelReduction {
-  int64_t N = 0, C = 0, S = 0;
-  int64_t chunk = 1, splits = 1;
-  int bx = 1, by = 1;
-};
 // The cut for the current device: `columns` when neighbouring channels are neighbours in memory
 // (channels-last), so that a warp reads 32 channels at once; else a block walks one channel.
 ChannelReduction plan_channel_reduction(int64_t N, int64_t C, int64_t S, bool columns);

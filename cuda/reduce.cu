@@ -144,10 +144,9 @@ __global__ void __launch_bounds__(kThreads) reduce_rows_kernel(const typename R:
   }
 }
 
-// Blocks of kColumnLanes x kColumnRows threads: the lanes take adjacent outputs (adjacent in memory
-// when inner >= 32), the rows of a block stride through the block's chunk of len, then merge in a
-// shared-memory tree. Column tiles are strided over the grid's x, chunks of len are its y.
-constexpr int kColumnLanes = 32, kColumnRows = kThreads / kColumnLanes;
+// Blocks of kReduceColumnLanes x kReduceColumnRows threads: the lanes take adjacent outputs (adjacent
+// in memory when inner >= 32), the rows of a block stride through the block's chunk of len, then
+// merge in a shared-memory tree. Column tiles are strided over the grid's x, chunks of len are its y.
 
 template <class R>
 __global__ void __launch_bounds__(kThreads) reduce_columns_kernel(const typename R::In* x, typename R::Out* y,
@@ -158,18 +157,18 @@ __global__ void __launch_bounds__(kThreads) reduce_columns_kernel(const typename
   const int lane = threadIdx.x, row = threadIdx.y;
   const int64_t outputs = outer * inner;
   const int64_t begin = int64_t{blockIdx.y} * chunk, end = begin + chunk < len ? begin + chunk : len;
-  for (int64_t tile = blockIdx.x; tile * kColumnLanes < outputs; tile += gridDim.x) {  // uniform per block
-    const int64_t k = tile * kColumnLanes + lane;
+  for (int64_t tile = blockIdx.x; tile * kReduceColumnLanes < outputs; tile += gridDim.x) {  // uniform per block
+    const int64_t k = tile * kReduceColumnLanes + lane;
     Acc acc = r.identity();
     if (k < outputs) {
       const typename R::In* p = x + (k / inner) * len * inner + k % inner;
-      for (int64_t j = begin + row; j < end; j += kColumnRows) acc = r.combine(acc, r.load(p[j * inner], j));
+      for (int64_t j = begin + row; j < end; j += kReduceColumnRows) acc = r.combine(acc, r.load(p[j * inner], j));
     }
-    tree[row * kColumnLanes + lane] = acc;
+    tree[row * kReduceColumnLanes + lane] = acc;
     __syncthreads();
-    for (int half = kColumnRows / 2; half > 0; half /= 2) {
-      if (row < half) tree[row * kColumnLanes + lane] = r.combine(tree[row * kColumnLanes + lane],
-                                                                  tree[(row + half) * kColumnLanes + lane]);
+    for (int half = kReduceColumnRows / 2; half > 0; half /= 2) {
+      if (row < half) tree[row * kReduceColumnLanes + lane] = r.combine(tree[row * kReduceColumnLanes + lane],
+                                                                  tree[(row + half) * kReduceColumnLanes + lane]);
       __syncthreads();
     }
     if (row == 0 && k < outputs) store_fold(r, tree[lane], y, partials, outputs, k);
@@ -190,9 +189,6 @@ __global__ void __launch_bounds__(kThreads) reduce_partials_kernel(const typenam
   }
 }
 
-// Threads of a row (inner == 1): a warp, or the whole block for long rows.
-int row_group(int64_t len) { return len >= 1024 ? kThreads : 32; }
-
 template <class R>
 void launch_reducer(const R& r, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
                     const ReducePlan& plan, void* workspace, cudaStream_t stream) {
@@ -204,13 +200,13 @@ void launch_reducer(const R& r, const void* x, void* y, int64_t outer, int64_t l
   if (outputs == 0) return;
   const auto splits = static_cast<unsigned>(plan.splits);
   if (inner == 1) {
-    const int group = row_group(len);
+    const int group = reduce_row_group(len);
     reduce_rows_kernel<R><<<dim3(grid_blocks(outer * group, kThreads), splits), kThreads, 0, stream>>>(
         in, out, partials, outer, len, plan.chunk, group, r);
   } else {
-    const int64_t tiles = (outputs + kColumnLanes - 1) / kColumnLanes;
+    const int64_t tiles = (outputs + kReduceColumnLanes - 1) / kReduceColumnLanes;
     reduce_columns_kernel<R><<<dim3(grid_blocks(tiles * kThreads, kThreads), splits),
-                               dim3(kColumnLanes, kColumnRows), 0, stream>>>(in, out, partials, outer, len, inner,
+                               dim3(kReduceColumnLanes, kReduceColumnRows), 0, stream>>>(in, out, partials, outer, len, inner,
                                                                            plan.chunk, r);
   }
   EMBER_CUDA_LAUNCH_CHECK();
@@ -303,22 +299,8 @@ __global__ void __launch_bounds__(kThreads) softmax_columns_kernel(const T* x, T
 }  // namespace
 
 ReducePlan plan_reduce(int64_t outer, int64_t len, int64_t inner) {
-  ReducePlan plan;
-  plan.chunk = std::max<int64_t>(len, 1);
-  if (outer * inner == 0 || len == 0) return plan;
-  // The blocks the outputs alone give, and the threads that fold each output's len.
-  const int64_t threads_per_output = inner == 1 ? row_group(len) : kColumnRows;
-  const int64_t output_blocks = inner == 1 ? (outer * threads_per_output + kThreads - 1) / kThreads
-                                           : (outer * inner + kColumnLanes - 1) / kColumnLanes;
-  // Enough splits to fill the device once, with at least 16 elements for each thread of a split.
   const DeviceContext& ctx = context(current_device());
-  const int64_t wave = int64_t{ctx.sm_count} * (ctx.max_threads_per_sm / kThreads);
-  const int64_t min_chunk = threads_per_output * 16;
-  const int64_t splits = std::clamp<int64_t>(
-      std::min((wave + output_blocks - 1) / output_blocks, (len + min_chunk - 1) / min_chunk), 1, 65535);
-  plan.chunk = (len + splits - 1) / splits;
-  plan.splits = (len + plan.chunk - 1) / plan.chunk;  // no empty split
-  return plan;
+  return plan_reduce_for(outer, len, inner, ctx.sm_count, ctx.max_threads_per_sm);
 }
 
 void launch_reduce(ReduceKind kind, DType dtype, DType out, const void* x, void* y, int64_t outer, int64_t len,
