@@ -22,12 +22,14 @@ struct Graph {
   cudaStream_t stream = nullptr;
   cudaGraphExec_t exec = nullptr;
   cudaEvent_t before = nullptr, after = nullptr;
+  cuda::HeldMemory held;  // memory from before the capture that the step dropped: replays may read it
 
   ~Graph() {  // teardown: failures are not worth an exception here
     if (exec) cudaGraphExecDestroy(exec);
     if (before) cudaEventDestroy(before);
     if (after) cudaEventDestroy(after);
     if (!stream) return;
+    cuda::free_held_memory(held, stream);
     try {
       cuda::release_workspace(device, stream);  // the runtime may hand the stream's handle out again
     } catch (const std::exception& e) {
@@ -64,7 +66,7 @@ void* cuda_graph_capture(Device device, const std::function<void()>& body) {
   auto finish_capture = [&] {
     const cudaError_t ended = cudaStreamEndCapture(g->stream, &graph);
     cuda::set_current_stream(device.index, outer);
-    cuda::end_capture_memory(outer);
+    g->held = cuda::end_capture_memory();  // freed with the graph (or with g, if the capture fails)
     return ended;
   };
   try {

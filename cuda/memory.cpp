@@ -149,20 +149,25 @@ void begin_capture_memory() {
   backend::t_capture.open = true;
 }
 
-void end_capture_memory(cudaStream_t stream) {
+HeldMemory end_capture_memory() {
   backend::CaptureMemory& c = backend::t_capture;
   c.open = false;
   c.allocated.clear();
-  for (const auto& [device, ptr] : c.held_back) {
+  HeldMemory held = std::move(c.held_back);
+  c.held_back.clear();
+  return held;
+}
+
+void free_held_memory(const HeldMemory& held, cudaStream_t stream) {
+  for (const auto& [device, ptr] : held) {
     const DeviceGuard guard(device);
     const cudaError_t status = cudaFreeAsync(ptr, stream);
     if (status != cudaSuccess) {
       cudaGetLastError();
-      std::fprintf(stderr, "ember: cudaFreeAsync on %s after a capture failed: %s\n", device.str().c_str(),
-                   cudaGetErrorString(status));
+      std::fprintf(stderr, "ember: cudaFreeAsync on %s of memory a captured step dropped failed: %s\n",
+                   device.str().c_str(), cudaGetErrorString(status));
     }
   }
-  c.held_back.clear();
 }
 
 }  // namespace ember::cuda
