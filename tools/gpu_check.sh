@@ -14,6 +14,15 @@
 #            128, ResNet-18 at 32 and ResNet-50 at 32 and 256, beside PyTorch eager's, as a table
 #   nvtx     one ResNet-50 training step under ncu, filtered by ember's profiler ranges (--nvtx):
 #            the kernels of one block's forward and of one conv's backward, per range
+# What each step runs of the CUDA paths that only a GPU checks:
+#   test     events created on their stream's device (test_tensor), collectives and DDP refused in a
+#            capture, a failed capture's gradients dropped, eager and captured steps equal bit for bit
+#            (test_compiled_step), the GEMM workspace made before a capture, uint8 atomics and split
+#            reductions (ops), NCCL at world size 1 ordered after a side stream (test_dist, test_zero)
+#   dist     the NCCL group's own store keys and the comm thread's stream ordering (DDP and ZeRO)
+#   compile  graphs that keep what the step dropped, workspaces freed with their graphs and streams
+#   bench    the folded broadcast matmul (bench_train's ViT and ResNet steps), the split reductions
+# Multi-GPU paths (an event recorded on cuda:k, one context per rank) need two GPUs: none of these.
 # Usage: tools/gpu_check.sh [--bundle FILE] OUTDIR [STEP...]   (no step: all of them, in that order)
 #   --bundle FILE: run a build made on another machine and packed by tools/gpu_bundle.sh (carried to
 #   the GPU machine; unpacked into $TMPDIR/ember-gpu-bundle) instead of building here: nothing is compiled, the suites run through
