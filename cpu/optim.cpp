@@ -24,11 +24,10 @@ bool skip_step(const StepLayout& l, const std::vector<Tensor>& in) {
   return f && *f->data<float>() != 0.0f;
 }
 
-// The step's hyperparameters with the lr its kernels read from memory (steps.h).
+// The step's hyperparameters with the scheduled ones its kernels read from memory (steps.h).
 template <class H>
-H with_stored_lr(H h, const StepLayout& l, const std::vector<Tensor>& in) {
-  h.lr = *l.lr(in).data<double>();
-  return h;
+H with_stored(H h, const StepLayout& l, const std::vector<Tensor>& in) {
+  return optim::with_scheduled(h, l.scheduled(in).data<double>());
 }
 
 float grad_scale(const StepLayout& l, const std::vector<Tensor>& in) {
@@ -78,7 +77,7 @@ void for_each_moment_step(const StepLayout& l, const std::vector<Tensor>& in, co
 void SGDStep::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   if (skip_step(l_, in)) return;
   const float scale = grad_scale(l_, in);
-  const auto h = with_stored_lr(h_, l_, in);
+  const auto h = with_stored(h_, l_, in);
   const bool momentum = h.momentum != 0;
   for (int64_t i = 0; i < l_.n; ++i) {
     const Tensor& p = l_.operand(out, 0, i);
@@ -97,7 +96,7 @@ void SGDStep::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) 
 void AdamStep::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   if (skip_step(l_, in)) return;
   const float scale = grad_scale(l_, in);
-  const auto h = with_stored_lr(h_, l_, in);
+  const auto h = with_stored(h_, l_, in);
   auto update = [&]<class T>(int64_t i, const optim::BiasCorrection& bc, T* p, const T* g, T* m, T* v) {
     T* vmax = h.amsgrad ? l_.operand(out, 3, i).data<T>() : nullptr;
     for_elements(l_.operand(out, 0, i).numel(),
@@ -109,7 +108,7 @@ void AdamStep::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out)
 void LAMBStep::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   if (skip_step(l_, in)) return;
   const float scale = grad_scale(l_, in);
-  const auto h = with_stored_lr(h_, l_, in);
+  const auto h = with_stored(h_, l_, in);
   auto update = [&]<class T>(int64_t i, const optim::BiasCorrection& bc, T* p, const T* g, T* m, T* v) {
     const int64_t n = l_.operand(out, 0, i).numel();
     // Phase one: moments, and ||p||^2 and ||r||^2 summed per chunk in double.

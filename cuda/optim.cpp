@@ -40,7 +40,7 @@ cuda::StepScalars scalars(const StepLayout& l, const std::vector<Tensor>& in) {
   const Tensor* f = l.found_inf(in);
   const Tensor* s = l.grad_scale(in);
   return {f ? static_cast<const float*>(f->raw_data()) : nullptr, s ? static_cast<const float*>(s->raw_data()) : nullptr,
-          static_cast<const double*>(l.lr(in).raw_data())};
+          static_cast<const double*>(l.scheduled(in).raw_data())};
 }
 
 }  // namespace

@@ -16,12 +16,6 @@ __device__ __forceinline__ bool skipped(const float* found_inf) { return found_i
 
 __device__ __forceinline__ float scale_of(const StepScalars& s) { return s.grad_scale ? *s.grad_scale : 1.0f; }
 
-// The hyperparameters with the lr read from device memory (a captured step's replays see the new one).
-template <class H>
-__device__ __forceinline__ H with_stored_lr(H h, const double* lr) {
-  h.lr = *lr;
-  return h;
-}
 
 template <class T>
 __device__ __forceinline__ T* operand(const TensorList& l, int t, int k) {
@@ -31,7 +25,7 @@ __device__ __forceinline__ T* operand(const TensorList& l, int t, int k) {
 template <class T>
 __global__ void __launch_bounds__(kStepThreads) sgd_kernel(TensorList l, optim::SGDStepParams given, StepScalars s) {
   if (skipped(s.found_inf)) return;
-  const optim::SGDStepParams h = with_stored_lr(given, s.lr);
+  const optim::SGDStepParams h = optim::with_scheduled(given, s.scheduled);
   const Chunk c = block_chunk(l);
   const bool first = l.step[c.t] && *l.step[c.t] == 0;
   const float scale = scale_of(s);
@@ -44,7 +38,7 @@ __global__ void __launch_bounds__(kStepThreads) sgd_kernel(TensorList l, optim::
 template <class T>
 __global__ void __launch_bounds__(kStepThreads) adam_kernel(TensorList l, optim::AdamStepParams given, StepScalars s) {
   if (skipped(s.found_inf)) return;
-  const optim::AdamStepParams h = with_stored_lr(given, s.lr);
+  const optim::AdamStepParams h = optim::with_scheduled(given, s.scheduled);
   const Chunk c = block_chunk(l);
   const optim::BiasCorrection bc = optim::bias_correction(h.beta1, h.beta2, *l.step[c.t] + 1);
   const float scale = scale_of(s);
@@ -62,7 +56,7 @@ template <class T>
 __global__ void __launch_bounds__(kStepThreads)
     lamb_moments_kernel(TensorList l, optim::LAMBStepParams given, StepScalars s, double* sums) {
   if (skipped(s.found_inf)) return;
-  const optim::LAMBStepParams h = with_stored_lr(given, s.lr);
+  const optim::LAMBStepParams h = optim::with_scheduled(given, s.scheduled);
   using A = float_acc_t<T>;
   __shared__ A shared[kStepThreads / 32];
   const Chunk c = block_chunk(l);
@@ -100,7 +94,7 @@ template <class T>
 __global__ void __launch_bounds__(kStepThreads)
     lamb_apply_kernel(TensorList l, optim::LAMBStepParams given, StepScalars s, const double* trust) {
   if (skipped(s.found_inf)) return;
-  const optim::LAMBStepParams h = with_stored_lr(given, s.lr);
+  const optim::LAMBStepParams h = optim::with_scheduled(given, s.scheduled);
   const Chunk c = block_chunk(l);
   const optim::BiasCorrection bc = optim::bias_correction(h.beta1, h.beta2, *l.step[c.t] + 1);
   T* p = operand<T>(l, c.t, 0);

@@ -15,11 +15,11 @@ namespace ember::cuda {
 
 
 // The device scalars of a step: found_inf nonzero skips the step, every gradient is divided by
-// grad_scale (either may be null), and lr replaces the hyperparameters' lr.
+// grad_scale (either may be null), and `scheduled` replaces the hyperparameters' lr and momentum or beta1.
 struct StepScalars {
   const float* found_inf;
   const float* grad_scale;
-  const double* lr;
+  const double* scheduled;  // {lr, momentum or beta1} (optim::with_scheduled)
 };
 
 // Operands per tensor {p, grad, momentum_buffer (null without momentum)}; the step count is 0 on

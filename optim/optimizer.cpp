@@ -1,5 +1,7 @@
 #include "optim/optimizer.h"
 
+#include <array>
+
 #include <limits>
 #include <set>
 #include <sstream>
@@ -65,29 +67,45 @@ std::string number(double v) {
 
 }  // namespace
 
-void Optimizer::stage_learning_rates() {
+namespace {
+// What a group's step kernels read from memory (optim/primitives/steps.h): its lr, and its momentum
+// (SGD) or beta1 (Adam, LAMB), the values schedulers change each step; 0 where it has neither.
+const char* scheduled_key(const ParamGroup& g) { return g.options.count("momentum") ? "momentum" : "beta1"; }
+std::array<double, 2> scheduled_values(const ParamGroup& g) {
+  const auto it = g.options.find(scheduled_key(g));
+  return {g.lr(), it == g.options.end() ? 0.0 : it->second};
+}
+}  // namespace
+
+void Optimizer::stage_hyperparameters() {
   NoGradGuard no_grad;
-  staged_lr_.resize(groups_.size());
+  staged_.resize(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
-    const double lr = groups_[g].lr();
+    const std::array<double, 2> values = scheduled_values(groups_[g]);
     const Device device = groups_[g].params.front().device();
-    StagedLr& staged = staged_lr_[g];
+    Staged& staged = staged_[g];
     const bool placed = staged.tensor.defined() && staged.tensor.device() == device;
-    if (placed && staged.value == lr) continue;
-    if (capture::active())  // a value written now would be baked into the graph, not read at each replay
-      capture::refuse(std::string(name()) + ".step: the lr of param group " + std::to_string(g) + " is " + number(lr) +
-                      " while the step kernels read " + (placed ? number(staged.value) : std::string("none yet")) +
-                      " (set learning rates before the step; CompiledStep stages them before each replay)");
-    if (placed) fill_(staged.tensor, lr);  // queued after the kernels that read the old value
-    else staged.tensor = full({}, lr, TensorOptions(DType::f64).with_device(device));
-    staged.value = lr;
+    if (placed && staged.values == values) continue;
+    if (capture::active()) {  // a value written now would be baked into the graph, not read at each replay
+      const size_t i = placed && staged.values[0] == values[0] ? 1 : 0;
+      capture::refuse(std::string(name()) + ".step: the " + (i == 0 ? "lr" : scheduled_key(groups_[g])) +
+                      " of param group " + std::to_string(g) + " is " + number(values[i]) + " while the step kernels read " +
+                      (placed ? number(staged.values[i]) : std::string("none yet")) +
+                      " (set learning rates and momentum before the step; CompiledStep stages them before each replay)");
+    }
+    if (!placed) staged.tensor = zeros({2}, TensorOptions(DType::f64).with_device(device));
+    for (size_t i = 0; i < values.size(); ++i) {  // fills: queued after the kernels that read the old values
+      Tensor slot = select(staged.tensor, 0, static_cast<int64_t>(i));
+      fill_(slot, values[i]);
+    }
+    staged.values = values;
   }
 }
 
 void Optimizer::step(const StepInputs& inputs) {
   const nvtx::Range range(name(), ".step");
   NoGradGuard no_grad;
-  stage_learning_rates();  // in a captured step: only checks that they were staged
+  stage_hyperparameters();  // in a captured step: only checks that they were staged
   int64_t index = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ParamGroup& group = groups_[g];
@@ -96,7 +114,7 @@ void Optimizer::step(const StepInputs& inputs) {
     batch.has_grad_scale = inputs.grad_scale.defined();
     if (batch.has_found_inf) batch.inputs.push_back(inputs.found_inf);
     if (batch.has_grad_scale) batch.inputs.push_back(inputs.grad_scale);
-    batch.inputs.push_back(staged_lr_[g].tensor);
+    batch.inputs.push_back(staged_[g].tensor);
     for (const auto& param : group.params) {
       const int64_t i = index++;
       Tensor grad = param.grad();

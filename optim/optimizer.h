@@ -3,6 +3,7 @@
 /// param groups with their hyperparameters, per-parameter state tensors, step() and zero_grad().
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -58,10 +59,11 @@ class Optimizer {
   /// (ShapeError, DTypeError, DeviceError, ValueError naming the parameter); found_inf and grad_scale
   /// must be one-element f32 tensors on the parameters' device (DTypeError, DeviceError).
   void step(const StepInputs& inputs = {});
-  /// Writes each group's lr into the 0-dim f64 device tensor the step kernels read it from (where it
-  /// changed). step() does so itself, except in a captured step (tensor/capture.h), whose replays
-  /// read the tensor: train::CompiledStep stages before each replay.
-  void stage_learning_rates();
+  /// Writes each group's lr and its momentum (SGD) or beta1 (Adam, LAMB), the values schedulers change,
+  /// into the f64 device tensor the step kernels read them from (where they changed). step() does so
+  /// itself, except in a captured step (tensor/capture.h), whose replays read the tensor:
+  /// train::CompiledStep stages before each replay.
+  void stage_hyperparameters();
   /// Sets each gradient to none (default), or zeroes it in place.
   void zero_grad(bool set_to_none = true);
 
@@ -117,12 +119,13 @@ class Optimizer {
   std::vector<ParamGroup> groups_;
   std::map<int64_t, ParamState> state_;
   int64_t steps_taken_ = 0;
-  // Per group: the lr the kernels read (0-dim f64 on the group's device) and the value written there.
-  struct StagedLr {
+  // Per group: {lr, momentum or beta1} as the kernels read them (f64 on the group's device), and the
+  // values written there.
+  struct Staged {
     Tensor tensor;
-    double value = 0;
+    std::array<double, 2> values{};
   };
-  std::vector<StagedLr> staged_lr_;
+  std::vector<Staged> staged_;
 };
 
 /// A 0-dim f64 CPU tensor holding v (how hyperparameters and step counts are saved).

@@ -1,6 +1,6 @@
 // The per-element math of the optimizer steps and of the gradient norm, compiled for host and device
 // so that cpu/optim.cpp and cuda/optim.cu run the same formulas. Math in float for f32/f16/bf16,
-// in double for f64; hyperparameters arrive as host doubles.
+// in double for f64; hyperparameters arrive as host doubles, the scheduled ones from device memory.
 #pragma once
 
 #include <cmath>
@@ -32,6 +32,18 @@ struct AdamStepParams {
 struct LAMBStepParams {
   double lr, beta1, beta2, eps, weight_decay;
 };
+
+// The hyperparameters with the scheduled ones a step's kernels read from memory: {lr, momentum} for
+// SGD, {lr, beta1} for Adam and LAMB (optim/primitives/steps.h; what the schedulers change per step).
+template <class H>
+EMBER_HD inline H with_scheduled(H h, const double* scheduled) {
+  h.lr = scheduled[0];
+  if constexpr (requires { h.momentum; })
+    h.momentum = scheduled[1];
+  else
+    h.beta1 = scheduled[1];
+  return h;
+}
 
 // The bias corrections of an Adam or LAMB step whose new count is `step` (computed in double, as
 // PyTorch does on the host): 1 - b1^t, 1 - b2^t and its square root.

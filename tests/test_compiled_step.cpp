@@ -57,12 +57,13 @@ void check_bit_equal(const StateDict& a, const StateDict& b, const std::string& 
   }
 }
 
-// A model in a precision mode with SGD (momentum, weight decay) under a cosine schedule, the same
+// A model in a precision mode with SGD (momentum, weight decay) under a one-cycle schedule, which moves
+// the lr and the momentum at every step (a replay must read both: no capture per step), the same
 // weights for one seed.
 struct Training {
   std::shared_ptr<nn::UnaryModule> model;
   std::shared_ptr<TrainingPrecision> mode;
-  std::unique_ptr<optim::CosineAnnealingLR> schedule;
+  std::unique_ptr<optim::LRScheduler> schedule;
 
   Training(const std::string& model_name, Precision precision, Device device, int64_t size) {
     manual_seed(5);
@@ -75,7 +76,7 @@ struct Training {
       return std::make_unique<optim::SGD>(std::move(params),
                                           optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-4});
     });
-    schedule = std::make_unique<optim::CosineAnnealingLR>(mode->optimizer(), 20);
+    schedule = std::make_unique<optim::OneCycleLR>(mode->optimizer(), 0.05, 20);  // cycle_momentum: on
   }
 
   // One step: forward with dropout on the logits (a draw from the default generator), clipping to 1.
@@ -134,7 +135,7 @@ void check_compiled_equals_eager(const std::string& model_name, Precision precis
     for (size_t k = 0; k < out.size(); ++k) check_bit_equal(out[k], eager_out[i][k]);
     compiled.schedule->step();
   }
-  CHECK(step.stats().captures == 1);  // the 8-image batches; the two partial ones stay in warm-up
+  CHECK(step.stats().captures == 1);  // the 8-image batches (whatever the lr and momentum); the two partial ones stay in warm-up
   CHECK(step.stats().replays == 8);
   CHECK(step.stats().eager == 4);
   CHECK(default_generator().state().offset == after_eager.offset);  // replays advanced it as eagerly
@@ -211,7 +212,7 @@ TEST_CASE("capture: draws through a generator's device base equal the eager draw
   captured.end_capture();
 }
 
-TEST_CASE("capture: the optimizers read the learning rate from memory" * doctest::test_suite("cpu")) {
+TEST_CASE("capture: the optimizers read the learning rate and momentum from memory" * doctest::test_suite("cpu")) {
   // A step after the lr changed equals a fresh optimizer's step at that lr; in a capture, an lr that
   // was not staged before is refused by name.
   manual_seed(2);
@@ -237,6 +238,11 @@ TEST_CASE("capture: the optimizers read the learning rate from memory" * doctest
   const std::string message = capture_error([&] { sgd.step(); });
   CHECK(contains(message, "lr of param group 0 is 0.5"));
   CHECK(contains(message, "read 0.02"));
+  sgd.param_groups()[0].set_lr(0.02);  // as staged: the momentum is what differs now
+  sgd.param_groups()[0].options["momentum"] = 0.7;
+  const std::string momentum = capture_error([&] { sgd.step(); });
+  CHECK(contains(momentum, "momentum of param group 0 is 0.7"));
+  CHECK(contains(momentum, "read 0.5"));
 }
 
 TEST_CASE("CompiledStep: replays equal the eager steps bit for bit" * doctest::test_suite("cpu")) {
@@ -300,10 +306,13 @@ TEST_CASE("CompiledStep: a changed hyperparameter captures again; shapes past ma
   call(0);  // warm-up
   call(1);  // capture and replay
   CHECK(step.stats().captures == 1);
-  run.training.mode->optimizer().param_groups()[0].options["momentum"] = 0.8;
+  run.training.mode->optimizer().param_groups()[0].options["momentum"] = 0.8;  // read from memory: a replay
   call(2);
+  CHECK(step.stats().captures == 1);
+  run.training.mode->optimizer().param_groups()[0].options["weight_decay"] = 2e-4;  // baked in: captured again
+  call(3);
   CHECK(step.stats().captures == 2);
-  CHECK(step.stats().replays == 2);
+  CHECK(step.stats().replays == 3);
   call(6);  // 5 images: warm-up, then eager for good (one graph at most)
   call(9);
   CHECK(step.stats().captures == 2);

@@ -96,8 +96,12 @@ std::vector<double> CompiledStep::fixed_hyperparameters() const {
   std::vector<double> values;
   for (const optim::Optimizer* o : optimizers_)
     for (const optim::ParamGroup& group : o->param_groups())
-      for (const auto& [name, value] : group.options)
-        if (name != "lr" && name != "initial_lr") values.push_back(value);
+      for (const auto& [name, value] : group.options) {
+        // The kernels read lr and momentum or beta1 from memory; only whether momentum is on changes
+        // the step's work (SGD's buffers).
+        if (name == "lr" || name == "initial_lr" || name == "beta1") continue;
+        values.push_back(name == "momentum" ? static_cast<double>(value != 0) : value);
+      }
   return values;
 }
 
@@ -133,7 +137,7 @@ void CompiledStep::capture(ShapeEntry& entry, const std::vector<Tensor>& batch, 
     for (size_t i = 0; i < generators_.size(); ++i)
       g->philox_bases.push_back(zeros({2}, TensorOptions(DType::i64).with_device(device)));
   }
-  for (optim::Optimizer* o : optimizers_) o->stage_learning_rates();  // the tensors the kernels will read
+  for (optim::Optimizer* o : optimizers_) o->stage_hyperparameters();  // the tensors the kernels will read
   Graph* raw = g.get();
   GeneratorCaptures captures(generators_, g->philox_bases, device);
   g->graph = std::make_unique<DeviceGraph>(device, [this, raw] { raw->outputs = step_(raw->inputs); });
@@ -156,7 +160,7 @@ std::vector<Tensor> CompiledStep::replay(Graph& g, const std::vector<Tensor>& ba
       fill_(offset, std::bit_cast<int64_t>(s.offset));
     }
   }
-  for (optim::Optimizer* o : optimizers_) o->stage_learning_rates();
+  for (optim::Optimizer* o : optimizers_) o->stage_hyperparameters();
   std::vector<uint64_t> drawn;
   {
     GeneratorCaptures captures(generators_, g.philox_bases, device);  // read by host code the CPU runs again

@@ -75,7 +75,8 @@ class CompiledStep {
 
   void capture(ShapeEntry& entry, const std::vector<Tensor>& batch, Device device);
   std::vector<Tensor> replay(Graph& graph, const std::vector<Tensor>& batch);
-  // Every optimizer's hyperparameters other than the learning rates, in group order.
+  // Every optimizer's hyperparameters that its kernels do not read from memory (all but lr, momentum
+  // and beta1; whether momentum is on), in group order: a change means capturing again.
   std::vector<double> fixed_hyperparameters() const;
 
   StepFunction step_;

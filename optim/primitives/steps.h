@@ -7,9 +7,10 @@
 
 namespace ember {
 
-// Where a step primitive finds its tensors. Inputs: {[found_inf], [grad_scale], lr, grad_0 .. grad_{n-1}},
-// the two device scalars (0-dim f32) present as the flags say; lr a 0-dim f64 on the device, which the
-// kernels read in place of the parameters' lr (so that a captured step follows a schedule). Updated in place, the "outputs":
+// Where a step primitive finds its tensors. Inputs: {[found_inf], [grad_scale], scheduled, grad_0 ..
+// grad_{n-1}}, the two device scalars (0-dim f32) present as the flags say; `scheduled` two f64 on the
+// device, {lr, momentum or beta1}, which the kernels read in place of the parameters' (so that a
+// captured step follows a schedule, OneCycleLR's cycled momentum too). Updated in place, the "outputs":
 // operand k of parameter i at [k * n + i]; operand 0 is the parameters, the state tensors follow
 // (each optimizer lists its own) and the 0-dim f64 step counts come last. Every tensor is contiguous;
 // a gradient and the state have their parameter's shape and dtype.
@@ -21,7 +22,9 @@ struct StepLayout {
   const Tensor* grad_scale(const std::vector<Tensor>& in) const {
     return has_grad_scale ? &in[has_found_inf ? 1 : 0] : nullptr;
   }
-  const Tensor& lr(const std::vector<Tensor>& in) const { return in[static_cast<size_t>(has_found_inf + has_grad_scale)]; }
+  const Tensor& scheduled(const std::vector<Tensor>& in) const {
+    return in[static_cast<size_t>(has_found_inf + has_grad_scale)];
+  }
   const Tensor& grad(const std::vector<Tensor>& in, int64_t i) const {
     return in[static_cast<size_t>(i + 1 + has_found_inf + has_grad_scale)];
   }
