@@ -57,6 +57,15 @@ std::unique_ptr<optim::Optimizer> adamw(std::vector<Tensor> params) {
   return std::make_unique<optim::AdamW>(std::move(params), optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1});
 }
 
+// AdamW for comparisons across summation orders: its update m / (sqrt(v) + eps) turns the last-bit
+// noise of a near-zero gradient into a change of up to lr, so with the default eps (1e-8) a ZeRO run
+// and one process differed by 2e-6 to 2e-5 on the CPUs measured, depending on the GEMM and conv
+// kernels. An eps above that noise keeps the update linear in it.
+std::unique_ptr<optim::Optimizer> adamw_order_tolerant(std::vector<Tensor> params) {
+  return std::make_unique<optim::AdamW>(std::move(params),
+                                        optim::AdamOptions{.lr = 0.01, .eps = 1e-4, .weight_decay = 0.1});
+}
+
 // Rank r trains with ZeRO on its shard of each global batch; alone, it also trains a copy on the
 // whole global batch (the shards as accumulated micro-batches) and compares the parameters.
 std::string zero_equals_one_process(int rank, int world, int port, const std::string& kind, const ZeroOptions& options,
@@ -239,7 +248,7 @@ TEST_CASE("ZeRO: the knobs change how, not what: all-reduce, loose gradients, wh
     options.stage3_param_persistence_threshold = 100;  // bn1 (64 elements) stays whole
     INFO("stage ", stage);
     check_all_passed(run_ranks(2, [&](int rank, int w, int port) {
-      return zero_equals_one_process(rank, w, port, "cnn", options, adamw, 0.5);
+      return zero_equals_one_process(rank, w, port, "cnn", options, adamw_order_tolerant, 0.5);
     }, milliseconds(60000)));
   }
 }
