@@ -1,6 +1,11 @@
 // cuDNN convolution (cuda/cudnn_conv.h): problem, descriptors, algorithm choice and its cache. Each
 // direction's cuDNN calls sit in one traits struct (Forward, BackwardData, BackwardFilter); the
 // choice, the cache and the run are written once over them.
+// These are cuDNN's legacy convolution calls (cudnnGet*Algorithm_v7, cudnnFind*AlgorithmEx,
+// cudnnSetConvolutionMathType), deprecated in cuDNN 9 but still built and supported there. Their
+// replacement is the graph API (cudnnBackend* descriptors: an operation graph of one convolution,
+// engine configurations from the heuristics, an execution plan per shape), which also fuses the bias
+// and activation epilogues; the traits structs below are the one place such a move would change.
 #include "cuda/cudnn_conv.h"
 
 #include <algorithm>
