@@ -4,6 +4,7 @@
 #include "cuda/cublaslt.h"
 
 #include <compare>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -264,11 +265,16 @@ void release_workspace(int device, cudaStream_t stream) {
     freed = it->second;
     w.spaces.erase(it);
   }
-  // Freed in the stream's own order: after the GEMMs queued there, without a host wait.
-  const cudaStream_t previous = current_stream(device);
-  set_current_stream(device, stream);
-  backend::deallocate(Device(DeviceType::cuda, device), freed.ptr, freed.bytes);
-  set_current_stream(device, previous);
+  // Freed in the stream's own order: after the GEMMs queued there, without a host wait. Called in
+  // teardown: a failure is said, not raised.
+  try {
+    const cudaStream_t previous = current_stream(device);
+    set_current_stream(device, stream);
+    backend::deallocate(Device(DeviceType::cuda, device), freed.ptr, freed.bytes);
+    set_current_stream(device, previous);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ember: freeing the GEMM workspace of a stream on cuda:%d failed: %s\n", device, e.what());
+  }
 }
 
 void lt_matmul(const LtGemm& g) {

@@ -37,7 +37,7 @@ struct LtGemm {
 // keeps ordinary pool memory rather than a graph allocation made during the capture.
 void reserve_workspace(int device, cudaStream_t stream);
 // Frees the workspace of (device, stream), if any, in that stream's order: called before the stream
-// is destroyed, since the runtime reuses stream handles.
+// is destroyed, since the runtime reuses stream handles. Never raises (a failure is said on stderr).
 void release_workspace(int device, cudaStream_t stream);
 
 // Raises NotImplementedError naming `op` unless cuBLASLt takes dtype (f32, f16, bf16, f64).

@@ -147,7 +147,6 @@ __global__ void __launch_bounds__(kThreads) reduce_rows_kernel(const typename R:
 // Blocks of kReduceColumnLanes x kReduceColumnRows threads: the lanes take adjacent outputs (adjacent
 // in memory when inner >= 32), the rows of a block stride through the block's chunk of len, then
 // merge in a shared-memory tree. Column tiles are strided over the grid's x, chunks of len are its y.
-
 template <class R>
 __global__ void __launch_bounds__(kThreads) reduce_columns_kernel(const typename R::In* x, typename R::Out* y,
                                                                   typename R::Acc* partials, int64_t outer,
@@ -205,9 +204,8 @@ void launch_reducer(const R& r, const void* x, void* y, int64_t outer, int64_t l
         in, out, partials, outer, len, plan.chunk, group, r);
   } else {
     const int64_t tiles = (outputs + kReduceColumnLanes - 1) / kReduceColumnLanes;
-    reduce_columns_kernel<R><<<dim3(grid_blocks(tiles * kThreads, kThreads), splits),
-                               dim3(kReduceColumnLanes, kReduceColumnRows), 0, stream>>>(in, out, partials, outer, len, inner,
-                                                                           plan.chunk, r);
+    const dim3 grid(grid_blocks(tiles * kThreads, kThreads), splits), block(kReduceColumnLanes, kReduceColumnRows);
+    reduce_columns_kernel<R><<<grid, block, 0, stream>>>(in, out, partials, outer, len, inner, plan.chunk, r);
   }
   EMBER_CUDA_LAUNCH_CHECK();
   if (splits > 1) {
@@ -305,20 +303,21 @@ ReducePlan plan_reduce(int64_t outer, int64_t len, int64_t inner) {
 
 void launch_reduce(ReduceKind kind, DType dtype, DType out, const void* x, void* y, int64_t outer, int64_t len,
                    int64_t inner, const ReducePlan& plan, void* workspace, cudaStream_t stream) {
+  auto run = [&](const auto& reducer) { launch_reducer(reducer, x, y, outer, len, inner, plan, workspace, stream); };
   visit(dtype, [&]<class T>() {
     auto sum_prod = [&]<bool kProd>() {
-      if constexpr (!is_float_type_v<T>) launch_reducer(SumProd<T, int64_t, kProd>{}, x, y, outer, len, inner, plan, workspace, stream);
-      else if (out == DType::f64) launch_reducer(SumProd<T, double, kProd>{}, x, y, outer, len, inner, plan, workspace, stream);
-      else if (out == DType::f32) launch_reducer(SumProd<T, float, kProd>{}, x, y, outer, len, inner, plan, workspace, stream);
-      else launch_reducer(SumProd<T, T, kProd>{}, x, y, outer, len, inner, plan, workspace, stream);
+      if constexpr (!is_float_type_v<T>) run(SumProd<T, int64_t, kProd>{});
+      else if (out == DType::f64) run(SumProd<T, double, kProd>{});
+      else if (out == DType::f32) run(SumProd<T, float, kProd>{});
+      else run(SumProd<T, T, kProd>{});
     };
     switch (kind) {
       case ReduceKind::sum: return sum_prod.template operator()<false>();
       case ReduceKind::prod: return sum_prod.template operator()<true>();
-      case ReduceKind::max: return launch_reducer(Extreme<T, true>{}, x, y, outer, len, inner, plan, workspace, stream);
-      case ReduceKind::min: return launch_reducer(Extreme<T, false>{}, x, y, outer, len, inner, plan, workspace, stream);
-      case ReduceKind::argmax: return launch_reducer(ArgExtreme<T, true>{}, x, y, outer, len, inner, plan, workspace, stream);
-      case ReduceKind::argmin: return launch_reducer(ArgExtreme<T, false>{}, x, y, outer, len, inner, plan, workspace, stream);
+      case ReduceKind::max: return run(Extreme<T, true>{});
+      case ReduceKind::min: return run(Extreme<T, false>{});
+      case ReduceKind::argmax: return run(ArgExtreme<T, true>{});
+      case ReduceKind::argmin: return run(ArgExtreme<T, false>{});
     }
   });
 }

@@ -51,7 +51,6 @@ class CommThread {
   void loop();
   void order_after_finished(std::unique_lock<std::mutex>& lock);  // unlocks
 
-
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<Job> queue_;

@@ -37,7 +37,7 @@ struct DDPOptions {
   bool broadcast_buffers = true;  ///< rank 0's buffers before each forward
   /// ember's ring_all_reduce (true) or the backend's own all_reduce (false). Unset: the ring over
   /// Gloo, ncclAllReduce over NCCL (NCCL's own rings and trees use NVLink and the network better).
-  std::optional<bool> use_ring;
+  std::optional<bool> use_ring{};
 };
 
 /// Data-parallel training of one module over a process group, as torch.nn.parallel.

@@ -1,7 +1,6 @@
 #include "optim/optimizer.h"
 
 #include <array>
-
 #include <limits>
 #include <set>
 #include <sstream>
@@ -65,9 +64,6 @@ std::string number(double v) {
   return out.str();
 }
 
-}  // namespace
-
-namespace {
 // What a group's step kernels read from memory (optim/primitives/steps.h): its lr, and its momentum
 // (SGD) or beta1 (Adam, LAMB), the values schedulers change each step; 0 where it has neither.
 const char* scheduled_key(const ParamGroup& g) { return g.options.count("momentum") ? "momentum" : "beta1"; }
@@ -75,7 +71,19 @@ std::array<double, 2> scheduled_values(const ParamGroup& g) {
   const auto it = g.options.find(scheduled_key(g));
   return {g.lr(), it == g.options.end() ? 0.0 : it->second};
 }
+
 }  // namespace
+
+std::vector<double> Optimizer::launch_hyperparameters() const {
+  std::vector<double> values;
+  for (const ParamGroup& group : groups_)
+    for (const auto& [name, value] : group.options) {
+      // initial_lr is the schedulers' alone; whether momentum is on changes the step's work (SGD's buffers).
+      if (name == "lr" || name == "initial_lr" || (name == "beta1" && scheduled_key(group) == name)) continue;
+      values.push_back(name == "momentum" ? static_cast<double>(value != 0) : value);
+    }
+  return values;
+}
 
 void Optimizer::stage_hyperparameters() {
   NoGradGuard no_grad;
@@ -95,6 +103,7 @@ void Optimizer::stage_hyperparameters() {
     }
     if (!placed) staged.tensor = zeros({2}, TensorOptions(DType::f64).with_device(device));
     for (size_t i = 0; i < values.size(); ++i) {  // fills: queued after the kernels that read the old values
+      if (placed && staged.values[i] == values[i]) continue;
       Tensor slot = select(staged.tensor, 0, static_cast<int64_t>(i));
       fill_(slot, values[i]);
     }

@@ -64,6 +64,10 @@ class Optimizer {
   /// itself, except in a captured step (tensor/capture.h), whose replays read the tensor:
   /// train::CompiledStep stages before each replay.
   void stage_hyperparameters();
+  /// Every group's hyperparameters that the step kernels take as launch arguments, in group order:
+  /// all but those stage_hyperparameters() stages (momentum counts as on or off, which changes the
+  /// step's work). A captured step must be captured again when they change.
+  std::vector<double> launch_hyperparameters() const;
   /// Sets each gradient to none (default), or zeroes it in place.
   void zero_grad(bool set_to_none = true);
 

@@ -94,14 +94,10 @@ CompiledStep::~CompiledStep() = default;
 
 std::vector<double> CompiledStep::fixed_hyperparameters() const {
   std::vector<double> values;
-  for (const optim::Optimizer* o : optimizers_)
-    for (const optim::ParamGroup& group : o->param_groups())
-      for (const auto& [name, value] : group.options) {
-        // The kernels read lr and momentum or beta1 from memory; only whether momentum is on changes
-        // the step's work (SGD's buffers).
-        if (name == "lr" || name == "initial_lr" || name == "beta1") continue;
-        values.push_back(name == "momentum" ? static_cast<double>(value != 0) : value);
-      }
+  for (const optim::Optimizer* o : optimizers_) {
+    const std::vector<double> v = o->launch_hyperparameters();
+    values.insert(values.end(), v.begin(), v.end());
+  }
   return values;
 }
 

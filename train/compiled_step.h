@@ -75,8 +75,7 @@ class CompiledStep {
 
   void capture(ShapeEntry& entry, const std::vector<Tensor>& batch, Device device);
   std::vector<Tensor> replay(Graph& graph, const std::vector<Tensor>& batch);
-  // Every optimizer's hyperparameters that its kernels do not read from memory (all but lr, momentum
-  // and beta1; whether momentum is on), in group order: a change means capturing again.
+  // Every optimizer's launch_hyperparameters(), in order: a change means capturing again.
   std::vector<double> fixed_hyperparameters() const;
 
   StepFunction step_;
