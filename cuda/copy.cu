@@ -9,7 +9,12 @@ namespace {
 template <class T>
 struct WhereFn {
   using Operands = OperandList<T, bool, T, T>;
-  __device__ void operator()(char* const* p) const { at<T>(p[0]) = at<T>(at<bool>(p[1]) ? p[2] : p[3]); }
+  // Both values read, then one chosen: choosing between the pointers would, on the vector path where
+  // they point into a register array, move that array to local memory.
+  __device__ void operator()(char* const* p) const {
+    const T a = at<T>(p[2]), b = at<T>(p[3]);
+    at<T>(p[0]) = at<bool>(p[1]) ? a : b;
+  }
 };
 
 template <class O, class I>

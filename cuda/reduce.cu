@@ -82,10 +82,12 @@ struct Extreme {
 template <class T, bool kMax>
 struct ArgExtreme {
   using In = T;
-  using Acc = ValIdx<compute_t<T>>;
+  // bool compared as int: a one-byte value beside the index makes ptxas (CUDA 13) spill 4-8 bytes.
+  using V = std::conditional_t<std::is_same_v<T, bool>, int, compute_t<T>>;
+  using Acc = ValIdx<V>;
   using Out = int64_t;
-  __device__ Acc identity() const { return {compute_t<T>(0), -1}; }
-  __device__ Acc load(T x, int64_t j) const { return {static_cast<compute_t<T>>(x), j}; }
+  __device__ Acc identity() const { return {V(0), -1}; }
+  __device__ Acc load(T x, int64_t j) const { return {static_cast<V>(x), j}; }
   __device__ Acc combine(Acc a, Acc b) const {
     if (a.i < 0) return b;
     if (b.i < 0) return a;

@@ -11,6 +11,9 @@ namespace ember::philox {
 
 struct Block {
   uint32_t v[4];
+  // Word k (0-3) chosen by comparisons: v[k] with k known only at run time would put the block in a
+  // GPU thread's local memory.
+  EMBER_HD uint32_t word(int k) const { return k == 0 ? v[0] : k == 1 ? v[1] : k == 2 ? v[2] : v[3]; }
 };
 
 // Where a random op's counter blocks start. Eager ops carry (seed, first_block) by value. In a

@@ -69,7 +69,7 @@ EMBER_HD inline void copy_back_element(const float* master, T* param, int64_t i,
     const uint32_t bits = ember::detail::float_bits(m);
     if (r.stochastic && (bits & 0x7f800000u) != 0x7f800000u) {  // finite: inf and NaN round as usual
       const uint64_t counter = (r.step << 40) + static_cast<uint64_t>(index) / 4;
-      const uint32_t noise = philox::generate(r.seed, counter).v[index % 4] & 0xffffu;
+      const uint32_t noise = philox::generate(r.seed, counter).word(static_cast<int>(index % 4)) & 0xffffu;
       param[i].bits = static_cast<uint16_t>((bits + noise) >> 16);
       return;
     }
