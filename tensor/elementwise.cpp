@@ -276,6 +276,12 @@ using ew::Abs, ew::Clamp, ew::Cos, ew::Erf, ew::Exp, ew::GeluErf, ew::GeluTanh, 
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
 
+// A vjp written as several ops computes them in f32 for float16/bfloat16 operands and rounds once, when
+// Primitive::apply casts the result to the input's dtype (PyTorch's "opmath"): in f16, div's b * b
+// overflows for |b| >= 256 and zeroed the divisor's gradient, and rsqrt's g * y^3 overflowed before its
+// * 0.5. A vjp of one op (g * y, g / x) rounds once in any dtype and stays in it.
+Tensor opmath(const Tensor& t) { return t.to(opmath_dtype(t.dtype())); }
+
 // The activations' gradients are fused ops of their own (tensor/elementwise_ops.h's *Backward), recorded
 // like any op: their vjps below give the higher orders. The cotangent takes the saved tensor's dtype.
 template <class Op>
@@ -286,19 +292,25 @@ Tensor activation_backward(const Tensor& g, const Tensor& saved) {
 Tensor d(const Neg&, const Tensor& g, const Tensor&, const Tensor&) { return neg(g); }
 Tensor d(const Abs&, const Tensor& g, const Tensor& x, const Tensor&) { return g * sign(x); }
 Tensor d(const Sign&, const Tensor& g, const Tensor&, const Tensor&) { return zeros_like(g); }
-Tensor d(const Square&, const Tensor& g, const Tensor& x, const Tensor&) { return g * (x * 2); }
+// (g * x) * 2, not g * (x * 2): in f32, 2x overflows for bfloat16's largest x where g * 2x may not.
+Tensor d(const Square&, const Tensor& g, const Tensor& x, const Tensor&) { return opmath(g) * opmath(x) * 2; }
 Tensor d(const Relu&, const Tensor& g, const Tensor&, const Tensor& y) { return activation_backward<ew::ReluBackward>(g, y); }
 Tensor d(const Clamp& c, const Tensor& g, const Tensor& x, const Tensor&) {
-  // The gradient passes where the input was inside [lo, hi] (PyTorch includes the bounds).
-  return masked_fill(masked_fill(g, lt(x, c.lo), 0), gt(x, c.hi), 0);
+  // The gradient passes where lo < x < hi strictly: 0 at a bound (the minimum-norm subgradient) and at
+  // NaN, as PyTorch 2.15's clamp_backward gives.
+  const Tensor zero = zeros_like(g);
+  return where(gt(x, c.lo), where(lt(x, c.hi), g, zero), zero);
 }
 Tensor d(const Exp&, const Tensor& g, const Tensor&, const Tensor& y) { return g * y; }
 Tensor d(const Log&, const Tensor& g, const Tensor& x, const Tensor&) { return g / x; }
-Tensor d(const Log1p&, const Tensor& g, const Tensor& x, const Tensor&) { return g / (x + 1); }
-Tensor d(const Sqrt&, const Tensor& g, const Tensor&, const Tensor& y) { return g / (y * 2); }
-Tensor d(const Rsqrt&, const Tensor& g, const Tensor&, const Tensor& y) { return g * (y * y * y) * -0.5; }
-Tensor d(const Sin&, const Tensor& g, const Tensor& x, const Tensor&) { return g * cos(x); }
-Tensor d(const Cos&, const Tensor& g, const Tensor& x, const Tensor&) { return neg(g * sin(x)); }
+Tensor d(const Log1p&, const Tensor& g, const Tensor& x, const Tensor&) { return opmath(g) / (opmath(x) + 1); }
+Tensor d(const Sqrt&, const Tensor& g, const Tensor&, const Tensor& y) { return opmath(g) / (opmath(y) * 2); }
+Tensor d(const Rsqrt&, const Tensor& g, const Tensor&, const Tensor& y) {
+  const Tensor y32 = opmath(y);
+  return opmath(g) * (y32 * y32 * y32) * -0.5;
+}
+Tensor d(const Sin&, const Tensor& g, const Tensor& x, const Tensor&) { return opmath(g) * cos(opmath(x)); }
+Tensor d(const Cos&, const Tensor& g, const Tensor& x, const Tensor&) { return neg(opmath(g) * sin(opmath(x))); }
 Tensor d(const Tanh&, const Tensor& g, const Tensor&, const Tensor& y) { return activation_backward<ew::TanhBackward>(g, y); }
 Tensor d(const Sigmoid&, const Tensor& g, const Tensor&, const Tensor& y) {
   return activation_backward<ew::SigmoidBackward>(g, y);
@@ -309,12 +321,16 @@ Tensor d(const GeluTanh&, const Tensor& g, const Tensor& x, const Tensor&) {
 }
 Tensor d(const Silu&, const Tensor& g, const Tensor& x, const Tensor&) { return activation_backward<ew::SiluBackward>(g, x); }
 Tensor d(const Erf&, const Tensor& g, const Tensor& x, const Tensor&) {
-  return g * exp(neg(x * x)) * 1.12837916709551257390;  // 2 / sqrt(pi)
+  const Tensor x32 = opmath(x);
+  return opmath(g) * exp(neg(x32 * x32)) * 1.12837916709551257390;  // 2 / sqrt(pi)
 }
-Tensor d(const Reciprocal&, const Tensor& g, const Tensor&, const Tensor& y) { return neg(g * (y * y)); }
+Tensor d(const Reciprocal&, const Tensor& g, const Tensor&, const Tensor& y) {
+  const Tensor y32 = opmath(y);
+  return neg(opmath(g) * (y32 * y32));
+}
 Tensor d(const PowScalar& p, const Tensor& g, const Tensor& x, const Tensor&) {
   if (p.exponent == 0) return zeros_like(g);
-  return g * (pow(x, p.exponent - 1) * p.exponent);
+  return opmath(g) * (pow(opmath(x), p.exponent - 1) * p.exponent);
 }
 
 using ew::Add, ew::Div, ew::Maximum, ew::Minimum, ew::Mul, ew::Pow, ew::Sub;
@@ -326,48 +342,58 @@ Grads d(const ew::ReluBackward&, const Tensor& gg, const Tensor&, const Tensor& 
   return {activation_backward<ew::ReluBackward>(gg, y), zeros_like(y)};
 }
 Grads d(const ew::TanhBackward&, const Tensor& gg, const Tensor& g, const Tensor& y, const Tensor&) {
-  return {activation_backward<ew::TanhBackward>(gg, y), gg * g * (y * -2)};
+  return {activation_backward<ew::TanhBackward>(gg, y), opmath(gg) * opmath(g) * (opmath(y) * -2)};
 }
 Grads d(const ew::SigmoidBackward&, const Tensor& gg, const Tensor& g, const Tensor& y, const Tensor&) {
-  return {activation_backward<ew::SigmoidBackward>(gg, y), gg * g * (1 - y * 2)};
+  return {activation_backward<ew::SigmoidBackward>(gg, y), opmath(gg) * opmath(g) * (1 - opmath(y) * 2)};
 }
 // (Phi + x phi)' = 2 phi + x phi' = phi (2 - x^2)
-Grads d(const ew::GeluBackward&, const Tensor& gg, const Tensor& g, const Tensor& x, const Tensor&) {
-  const Tensor pdf = exp(x * x * -0.5) * kInvSqrt2Pi;
-  return {activation_backward<ew::GeluBackward>(gg, x), gg * g * (pdf * (2 - x * x))};
+Grads d(const ew::GeluBackward&, const Tensor& gg, const Tensor& g, const Tensor& x_in, const Tensor&) {
+  const Tensor x = opmath(x_in), pdf = exp(x * x * -0.5) * kInvSqrt2Pi;
+  return {activation_backward<ew::GeluBackward>(gg, x_in), opmath(gg) * opmath(g) * (pdf * (2 - x * x))};
 }
 // f = (1 + t) / 2 + x (1 - t^2) u' / 2 with t = tanh(u): f' = (1 - t^2) (u' + x (u'' - 2 t u'^2) / 2)
-Grads d(const ew::GeluTanhBackward&, const Tensor& gg, const Tensor& g, const Tensor& x, const Tensor&) {
-  const Tensor x2 = x * x;
+Grads d(const ew::GeluTanhBackward&, const Tensor& gg, const Tensor& g, const Tensor& x_in, const Tensor&) {
+  const Tensor x = opmath(x_in), x2 = x * x;
   const Tensor t = tanh((x + x2 * x * 0.044715) * kSqrt2OverPi);
   const Tensor du = (x2 * (3 * 0.044715) + 1) * kSqrt2OverPi, ddu = x * (6 * 0.044715 * kSqrt2OverPi);
   const Tensor second = (1 - t * t) * (du + x * 0.5 * (ddu - t * du * du * 2));
-  return {activation_backward<ew::GeluTanhBackward>(gg, x), gg * g * second};
+  return {activation_backward<ew::GeluTanhBackward>(gg, x_in), opmath(gg) * opmath(g) * second};
 }
 // f = s (1 + x (1 - s)) with s = sigmoid(x): f' = s (1 - s) (2 + x (1 - 2 s))
-Grads d(const ew::SiluBackward&, const Tensor& gg, const Tensor& g, const Tensor& x, const Tensor&) {
-  const Tensor s = sigmoid(x);
-  return {activation_backward<ew::SiluBackward>(gg, x), gg * g * (s * (1 - s) * (x * (1 - s * 2) + 2))};
+Grads d(const ew::SiluBackward&, const Tensor& gg, const Tensor& g, const Tensor& x_in, const Tensor&) {
+  const Tensor x = opmath(x_in), s = sigmoid(x);
+  return {activation_backward<ew::SiluBackward>(gg, x_in), opmath(gg) * opmath(g) * (s * (1 - s) * (x * (1 - s * 2) + 2))};
 }
 Grads d(const Add&, const Tensor& g, const Tensor&, const Tensor&, const Tensor&) { return {g, g}; }
 Grads d(const Sub&, const Tensor& g, const Tensor&, const Tensor&, const Tensor&) { return {g, neg(g)}; }
 Grads d(const Mul&, const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&) { return {g * b, g * a}; }
+// d/db a / b = -(g / b) (a / b): two quotients of operands, where b * b would leave f32's range for a
+// bfloat16 b near its limits (2^-126 squared is 0) while the gradient itself is in range.
 Grads d(const Div&, const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&) {
-  return {g / b, neg(g * a / (b * b))};
+  const Tensor b32 = opmath(b);
+  return {g / b, neg(opmath(g) / b32 * (opmath(a) / b32))};
 }
-Grads d(const Pow&, const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y) {
-  // d/db a^b = a^b log a, taken as 0 where a == 0 and b >= 0 (PyTorch's convention).
-  const Tensor gb = masked_fill(g * y * log(a), where(eq(a, 0), ge(b, 0), eq(a, 0)), 0);
-  return {g * b * pow(a, b - 1), gb};
+// d/da a^b = b a^(b-1), taken as 0 where b == 0 (0 * 0^-1 would be NaN at a == 0); d/db a^b = a^b log a,
+// taken as 0 where a == 0 and b >= 0. Both are PyTorch's (pow_backward_self, pow_backward_exponent).
+Grads d(const Pow&, const Tensor& g_in, const Tensor& a_in, const Tensor& b_in, const Tensor& y) {
+  const Tensor g = opmath(g_in), a = opmath(a_in), b = opmath(b_in);
+  const Tensor ga = masked_fill(g * b * pow(a, b - 1), eq(b_in, 0), 0);
+  const Tensor gb = masked_fill(g * opmath(y) * log(a), where(eq(a_in, 0), ge(b_in, 0), eq(a_in, 0)), 0);
+  return {ga, gb};
 }
-// Ties split the gradient evenly, as PyTorch does.
+// PyTorch's maximum/minimum backward: a tie splits the gradient evenly; where the comparison is
+// undecided (a NaN operand) both operands get the whole gradient; the smaller (larger) operand none.
+Grads split_extreme(const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& a_loses, const Tensor& b_loses) {
+  const Tensor shared = where(eq(a, b), g * 0.5, g);
+  const Tensor zero = zeros_like(g);
+  return {where(a_loses, zero, shared), where(b_loses, zero, shared)};
+}
 Grads d(const Maximum&, const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&) {
-  const Tensor wa = gt(a, b).to(g.dtype()) + eq(a, b).to(g.dtype()) * 0.5;
-  return {g * wa, g * (1 - wa)};
+  return split_extreme(g, a, b, lt(a, b), gt(a, b));
 }
 Grads d(const Minimum&, const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&) {
-  const Tensor wa = lt(a, b).to(g.dtype()) + eq(a, b).to(g.dtype()) * 0.5;
-  return {g * wa, g * (1 - wa)};
+  return split_extreme(g, a, b, gt(a, b), lt(a, b));
 }
 template <class Op>
 Grads d(const Op&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {

@@ -61,7 +61,8 @@ namespace ember::ew {
 // The activations' backward: the input's gradient from the output's gradient g and the saved
 // output y (tanh, sigmoid) or input x, in one pass instead of the several ops of its formula.
 // g where y > 0, else 0 (where y is NaN too).
-struct ReluBackward { template <class T> EMBER_HD T operator()(T g, T y) const { return y > T(0) ? g : T(0); } };
+// Zero where y <= 0, else g: a NaN output passes the gradient, as PyTorch's threshold_backward does.
+struct ReluBackward { template <class T> EMBER_HD T operator()(T g, T y) const { return y <= T(0) ? T(0) : g; } };
 struct TanhBackward { template <class T> EMBER_HD T operator()(T g, T y) const { return g * (T(1) - y * y); } };
 struct SigmoidBackward { template <class T> EMBER_HD T operator()(T g, T y) const { return g * (y * (T(1) - y)); } };
 // d/dx x Phi(x) = Phi(x) + x phi(x)

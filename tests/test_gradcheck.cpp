@@ -331,6 +331,58 @@ void second_derivatives() {
          {u({2, 2})});
 }
 
+// ---- conventions where the derivative is undefined or a choice: 0^0, NaN operands, ties, clamp's
+// bounds. Each row states the rule and where it comes from; the values are the gradients PyTorch 2.15
+// gives for the same inputs.
+struct ConventionRow {
+  const char* rule;
+  std::function<Tensor(const Tensor&, const Tensor&)> f;
+  std::vector<double> a, b;
+  std::vector<double> grad_a, grad_b;  // of sum(f(a, b))
+};
+
+void gradient_conventions() {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<ConventionRow> rows = {
+      {"pow(a, b) at a = 0, b = 0: d/da is 0, not 0 * 0^-1 = NaN (pow_backward_self masks b == 0); d/db is 0 "
+       "at a = 0, b >= 0 (pow_backward_exponent)",
+       [](const Tensor& a, const Tensor& b) { return pow(a, b); }, {0, 0, 2}, {0, 2, 0}, {0, 0, 0},
+       {0, 0, std::log(2.0)}},
+      {"maximum with a NaN operand: both operands get the whole gradient (neither a < b nor a > b); a tie splits "
+       "it 0.5 / 0.5; the smaller operand gets none",
+       [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, {nan, 1, 3, 1}, {1, nan, 3, 2},
+       {1, 1, 0.5, 0}, {1, 1, 0.5, 1}},
+      {"minimum: the same rule with the larger operand getting none",
+       [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, {nan, 1, 3, 1}, {1, nan, 3, 2},
+       {1, 1, 0.5, 1}, {1, 1, 0.5, 0}},
+      {"relu at NaN passes the gradient; at 0 and below gives 0 (threshold_backward: 0 where the output <= 0)",
+       [](const Tensor& a, const Tensor& b) { return relu(a) + b; }, {nan, 0, -1, 2}, {0, 0, 0, 0},
+       {1, 0, 0, 1}, {1, 1, 1, 1}},
+      {"clamp(x, -1, 1) passes the gradient only strictly inside (-1, 1): 0 at either bound, outside, and at NaN "
+       "(clamp_backward, PyTorch 2.15)",
+       [](const Tensor& a, const Tensor& b) { return clamp(a, -1.0, 1.0) + b; }, {-1, 1, 0.5, nan, 3}, {0, 0, 0, 0, 0},
+       {0, 0, 1, 0, 0}, {1, 1, 1, 1, 1}},
+      {"clamp(x, min=0): 0 at the bound",
+       [](const Tensor& a, const Tensor& b) { return clamp(a, 0.0, std::nullopt) + b; },
+       {0, 1, -1}, {0, 0, 0}, {0, 1, 0}, {1, 1, 1}},
+  };
+  for (const ConventionRow& r : rows)
+    for (DType dt : {DType::f64, DType::f32, DType::f16, DType::bf16}) {
+      const std::string what = std::string(r.rule) + " in " + name(dt) + " on " + g_device.str();
+      INFO(what);
+      const Shape shape{static_cast<int64_t>(r.a.size())};
+      Tensor a = make_tensor(r.a, shape, dt, g_device).requires_grad_(true);
+      Tensor b = make_tensor(r.b, shape, dt, g_device).requires_grad_(true);
+      sum(r.f(a, b)).backward();
+      const std::vector<double> ga = values(a.grad()), gb = values(b.grad());
+      for (size_t i = 0; i < ga.size(); ++i) {
+        // ln 2 rounds in the 16-bit dtypes; every other expected value is exact there.
+        CHECK(ga[i] == doctest::Approx(r.grad_a[i]).epsilon(0.01));
+        CHECK(gb[i] == doctest::Approx(r.grad_b[i]).epsilon(0.01));
+      }
+    }
+}
+
 }  // namespace
 
 // Each op check on the CPU, and again with the functions run on CUDA.
@@ -350,6 +402,7 @@ EMBER_GRADCHECK_CASES("index ops", index_ops)
 EMBER_GRADCHECK_CASES("reductions", reduction_ops)
 EMBER_GRADCHECK_CASES("matmul, linear, softmax", linalg_and_softmax_ops)
 EMBER_GRADCHECK_CASES("second derivatives (gradgradcheck)", second_derivatives)
+EMBER_GRADCHECK_CASES("conventions at 0^0, NaN operands, ties and clamp bounds", gradient_conventions)
 
 TEST_SUITE("cpu") {
 

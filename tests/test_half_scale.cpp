@@ -62,7 +62,9 @@ void check_within(const Tensor& got, const std::vector<double>& ref, const std::
       from_vector(ref, {static_cast<int64_t>(ref.size())}).to(got.dtype()).to_vector<double>();
   for (size_t i = 0; i < g.size(); ++i) {
     const bool overflows = std::isinf(stored[i]) && !std::isinf(ref[i]);
-    if (overflows ? g[i] == stored[i] : std::fabs(g[i] - ref[i]) <= tol[i]) continue;
+    if (std::isnan(ref[i]) ? std::isnan(g[i]) : std::isinf(ref[i]) ? g[i] == ref[i]
+        : overflows ? g[i] == stored[i] : std::fabs(g[i] - ref[i]) <= tol[i])
+      continue;
     FAIL_CHECK("element ", i, " of ", g.size(), ": got ", g[i], ", expected ", ref[i], " (allowed error ", tol[i], ")");
     return;
   }
@@ -578,7 +580,7 @@ void check_scalar_operands(Device device) {
     CHECK_MESSAGE(wrong == 0, "comparisons with 0.1 ", name(dt), ": ", wrong, " wrong");
 
     // Gradients through scalar operands: d(x / 65520) = 1/65520, and clamp(x, 0.1) passes none
-    // where x (0.0999756 in f16, 0.1000977 in bf16) was clamped, i.e. x < 0.1.
+    // where x (0.0999756 in f16, 0.1000977 in bf16) was clamped or at the bound, i.e. x <= 0.1.
     Tensor xg = x.detach();
     xg.requires_grad_(true);
     sum(xg / 65520.0).backward();
@@ -587,7 +589,7 @@ void check_scalar_operands(Device device) {
     sum(clamp(xg, 0.1, std::nullopt)).backward();
     const std::vector<double> gc = xg.grad().to_vector<double>();
     int64_t clamp_wrong = 0;
-    for (size_t i = 0; i < xv.size(); ++i) clamp_wrong += gc[i] != (xv[i] >= 0.1 ? 1.0 : 0.0);
+    for (size_t i = 0; i < xv.size(); ++i) clamp_wrong += gc[i] != (xv[i] > 0.1 ? 1.0 : 0.0);
     CHECK_MESSAGE(clamp_wrong == 0, "clamp(x, 0.1) backward ", name(dt), ": ", clamp_wrong, " wrong");
 
     // A 0-dim f32 tensor that requires grad times a 16-bit tensor: its gradient, sum(x) over 70000
@@ -679,6 +681,156 @@ void check_loss_scaling(Device device) {
   }
 }
 
+// ---- elementwise gradients at the 16-bit range edges
+
+// Values at the edges of f16's range, and ordinary ones: near its largest finite value, past 256
+// (whose square passes 65504), near 2^-10 (the cube of whose reciprocal nears 2^30), at the smallest
+// normal, a subnormal, and 1, -2.5, 0.3. bfloat16 takes the same values: in it they test the
+// rounding of intermediates, not their range. Its own limits are f32's, where f32 intermediates hold
+// only what stays in range (0.001 * 2^128 / 0.3 is a bf16 value whose 2^128 / 0.3 is not an f32 one).
+std::vector<double> edge_values() {
+  const double max = 65504, tiny = 0x1p-14;
+  return {0.9 * max, -0.5 * max, 300, -501, 0.0010004, -0.003, tiny, 3 * tiny, tiny / 8, 1, -2.5, 0.3};
+}
+const std::vector<double> kCotangents = {1, 2.154, -0.75, 0.001, 300};
+
+// What a row of the sweep differentiates: y = f(x) (or f(a, b)) and the exact vjp in f64 of the
+// 16-bit values it reads, y the rounded output where the vjp reads the saved output (exp's g * y),
+// as the library's formula does; PyTorch's formulas read the same saved outputs.
+struct UnaryEdgeCase {
+  const char* name;
+  std::function<Tensor(const Tensor&)> f;
+  std::function<bool(double)> domain;
+  std::function<double(double g, double x, double y)> vjp;
+  int ops;  // f32 operations (and ulps of the f32 functions) before the one rounding
+};
+
+double normal_pdf(double x) { return std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI); }
+double sigmoid_of(double x) { return 1 / (1 + std::exp(-x)); }
+
+std::vector<UnaryEdgeCase> unary_edge_cases() {
+  auto any = [](double) { return true; };
+  auto positive = [](double x) { return x > 0; };
+  return {
+      {"neg", [](const Tensor& x) { return neg(x); }, any, [](double g, double, double) { return -g; }, 0},
+      {"abs", [](const Tensor& x) { return abs(x); }, any, [](double g, double x, double) { return x < 0 ? -g : g; }, 0},
+      {"square", [](const Tensor& x) { return square(x); }, any, [](double g, double x, double) { return 2 * x * g; }, 2},
+      {"exp", [](const Tensor& x) { return exp(x); }, any, [](double g, double, double y) { return g * y; }, 1},
+      {"log", [](const Tensor& x) { return log(x); }, positive, [](double g, double x, double) { return g / x; }, 1},
+      {"log1p", [](const Tensor& x) { return log1p(x); }, [](double x) { return x > -1; },
+       [](double g, double x, double) { return g / (1 + x); }, 2},
+      {"sqrt", [](const Tensor& x) { return sqrt(x); }, positive, [](double g, double, double y) { return g / (2 * y); }, 2},
+      {"rsqrt", [](const Tensor& x) { return rsqrt(x); }, positive,
+       [](double g, double, double y) { return -0.5 * g * y * y * y; }, 4},
+      {"reciprocal", [](const Tensor& x) { return reciprocal(x); }, [](double x) { return x != 0; },
+       [](double g, double, double y) { return -g * y * y; }, 3},
+      {"sin", [](const Tensor& x) { return sin(x); }, any, [](double g, double x, double) { return g * std::cos(x); }, 4},
+      {"cos", [](const Tensor& x) { return cos(x); }, any, [](double g, double x, double) { return -g * std::sin(x); }, 4},
+      {"erf", [](const Tensor& x) { return erf(x); }, any,
+       [](double g, double x, double) { return g * 2 / std::sqrt(M_PI) * std::exp(-x * x); }, 6},
+      {"tanh", [](const Tensor& x) { return tanh(x); }, any, [](double g, double, double y) { return g * (1 - y * y); }, 3},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, any,
+       [](double g, double, double y) { return g * y * (1 - y); }, 3},
+      {"relu", [](const Tensor& x) { return relu(x); }, any, [](double g, double, double y) { return y <= 0 ? 0 : g; }, 0},
+      {"gelu", [](const Tensor& x) { return gelu(x); }, any,
+       [](double g, double x, double) { return g * (0.5 * std::erfc(-x / std::sqrt(2.0)) + x * normal_pdf(x)); }, 8},
+      {"gelu tanh", [](const Tensor& x) { return gelu(x, /*tanh_approximation=*/true); }, any,
+       [](double g, double x, double) {
+         const double k = std::sqrt(2 / M_PI), c = 0.044715, t = std::tanh(k * (x + c * x * x * x));
+         return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x));
+       }, 10},
+      {"silu", [](const Tensor& x) { return silu(x); }, any,
+       [](double g, double x, double) { return g * sigmoid_of(x) * (1 + x * (1 - sigmoid_of(x))); }, 8},
+      {"pow 2.5", [](const Tensor& x) { return pow(x, 2.5); }, positive,
+       [](double g, double x, double) { return g * 2.5 * std::pow(x, 1.5); }, 6},
+      {"pow -1.5", [](const Tensor& x) { return pow(x, -1.5); }, positive,
+       [](double g, double x, double) { return g * -1.5 * std::pow(x, -2.5); }, 6},
+  };
+}
+
+struct BinaryEdgeCase {
+  const char* name;
+  std::function<Tensor(const Tensor&, const Tensor&)> f;
+  std::function<bool(double, double)> domain;
+  std::function<double(double g, double a, double b, double y)> da, db;
+  int ops;
+};
+
+std::vector<BinaryEdgeCase> binary_edge_cases() {
+  auto any = [](double, double) { return true; };
+  return {
+      {"sub", [](const Tensor& a, const Tensor& b) { return a - b; }, any,
+       [](double g, double, double, double) { return g; }, [](double g, double, double, double) { return -g; }, 0},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, any,
+       [](double g, double a, double b, double) { return a > b ? g : a == b ? g / 2 : 0; },
+       [](double g, double a, double b, double) { return b > a ? g : a == b ? g / 2 : 0; }, 0},
+      {"mul", [](const Tensor& a, const Tensor& b) { return a * b; }, any,
+       [](double g, double, double b, double) { return g * b; }, [](double g, double a, double, double) { return g * a; }, 0},
+      {"div", [](const Tensor& a, const Tensor& b) { return a / b; }, [](double, double b) { return b != 0; },
+       [](double g, double, double b, double) { return g / b; },
+       [](double g, double a, double b, double) { return -g * a / (b * b); }, 4},
+      {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); },
+       [](double a, double b) { return a > 0 && std::fabs(b) < 4; },
+       [](double g, double a, double b, double) { return g * b * std::pow(a, b - 1); },
+       [](double g, double a, double, double y) { return g * y * std::log(a); }, 8},
+  };
+}
+
+// Backward of f at every (x, g) pair of edge values in the domain, against the exact vjp of the
+// rounded inputs: each vjp rounds once (ops f32 operations before it), or gives the infinity the
+// exact value rounds to.
+void check_unary_edges(Device device) {
+  for (DType dt : kHalves)
+    for (const UnaryEdgeCase& c : unary_edge_cases()) {
+      std::vector<double> xs, gs;
+      for (double x : edge_values())
+        for (double g : kCotangents)
+          if (c.domain(x)) {
+            xs.push_back(x);
+            gs.push_back(g);
+          }
+      const Shape shape{static_cast<int64_t>(xs.size())};
+      Tensor x = make_tensor(xs, shape, dt, device).requires_grad_(true);
+      const Tensor g = make_tensor(gs, shape, dt, device);
+      const Tensor y = c.f(x);
+      y.backward(g);
+      const std::vector<double> xv = values(x), gv = values(g), yv = values(y);
+      std::vector<double> ref(xv.size());
+      for (size_t i = 0; i < ref.size(); ++i) ref[i] = c.vjp(gv[i], xv[i], yv[i]);
+      check_close(x.grad(), ref, {}, {c.ops}, std::string(c.name) + " backward " + name(dt) + " at the range edges");
+    }
+}
+
+void check_binary_edges(Device device) {
+  for (DType dt : kHalves)
+    for (const BinaryEdgeCase& c : binary_edge_cases()) {
+      std::vector<double> as, bs, gs;
+      for (double a : edge_values())
+        for (double b : edge_values())
+          for (double g : {1.0, 2.154, 0.001})
+            if (c.domain(a, b)) {
+              as.push_back(a);
+              bs.push_back(b);
+              gs.push_back(g);
+            }
+      const Shape shape{static_cast<int64_t>(as.size())};
+      Tensor a = make_tensor(as, shape, dt, device).requires_grad_(true);
+      Tensor b = make_tensor(bs, shape, dt, device).requires_grad_(true);
+      const Tensor g = make_tensor(gs, shape, dt, device);
+      const Tensor y = c.f(a, b);
+      y.backward(g);
+      const std::vector<double> av = values(a), bv = values(b), gv = values(g), yv = values(y);
+      std::vector<double> ra(av.size()), rb(av.size());
+      for (size_t i = 0; i < ra.size(); ++i) {
+        ra[i] = c.da(gv[i], av[i], bv[i], yv[i]);
+        rb[i] = c.db(gv[i], av[i], bv[i], yv[i]);
+      }
+      const std::string what = std::string(c.name) + " backward " + name(dt) + " at the range edges, d/d";
+      check_close(a.grad(), ra, {}, {c.ops}, what + "a");
+      check_close(b.grad(), rb, {}, {c.ops}, what + "b");
+    }
+}
+
 const Device kCuda{DeviceType::cuda, 0};
 
 }  // namespace
@@ -702,5 +854,7 @@ EMBER_HALF_SCALE_CASE("cross_entropy, nll_loss and mse_loss means over 70000 pos
 EMBER_HALF_SCALE_CASE("average pooling over windows of more than 65504 elements", check_avg_pool)
 EMBER_HALF_SCALE_CASE("index_select and gather gradients of 70000 repeats of one index", check_repeated_indices)
 EMBER_HALF_SCALE_CASE("scalar operands 65520, 1e-8 and 0.1 keep their value", check_scalar_operands)
+EMBER_HALF_SCALE_CASE("elementwise gradients at the range edges: one rounding after f32 intermediates",
+                      check_unary_edges, check_binary_edges)
 EMBER_HALF_SCALE_CASE("Adam with eps 1e-8, clip_grad_norm_ and loss scaling of 16-bit tensors", check_adam_eps,
                       check_clip_grad_norm, check_loss_scaling)
