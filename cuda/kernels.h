@@ -16,7 +16,7 @@
 
 namespace ember::cuda {
 
-inline constexpr int kMaxDims = 8;  // = ember::kMaxDims (checked in cuda/elementwise.cpp)
+inline constexpr int kMaxDims = 16;  // = ember::kMaxDims (checked in cuda/elementwise.cpp)
 
 // N operands walked together over one (coalesced) shape: operand 0 is the output.
 template <int N>

@@ -32,6 +32,12 @@ bool is_reduced_float(DType d) { return d == DType::f16 || d == DType::bf16; }
 
 DType opmath_dtype(DType d) { return is_reduced_float(d) ? DType::f32 : d; }
 
+void check_alpha(const char* op, DType dt, Scalar alpha) {
+  if (alpha.is_floating() && !is_floating(dt))
+    throw DTypeError(std::string(op) + ": alpha " + std::to_string(alpha.to_double()) + " is a floating number but the " +
+                     "operands are " + dtype_name(dt) + "; integer operands take an integer alpha");
+}
+
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
   // Table from PyTorch's c10/core/ScalarType.cpp (promoteTypes), restricted to ember's dtypes.

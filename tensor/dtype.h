@@ -8,6 +8,7 @@
 
 #include "tensor/error.h"
 #include "tensor/half.h"
+#include "tensor/scalar.h"
 
 namespace ember {
 
@@ -31,6 +32,10 @@ DType opmath_dtype(DType d);
 
 /// The smallest dtype that can represent both (PyTorch's promote_types table).
 DType promote_types(DType a, DType b);
+
+/// Refuses the `alpha` of add/sub/rsub/index_add that PyTorch refuses: a floating alpha for integer
+/// or bool operands of dtype dt, which would be truncated. DTypeError naming op, alpha and dt.
+void check_alpha(const char* op, DType dt, Scalar alpha);
 
 /// The DType whose storage type is T (float, f16, bf16, double, int32_t, int64_t, uint8_t, bool).
 template <class T> struct dtype_of;

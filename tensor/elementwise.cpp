@@ -183,6 +183,49 @@ EMBER_BINARY_FRONT(Gt, gt)
 EMBER_BINARY_FRONT(Ge, ge)
 #undef EMBER_BINARY_FRONT
 Tensor pow(const Tensor& a, const Tensor& b) { return binary<ew::Pow>(a, b); }
+
+namespace {
+// Integer division by zero is refused (PyTorch raises ZeroDivisionError on the CPU); checking reads a
+// flag back from the device, so a captured step cannot divide integers with a rounding mode.
+template <class Op>
+Tensor rounded_div(const Tensor& a, const Tensor& b, const char* mode) {
+  if (!is_floating(result_type(a, b)) && result_type(a, b) != DType::boolean && b.numel() > 0) {
+    NoGradGuard no_grad;
+    if (amax(eq(b, 0).to(DType::u8)).item<int64_t>() != 0)
+      throw ValueError(std::string("div: integer division by zero (rounding_mode=\"") + mode + "\")");
+  }
+  return binary<Op>(a, b);
+}
+}  // namespace
+
+Tensor div(const Tensor& a, const Tensor& b, RoundingMode mode) {
+  return mode == RoundingMode::trunc ? rounded_div<ew::DivTrunc>(a, b, "trunc") : rounded_div<ew::DivFloor>(a, b, "floor");
+}
+Tensor div(const Tensor& a, Scalar b, RoundingMode mode) { return div(a, wrapped_scalar(b, a.device()), mode); }
+
+namespace {
+Scalar negated(Scalar s) { return s.is_floating() ? Scalar(-s.to_double()) : Scalar(-s.to_int()); }
+}  // namespace
+
+// a + alpha * b, rounded once: 16-bit operands take alpha * b and the sum in f32, as PyTorch's add
+// kernel computes a + alpha * b in its opmath type.
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
+  const DType dt = result_type(a, b);
+  check_alpha("add", dt, alpha);
+  if (alpha.to_double() == 1) return add(a, b);
+  if (is_reduced_float(dt)) return add(a.to(DType::f32), mul(b.to(DType::f32), alpha)).to(dt);
+  return add(a, mul(b, alpha));
+}
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
+  check_alpha("sub", result_type(a, b), alpha);
+  return add(a, b, negated(alpha));
+}
+Tensor rsub(const Tensor& a, const Tensor& b, Scalar alpha) {
+  check_alpha("rsub", result_type(a, b), alpha);
+  return add(b, a, negated(alpha));
+}
+Tensor rsub(const Tensor& a, Scalar b, Scalar alpha) { return rsub(a, wrapped_scalar(b, a.device()), alpha); }
+
 Tensor logical_not(const Tensor& x_in) {
   const auto [x] = amp::autocast_args("logical_not", x_in);
   return eq(x.to(DType::boolean), wrapped_scalar(false, x.device()));
@@ -230,6 +273,15 @@ Tensor masked_fill(const Tensor& x_in, const Tensor& mask_in, Scalar value) {
   const auto [x, mask] = amp::autocast_args("masked_fill", x_in, mask_in);
   Tensor v = wrapped_scalar(value, x.device()).to(x.dtype());
   return where(mask, v, x);
+}
+
+// The value as a 0-dim tensor, which may require grad: it receives the sum of the gradient where
+// the mask is true. A CPU value fills a tensor on any device, as a number would.
+Tensor masked_fill(const Tensor& x_in, const Tensor& mask_in, const Tensor& value) {
+  if (value.dim() != 0)
+    throw ShapeError("masked_fill: value must be a 0-dim tensor (a number), got shape " + to_string(value.shape()));
+  const auto [x, mask] = amp::autocast_args("masked_fill", x_in, mask_in);
+  return where(mask, value.to(x.device()).to(x.dtype()), x);
 }
 
 Tensor& masked_fill_(Tensor& self, const Tensor& mask, Scalar value) {
@@ -366,6 +418,13 @@ Grads d(const ew::SiluBackward&, const Tensor& gg, const Tensor& g, const Tensor
   return {activation_backward<ew::SiluBackward>(gg, x_in), opmath(gg) * opmath(g) * (s * (1 - s) * (x * (1 - s * 2) + 2))};
 }
 Grads d(const Add&, const Tensor& g, const Tensor&, const Tensor&, const Tensor&) { return {g, g}; }
+// Rounded quotients are piecewise constant: a zero gradient, as PyTorch's for a rounding mode.
+Grads d(const ew::DivTrunc&, const Tensor& g, const Tensor&, const Tensor&, const Tensor&) {
+  return {zeros_like(g), zeros_like(g)};
+}
+Grads d(const ew::DivFloor&, const Tensor& g, const Tensor&, const Tensor&, const Tensor&) {
+  return {zeros_like(g), zeros_like(g)};
+}
 Grads d(const Sub&, const Tensor& g, const Tensor&, const Tensor&, const Tensor&) { return {g, neg(g)}; }
 Grads d(const Mul&, const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&) { return {g * b, g * a}; }
 // d/db a / b = -(g / b) (a / b): two quotients of operands, where b * b would leave f32's range for a

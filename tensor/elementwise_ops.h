@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "tensor/half.h"  // EMBER_HD
 #include "tensor/math.h"  // transcendentals: the same bits on every CPU in deterministic mode
@@ -42,6 +43,8 @@ namespace ember::ew {
   X(Sub, "sub", Arith, 0)           \
   X(Mul, "mul", Arith, 1)           \
   X(Div, "div", Arith, 1)           \
+  X(DivTrunc, "div_trunc", Arith, 0) \
+  X(DivFloor, "div_floor", Arith, 0) \
   X(Pow, "pow", Arith, 3)           \
   X(Maximum, "maximum", Arith, 1)   \
   X(Minimum, "minimum", Arith, 1)   \
@@ -161,6 +164,45 @@ struct Add { template <class T> EMBER_HD T operator()(T a, T b) const { return a
 struct Sub { template <class T> EMBER_HD T operator()(T a, T b) const { return a - b; } };
 struct Mul { template <class T> EMBER_HD T operator()(T a, T b) const { return a * b; } };
 struct Div { template <class T> EMBER_HD T operator()(T a, T b) const { return a / b; } };
+// a / b rounded toward zero, PyTorch's div(rounding_mode="trunc"). Integers divide as integers; their
+// front end refuses a zero divisor before any kernel runs, and -1 negates in unsigned arithmetic, so
+// that neither can trap (x86's idiv faults on x / 0 and on INT_MIN / -1).
+template <class T>
+EMBER_HD T int_div_trunc(T a, T b) {
+  if (b == T(0)) return T(0);
+  if constexpr (std::is_signed_v<T>)
+    if (b == T(-1)) return static_cast<T>(std::make_unsigned_t<T>(0) - static_cast<std::make_unsigned_t<T>>(a));
+  return static_cast<T>(a / b);
+}
+struct DivTrunc {
+  template <class T> EMBER_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) return int_div_trunc(a, b);
+    else return std::trunc(a / b);
+  }
+};
+// a / b rounded down, PyTorch's div(rounding_mode="floor"). Floats follow PyTorch's div_floor_floating:
+// the quotient of a - fmod(a, b), which is exact where floor(a / b) would round a / b first (-0.0 where
+// the quotient is 0 and negative, inf and NaN as a / b gives them).
+struct DivFloor {
+  template <class T> EMBER_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == T(0)) return T(0);
+      if constexpr (std::is_signed_v<T>)
+        if (b == T(-1)) return int_div_trunc(a, b);  // exact; a % -1 could trap like the division
+      const T q = static_cast<T>(a / b);
+      return (a % b != T(0) && ((a < T(0)) != (b < T(0)))) ? static_cast<T>(q - 1) : q;
+    } else {
+      if (b == T(0)) return a / b;
+      const T mod = std::fmod(a, b);
+      T div = (a - mod) / b;
+      if (mod != T(0) && (b < T(0)) != (mod < T(0))) div -= T(1);
+      if (div == T(0)) return std::copysign(T(0), a / b);
+      T floor_div = std::floor(div);
+      if (div - floor_div > T(0.5)) floor_div += T(1);
+      return floor_div;
+    }
+  }
+};
 struct Pow {
   template <class T> EMBER_HD T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) return int_pow(a, b);

@@ -39,6 +39,14 @@ int indexed_dim(const char* op, const Tensor& x, int64_t dim) {
   return wrap_dim(dim, x.dim(), op);
 }
 
+// A 0-dim operand of an indexing op is its one element as a 1-D tensor, along dim 0 or -1 (PyTorch
+// lets a scalar be indexed so); the caller gives the result the 0-dim shape back.
+Tensor as_vector(const char* op, const Tensor& t, int64_t dim) {
+  if (dim != 0 && dim != -1)
+    throw IndexError(std::string(op) + ": dim " + std::to_string(dim) + " is out of range for a 0-dim tensor (expected 0 or -1)");
+  return reshape(t, {1});
+}
+
 // "(2, *, 3)": the shape every cat input must have, any size along dim.
 std::string shape_except(const Shape& s, int dim) {
   std::string out = "(";
@@ -136,6 +144,12 @@ std::vector<Tensor> IndexSelect::vjp(const std::vector<Tensor>& g, const std::ve
 
 Tensor index_select(const Tensor& x_in, int64_t dim, const Tensor& index_in) {
   const auto [x, index] = amp::autocast_args("index_select", x_in, index_in);
+  if (x.dim() == 0) {  // a scalar: index holds one position, 0, and the result is the scalar
+    check_index_vector("index_select", index);
+    if (index.numel() != 1)
+      throw ShapeError("index_select: a 0-dim input takes one index, got " + std::to_string(index.numel()));
+    return reshape(index_select(as_vector("index_select", x, dim), 0, reshape(index, {1})), {});
+  }
   return run1(IndexSelect(indexed_dim("index_select", x, dim)), {x, index});
 }
 
@@ -166,6 +180,14 @@ Tensor index_add(const Tensor& self_in, int64_t dim, const Tensor& index_in, con
   return run1(IndexAdd(indexed_dim("index_add", self, dim)), {self, index, src});
 }
 
+// self + alpha * (src placed at index). 16-bit tensors scale and add in f32 and round once.
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Scalar alpha) {
+  check_alpha("index_add", self.dtype(), alpha);
+  if (alpha.to_double() == 1) return index_add(self, dim, index, src);
+  const DType ct = opmath_dtype(self.dtype());
+  return index_add(self.to(ct), dim, index, mul(src.to(ct), alpha)).to(self.dtype());
+}
+
 // ---- gather / scatter_add
 
 std::vector<OutputSpec> Gather::infer(const std::vector<Tensor>& in) const {
@@ -187,8 +209,15 @@ std::vector<Tensor> Gather::vjp(const std::vector<Tensor>& g, const std::vector<
   return {scatter_add(accumulator(input_meta(0), ct), dim_, in[1], g[0].to(ct)), Tensor()};
 }
 
+// uint8 positions (PyTorch's samples pass them) are widened to int64 here; the kernels take int64/int32.
 Tensor gather(const Tensor& x_in, int64_t dim, const Tensor& index_in) {
-  const auto [x, index] = amp::autocast_args("gather", x_in, index_in);
+  const auto [x, index_any] = amp::autocast_args("gather", x_in, index_in);
+  const Tensor index = index_any.dtype() == DType::u8 ? index_any.to(DType::i64) : index_any;
+  if (x.dim() == 0) {
+    if (index.dim() != 0)
+      throw ShapeError("gather: index has shape " + to_string(index.shape()) + " but input is 0-dim; their ranks must match");
+    return reshape(gather(as_vector("gather", x, dim), 0, reshape(index, {1})), {});
+  }
   return run1(Gather(indexed_dim("gather", x, dim)), {x, index});
 }
 
@@ -221,6 +250,13 @@ std::vector<Tensor> ScatterAdd::vjp(const std::vector<Tensor>& g, const std::vec
 
 Tensor scatter_add(const Tensor& self_in, int64_t dim, const Tensor& index_in, const Tensor& src_in) {
   const auto [self, index, src] = amp::autocast_args("scatter_add", self_in, index_in, src_in);
+  if (self.dim() == 0) {
+    if (index.dim() != 0 || src.dim() != 0)
+      throw ShapeError("scatter_add: self is 0-dim but index has shape " + to_string(index.shape()) + " and src " +
+                       to_string(src.shape()) + "; their ranks must match");
+    const Tensor one = as_vector("scatter_add", self, dim);
+    return reshape(scatter_add(one, 0, reshape(index, {1}), reshape(src, {1})), {});
+  }
   return run1(ScatterAdd(indexed_dim("scatter_add", self, dim)), {self, index, src});
 }
 

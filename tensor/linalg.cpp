@@ -120,6 +120,13 @@ std::vector<Tensor> Linear::vjp(const std::vector<Tensor>& g, const std::vector<
 }
 
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  if (w_in.dim() == 1) {  // one output feature, dropped: x @ w (+ a 0-dim bias), as PyTorch's linear
+    if (b_in.defined() && b_in.dim() != 0)
+      throw ShapeError("linear: a 1-D weight " + to_string(w_in.shape()) + " takes a 0-dim bias, got shape " +
+                       to_string(b_in.shape()));
+    const Tensor y = matmul(x_in, w_in);
+    return b_in.defined() ? y + b_in : y;
+  }
   const auto [x, w, b] = amp::autocast_args("linear", x_in, w_in, b_in);
   // Mixed dtypes compute in the promoted one, as matmul(x, w.t()) + b would.
   const DType dt = b.defined() ? promote_types(matmul_dtype("linear", x, w), b.dtype()) : matmul_dtype("linear", x, w);

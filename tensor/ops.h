@@ -80,6 +80,12 @@ Tensor add(const Tensor& a, const Tensor& b);      ///< a + b.
 Tensor sub(const Tensor& a, const Tensor& b);      ///< a - b.
 Tensor mul(const Tensor& a, const Tensor& b);      ///< a * b.
 Tensor div(const Tensor& a, const Tensor& b);      ///< true division: integers give floats
+/// How div(a, b, mode) rounds the quotient: toward zero or down (PyTorch's rounding_mode).
+enum class RoundingMode { trunc, floor };
+/// a / b rounded as `mode` says, in the operands' promoted dtype (integers stay integers, and an
+/// integer zero divisor is a ValueError); its gradient is zero.
+Tensor div(const Tensor& a, const Tensor& b, RoundingMode mode);
+Tensor div(const Tensor& a, Scalar b, RoundingMode mode);  ///< div(a, b, mode) for a number b.
 Tensor pow(const Tensor& a, const Tensor& b);      ///< a^b elementwise.
 Tensor maximum(const Tensor& a, const Tensor& b);  ///< The larger of a and b elementwise.
 Tensor minimum(const Tensor& a, const Tensor& b);  ///< The smaller of a and b elementwise.
@@ -94,6 +100,8 @@ Tensor logical_not(const Tensor& x);               ///< True where x is zero (fa
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
 /// x with `value` where the bool `mask` (broadcast to x) is true.
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
+/// The same with a 0-dim tensor value (ShapeError otherwise), which gets the gradient of the filled places.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);
 /// True when every element is finite (the check GradScaler and anomaly mode need).
 bool all_finite(const Tensor& x);
 /// Whether a and b have the same shape and bitwise-equal values.
@@ -105,6 +113,12 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol 
 /// not widen a's dtype (an f16 x * 0.1 stays f16) but makes an integer tensor float when it is one.
 Tensor add(const Tensor& a, Scalar b);
 Tensor sub(const Tensor& a, Scalar b);      ///< a - b.
+/// a + alpha * b, rounded once (16-bit operands compute in f32). A floating alpha with integer
+/// operands is a DTypeError, as in PyTorch.
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha);
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha);  ///< a - alpha * b, as add's alpha.
+Tensor rsub(const Tensor& a, const Tensor& b, Scalar alpha = 1);  ///< b - alpha * a (torch.rsub).
+Tensor rsub(const Tensor& a, Scalar b, Scalar alpha = 1);         ///< b - alpha * a for a number b.
 Tensor mul(const Tensor& a, Scalar b);      ///< a * b.
 Tensor div(const Tensor& a, Scalar b);      ///< a / b (true division).
 Tensor maximum(const Tensor& a, Scalar b);  ///< max(a, b) elementwise.
@@ -180,6 +194,9 @@ Tensor expand(const Tensor& x, const Shape& shape);        ///< -1 keeps a size
 Tensor broadcast_to(const Tensor& x, const Shape& shape);  ///< expand() to a shape written out in full.
 Tensor squeeze(const Tensor& x);                 ///< A view without the dims of size 1.
 Tensor squeeze(const Tensor& x, int64_t dim);    ///< A view without dim when its size is 1 (x itself otherwise).
+/// A view without those of `dims` whose size is 1 (the others stay); IndexError for a dim out of
+/// range, ShapeError for one given twice.
+Tensor squeeze(const Tensor& x, const Shape& dims);
 Tensor unsqueeze(const Tensor& x, int64_t dim);  ///< A view with a new dim of size 1 at position dim.
 /// Dims start_dim..end_dim merged into one (a view when strides allow, as reshape).
 Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
@@ -199,9 +216,13 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 // ---- indexing (tensor/index.cpp); indices are i64 (or i32) tensors
 /// The slices of x along dim at the 1-D `index`, in that order.
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
-/// out = self with src's slices added at `index` along dim.
+/// out = self with src's slices added at `index` along dim. A 0-dim input of index_select, gather or
+/// scatter_add is indexed as a one-element vector along dim 0 or -1, and the result is 0-dim.
 Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
-/// out[i][j] = x[index[i][j]][j] for dim 0 (likewise for other dims); index has x's rank.
+/// out = self + alpha * (src's slices at index); alpha as add's.
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Scalar alpha);
+/// out[i][j] = x[index[i][j]][j] for dim 0 (likewise for other dims); index has x's rank and may also
+/// be uint8.
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 /// out = self with src added at `index` along dim (the reverse of gather); repeated indices add up.
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
@@ -231,10 +252,11 @@ Tensor min(const Tensor& x);  ///< The minimum over all elements.
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim = {}, bool keepdim = false);
 /// The i64 index of the minimum along dim, or into the flattened x when no dim is given.
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim = {}, bool keepdim = false);
-/// The variance over dims with Bessel-style `correction` (1 = unbiased, PyTorch's default).
-Tensor var(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+/// The variance over dims: the sum of squared deviations over max(N - correction, 0), N the count
+/// (1 = Bessel's unbiased form, PyTorch's default; any real correction, as PyTorch's).
+Tensor var(const Tensor& x, const Shape& dims = {}, double correction = 1, bool keepdim = false);
 /// sqrt(var(x, dims, correction)).
-Tensor std(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+Tensor std(const Tensor& x, const Shape& dims = {}, double correction = 1, bool keepdim = false);
 /// log(sum(exp(x))) over dims, computed without overflow.
 Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim = false);
 /// The p-norm over dims; p = infinity gives max |x|.
@@ -246,7 +268,8 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor mm(const Tensor& a, const Tensor& b);   ///< matrix product (n,k) @ (k,m)
 Tensor bmm(const Tensor& a, const Tensor& b);  ///< batched matrix product (b,n,k) @ (b,k,m)
 /// x (..., in) w^T + b with w (out, in) and b (out) or undefined, as torch.nn.functional.linear: one
-/// GEMM with the bias added in its output pass (matmul(x, w.t()) + b computes the same).
+/// GEMM with the bias added in its output pass (matmul(x, w.t()) + b computes the same). A 1-D w
+/// (in) gives x @ w of shape (...), with a 0-dim b.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = {});
 /// exp(x) / sum(exp(x)) along dim, computed without overflow. A given dtype converts x to it first
 /// (and turns autocast off for the call, as in PyTorch).

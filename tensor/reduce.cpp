@@ -207,17 +207,17 @@ Tensor min(const Tensor& x) { return amin(x); }
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) { return arg_extreme(x, dim, keepdim, true); }
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) { return arg_extreme(x, dim, keepdim, false); }
 
-Tensor var(const Tensor& x_in, const Shape& dims, int64_t correction, bool keepdim) {
+Tensor var(const Tensor& x_in, const Shape& dims, double correction, bool keepdim) {
   const auto [x] = amp::autocast_args("var", x_in);
   require_floating("var", x);
   const Shape nd = normalize_dims(dims, x.dim(), "var");
   const Tensor xw = widen_half(x);
   const Tensor centered = xw - mean(xw, nd, /*keepdim=*/true);
-  const int64_t divisor = std::max<int64_t>(reduced_count(x.shape(), nd) - correction, 0);
-  return div(sum(square(centered), nd, keepdim), static_cast<double>(divisor)).to(x.dtype());
+  const double divisor = std::max(static_cast<double>(reduced_count(x.shape(), nd)) - correction, 0.0);
+  return div(sum(square(centered), nd, keepdim), divisor).to(x.dtype());
 }
 
-Tensor std(const Tensor& x_in, const Shape& dims, int64_t correction, bool keepdim) {
+Tensor std(const Tensor& x_in, const Shape& dims, double correction, bool keepdim) {
   const auto [x] = amp::autocast_args("std", x_in);
   require_floating("std", x);
   return root_with_zero_grad(var(widen_half(x), dims, correction, keepdim), 2).to(x.dtype());

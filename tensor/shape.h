@@ -14,7 +14,10 @@
 
 namespace ember {
 
-inline constexpr int kMaxDims = 8;  ///< The most dims a tensor may have.
+/// The most dims a tensor may have: beyond PyTorch's samples of high rank, while shape and strides
+/// stay inline arrays (two of 128 bytes) and a CUDA kernel's strided operands stay well inside its
+/// 4 KiB of parameters.
+inline constexpr int kMaxDims = 16;
 
 /// A fixed-capacity vector of dimension sizes or strides. Ranks above kMaxDims raise ShapeError.
 class Dims {

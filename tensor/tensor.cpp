@@ -217,8 +217,8 @@ Tensor Tensor::reshape(const Shape& s) const { return ember::reshape(*this, s); 
 Tensor Tensor::permute(const Shape& dims) const { return ember::permute(*this, dims); }
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return ember::transpose(*this, d0, d1); }
 Tensor Tensor::t() const {
-  if (dim() != 2) throw ShapeError("t: expects a 2-D tensor, got shape " + to_string(shape()));
-  return ember::transpose(*this, 0, 1);
+  if (dim() > 2) throw ShapeError("t: expects a tensor of at most 2 dims, got shape " + to_string(shape()));
+  return dim() < 2 ? *this : ember::transpose(*this, 0, 1);  // 0-D and 1-D: itself, as PyTorch's t()
 }
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const { return ember::narrow(*this, d, start, length); }
 Tensor Tensor::select(int64_t d, int64_t index) const { return ember::select(*this, d, index); }

@@ -150,7 +150,7 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;  ///< ember::reshape(*this, shape).
   Tensor permute(const Shape& dims) const;   ///< ember::permute(*this, dims).
   Tensor transpose(int64_t d0, int64_t d1) const;  ///< ember::transpose(*this, d0, d1).
-  Tensor t() const;  ///< transpose of a 2-D tensor
+  Tensor t() const;  ///< transpose of a 2-D tensor; a 0-D or 1-D tensor is returned as it is
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;  ///< ember::narrow(*this, dim, start, length).
   Tensor select(int64_t dim, int64_t index) const;                  ///< ember::select(*this, dim, index).
   Tensor expand(const Shape& shape) const;                          ///< ember::expand(*this, shape).

@@ -1,6 +1,8 @@
 // Views (shared storage, no copy) and the shape ops composed from them.
+#include <algorithm>
 #include <numeric>
 #include <optional>
+#include <vector>
 
 #include "tensor/autocast.h"
 #include "tensor/ops.h"
@@ -220,6 +222,19 @@ Tensor squeeze(const Tensor& x, int64_t dim) {
   Shape s = x.shape();
   s.erase(d);
   return run_view(Reshape(s), x);
+}
+
+Tensor squeeze(const Tensor& x, const Shape& dims) {
+  std::vector<bool> listed(static_cast<size_t>(std::max(x.dim(), 1)), false);
+  for (int64_t dim : dims) {
+    const int d = wrap_dim(dim, x.dim(), "squeeze");
+    if (listed[d]) throw ShapeError("squeeze: dim " + std::to_string(d) + " appears twice in " + to_string(dims));
+    listed[d] = true;
+  }
+  Shape s;
+  for (int d = 0; d < x.dim(); ++d)
+    if (!(listed[d] && x.shape()[d] == 1)) s.push_back(x.shape()[d]);
+  return s == x.shape() ? x : run_view(Reshape(s), x);
 }
 
 Tensor unsqueeze(const Tensor& x, int64_t dim) {

@@ -334,11 +334,11 @@ double max_of(const std::vector<double>& v) { return *std::max_element(v.begin()
 double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 double argmax_of(const std::vector<double>& v) { return static_cast<double>(std::max_element(v.begin(), v.end()) - v.begin()); }
 double argmin_of(const std::vector<double>& v) { return static_cast<double>(std::min_element(v.begin(), v.end()) - v.begin()); }
-double var_of(const std::vector<double>& v, int correction) {
+double var_of(const std::vector<double>& v, double correction) {
   const double m = sum_of(v) / static_cast<double>(v.size());
   double ss = 0;
   for (double x : v) ss += (x - m) * (x - m);
-  return ss / static_cast<double>(static_cast<int64_t>(v.size()) - correction);
+  return ss / std::max(static_cast<double>(v.size()) - correction, 0.0);
 }
 
 double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
@@ -470,9 +470,47 @@ std::vector<Case> binary_cases() {
                {{c({2, 3, 4}), c({2, 3, 4}).range(0.5, 3)}, {c({3, 1, 4}), tr({2, 4}).range(-3, -0.5)}},
                one([](const auto& x) { return x[0] / x[1]; }),
                one_ref([div_r](const auto& x) { return map2(x[0], x[1], div_r); }), same});
+  // Rounding modes: the quotient rounded toward zero or down; integers stay integers.
+  const std::vector<std::vector<In>> divisor_away_from_0 = {
+      {c({2, 3, 4}).range(-9, 9), c({2, 3, 4}).range(0.5, 3)}, {c({3, 1, 4}).range(-9, 9), tr({2, 4}).range(-3, -0.5)}};
+  v.push_back({"div(trunc)", kFloats, divisor_away_from_0,
+               one([](const auto& x) { return div(x[0], x[1], RoundingMode::trunc); }),
+               one_ref([](const auto& x) { return map2(x[0], x[1], [](double a, double b) { return std::trunc(a / b); }); }),
+               same});
+  v.push_back({"div(floor)", kFloats, divisor_away_from_0,
+               one([](const auto& x) { return div(x[0], x[1], RoundingMode::floor); }),
+               one_ref([](const auto& x) { return map2(x[0], x[1], [](double a, double b) { return std::floor(a / b); }); }),
+               same});
+  const std::vector<std::vector<In>> int_divisors = {
+      {c({2, 3, 4}).range(-20, 20).disc(), c({2, 3, 4}).range(1, 5).disc()},
+      {c({3, 4}).range(-20, 20).disc(), c({4}).range(-5, -1).disc()}};
+  v.push_back({"div(trunc) int", {DType::i32, DType::i64}, int_divisors,
+               one([](const auto& x) { return div(x[0], x[1], RoundingMode::trunc); }),
+               one_ref([](const auto& x) { return map2(x[0], x[1], [](double a, double b) { return std::trunc(a / b); }); }),
+               same});
+  v.push_back({"div(floor) int", {DType::i32, DType::i64}, int_divisors,
+               one([](const auto& x) { return div(x[0], x[1], RoundingMode::floor); }),
+               one_ref([](const auto& x) { return map2(x[0], x[1], [](double a, double b) { return std::floor(a / b); }); }),
+               same});
   // True division: integers give f32 (x / 0 gives inf or nan, as in PyTorch).
   v.push_back(binary("div(int)", kInts, [](const Tensor& a, const Tensor& b) { return div(a, b); }, div_r, -6, 6,
                      true, fixed(DType::f32)));
+  // alpha: a + alpha * b rounded once (integers take an integer alpha); rsub is b - alpha * a.
+  v.push_back(binary("add(alpha=3)", kNumeric, [](const Tensor& a, const Tensor& b) { return add(a, b, 3); },
+                     [](double a, double b) { return a + 3 * b; }, -3, 3, true));
+  v.push_back(binary("add(alpha=0.5)", kFloats, [](const Tensor& a, const Tensor& b) { return add(a, b, 0.5); },
+                     [](double a, double b) { return a + 0.5 * b; }));
+  v.push_back(binary("sub(alpha=2)", kNumeric, [](const Tensor& a, const Tensor& b) { return sub(a, b, 2); },
+                     [](double a, double b) { return a - 2 * b; }, -3, 3, true));
+  v.push_back(binary("rsub(alpha=2)", kNumeric, [](const Tensor& a, const Tensor& b) { return rsub(a, b, 2); },
+                     [](double a, double b) { return b - 2 * a; }, -3, 3, true));
+  v.push_back(unary("rsub(x, 1.5, alpha=-0.25)", kFloats, [](const Tensor& a) { return rsub(a, 1.5, -0.25); },
+                    [](double a) { return 1.5 + 0.25 * a; }, -3, 3));
+  // More than 8 dims (broadcast over 12).
+  v.push_back({"add, 12 dims", kNumeric,
+               {{c({2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 3}), c({1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 3})}},
+               one([](const auto& x) { return x[0] + x[1]; }),
+               one_ref([add_r](const auto& x) { return map2(x[0], x[1], add_r); }), same});
   v.push_back(binary("maximum", kNumeric, [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, max_r, -3,
                      3, true));
   v.push_back(binary("minimum", kNumeric, [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, min_r, -3,
@@ -566,6 +604,14 @@ std::vector<Case> select_cases() {
                one_ref([](const auto& x) {
                  return map2(x[0], x[1], [](double a, double m) { return m != 0 ? 7.0 : a; });
                })});
+  v.push_back({"masked_fill(x, m, 0-dim tensor)",
+               kNumeric,
+               {{c({2, 3, 4}), mask({3, 4}), c({})}, {tr({3, 4}), mask({1, 4}), c({})}},
+               one([](const auto& x) { return masked_fill(x[0], x[1], x[2]); }),
+               one_ref([](const auto& x) {
+                 const double value = x[2].v[0];
+                 return map2(x[0], x[1], [value](double a, double m) { return m != 0 ? value : a; });
+               })});
   v.push_back({"masked_fill(x, m, -1.5)",
                kFloats,
                {{c({2, 3, 4}), mask({3, 4})}, {st({3, 4}), mask({3, 1})}},
@@ -647,6 +693,11 @@ std::vector<Case> view_cases() {
       [](const Host& x) { return reshape_ref(x, {1, 3, 2}); });
   row("squeeze(1) (not size 1)", {{c({1, 3, 1, 2})}}, [](const Tensor& x) { return squeeze(x, 1); },
       [](const Host& x) { return x; });
+  row("squeeze({0, -2, 1})", {{c({1, 3, 1, 2})}}, [](const Tensor& x) { return squeeze(x, Shape{0, -2, 1}); },
+      [](const Host& x) { return reshape_ref(x, {3, 2}); });
+  row("squeeze({0}) of 0-dim", {{c({})}}, [](const Tensor& x) { return squeeze(x, Shape{0}); },
+      [](const Host& x) { return x; });
+  row("t() of 1-D and 0-D", {{c({5})}, {c({})}}, [](const Tensor& x) { return x.t(); }, [](const Host& x) { return x; });
   row("unsqueeze(0)", {{c({3, 2})}, {tr({3, 2})}}, [](const Tensor& x) { return x.unsqueeze(0); },
       [](const Host& x) { return reshape_ref(x, {1, 3, 2}); });
   row("unsqueeze(-1)", {{c({3, 2})}, {c({})}}, [](const Tensor& x) { return unsqueeze(x, -1); }, [](const Host& x) {
@@ -774,6 +825,24 @@ std::vector<Case> index_cases() {
   v.push_back({"scatter_add(0)", kNumeric, {{c({3, 4}), idx({4, 4}, 3), st({4, 4})}},
                one([](const auto& x) { return scatter_add(x[0], 0, x[1], x[2]); }),
                one_ref([](const auto& x) { return scatter_add_ref(x[0], 0, x[1], x[2]); })});
+  v.push_back({"index_add(0, alpha=2)", kNumeric, {{c({5, 3}), idx({6}, 5), c({6, 3})}},
+               one([](const auto& x) { return index_add(x[0], 0, x[1], x[2], 2); }),
+               one_ref([](const auto& x) {
+                 Host twice = x[2];
+                 for (double& v : twice.v) v *= 2;
+                 return index_add_ref(x[0], 0, x[1], twice);
+               })});
+  v.push_back({"gather(1), uint8 index", kAll, {{c({3, 4}), idx({3, 6}, 4).as(DType::u8)}},
+               one([](const auto& x) { return gather(x[0], 1, x[1]); }),
+               one_ref([](const auto& x) { return gather_ref(x[0], 1, x[1]); })});
+  // A 0-dim input is a one-element vector along dim 0 (or -1); the result is 0-dim.
+  v.push_back({"index_select(0) of 0-dim", kAll, {{c({}), idx({1}, 1)}, {c({}), idx({}, 1)}},
+               one([](const auto& x) { return index_select(x[0], 0, x[1]); }), one_ref([](const auto& x) { return x[0]; })});
+  v.push_back({"gather(-1) of 0-dim", kAll, {{c({}), idx({}, 1)}},
+               one([](const auto& x) { return gather(x[0], -1, x[1]); }), one_ref([](const auto& x) { return x[0]; })});
+  v.push_back({"scatter_add(0) of 0-dim", kNumeric, {{c({}), idx({}, 1), c({})}},
+               one([](const auto& x) { return scatter_add(x[0], 0, x[1], x[2]); }),
+               one_ref([](const auto& x) { return Host{{}, {x[0].v[0] + x[2].v[0]}}; })});
   return v;
 }
 
@@ -823,8 +892,8 @@ std::vector<Case> reduce_cases() {
     v.push_back({label("amin", d), kNumeric, ranged(kReduceShapes, -3, 3),
                  one([d](const auto& x) { return amin(x[0], d.dims, d.keepdim); }),
                  one_ref([d](const auto& x) { return reduce_ref(x[0], d.dims, d.keepdim, min_of); })});
-    for (int correction : {1, 0}) {
-      const std::string suffix = correction ? "" : ", correction 0";
+    for (double correction : {1.0, 0.0, 0.5}) {  // any real correction, as PyTorch's
+      const std::string suffix = correction == 1 ? "" : ", correction " + std::to_string(correction);
       v.push_back({label("var", d) + suffix, kFloats, ranged(kReduceShapes, -3, 3),
                    one([d, correction](const auto& x) { return var(x[0], d.dims, correction, d.keepdim); }),
                    one_ref([d, correction](const auto& x) {
@@ -951,6 +1020,14 @@ std::vector<Case> linalg_cases() {
                        {c({3, 4}), c({1, 4}), c({1})}},       // one output feature
                       -1, 1),
                one([](const auto& x) { return linear(x[0], x[1], x[2]); }), one_ref(linear_ref)});
+  v.push_back({"linear, 1-D weight", kFloats, ranged({{c({3, 4}), c({4}), c({})}, {c({2, 3, 4}), st({4}), c({})}}, -1, 1),
+               one([](const auto& x) { return linear(x[0], x[1], x[2]); }),
+               one_ref([](const auto& x) {
+                 Host w2{{1, x[1].shape[0]}, x[1].v};
+                 Host r = linear_ref({x[0], w2, Host{{1}, x[2].v}});
+                 r.shape.erase(r.shape.size() - 1);  // the one output feature goes
+                 return r;
+               })});
   v.push_back({"linear without bias", kFloats, ranged({{c({2, 3, 4}), c({5, 4})}, {st({3, 4}), tr({5, 4})}}, -1, 1),
                one([](const auto& x) { return linear(x[0], x[1]); }), one_ref(linear_ref)});
   return v;

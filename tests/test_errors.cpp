@@ -1,5 +1,7 @@
 // Bad input raises typed exceptions whose messages show the offending values.
 #include <limits>
+#include <span>
+#include <vector>
 
 #include "nn/loss.h"
 #include "tests/helpers.h"
@@ -115,7 +117,6 @@ TEST_CASE("errors: invalid views and shape ops") {
   expect_error<ShapeError>("cat", [&] { (void)cat({x, ones({2, 4})}, 0); }, {"cat", "(2, 4)"});
   expect_error<ShapeError>("stack", [&] { (void)stack({x, ones({3, 2})}); }, {"stack", "(3, 2)", "(2, 3)"});
   expect_error<ShapeError>("split_with_sizes", [&] { (void)split_with_sizes(x, {1, 1}, 1); }, {"2", "3"});
-  expect_error<ShapeError>("too many dims", [] { (void)ones({1, 1, 1, 1, 1, 1, 1, 1, 1}); }, {"8", "9"});
   expect_error<ShapeError>("copy_ broadcast", [&] {
     Tensor y = zeros({3});
     copy_(y, x);
@@ -136,6 +137,37 @@ TEST_CASE("errors: bad argument values") {
   expect_error<DeviceError>("device string", [] { (void)Device::parse("tpu"); }, {"tpu"});
   expect_error<ValueError>("int to a negative int power", [] { (void)pow(from_vector<int64_t>({2}, {1}), -1); },
                            {"pow", "-1"});
+}
+
+TEST_CASE("errors: PyTorch's extra arguments out of their domain") {
+  const Tensor ints = from_vector<int64_t>({1, 2, 3}, {3});
+  const Tensor x = ones({2, 3}), mask = from_vector<bool>({true, false, true}, {3});
+  expect_error<DTypeError>("float alpha, int operands", [&] { (void)add(ints, ints, 0.5); }, {"add", "alpha", "int64"});
+  expect_error<DTypeError>("float alpha, int rsub", [&] { (void)rsub(ints, ints, 1.5); }, {"rsub", "alpha"});
+  expect_error<DTypeError>("float alpha, int index_add",
+                           [&] { (void)index_add(ints, 0, from_vector<int64_t>({0}, {1}), ints.narrow(0, 0, 1), 2.5); },
+                           {"index_add", "alpha"});
+  expect_error<ShapeError>("masked_fill with a 1-D value", [&] { (void)masked_fill(x, mask, ones({1})); },
+                           {"masked_fill", "0-dim", "(1,)"});
+  expect_error<ShapeError>("squeeze with a repeated dim", [&] { (void)squeeze(x, Shape{0, -2}); },
+                           {"squeeze", "dim 0", "twice"});
+  expect_error<IndexError>("squeeze with a dim out of range", [&] { (void)squeeze(x, Shape{2}); }, {"squeeze", "2"});
+  expect_error<ShapeError>("t of 3-D", [] { (void)ones({2, 2, 2}).t(); }, {"t", "(2, 2, 2)"});
+  expect_error<ShapeError>("linear 1-D weight, 1-D bias", [&] { (void)linear(x, ones({3}), ones({1})); },
+                           {"linear", "0-dim bias", "(1,)"});
+  const Tensor scalar = ones({});
+  expect_error<ShapeError>("index_select of 0-dim, two indices",
+                           [&] { (void)index_select(scalar, 0, from_vector<int64_t>({0, 0}, {2})); },
+                           {"index_select", "one index", "2"});
+  expect_error<IndexError>("gather of 0-dim along dim 1", [&] { (void)gather(scalar, 1, from_vector<int64_t>({0}, {})); },
+                           {"gather", "dim 1", "0-dim"});
+  expect_error<ValueError>("integer division by zero with a rounding mode",
+                           [&] { (void)div(ints, from_vector<int64_t>({1, 0, 2}, {3}), RoundingMode::floor); },
+                           {"div", "division by zero", "floor"});
+  expect_error<ShapeError>("ranks over the limit", [] {
+    const std::vector<int64_t> sizes(17, 1);
+    (void)ones(Shape(std::span<const int64_t>(sizes)));
+  }, {"at most 16", "17"});
 }
 
 }  // TEST_SUITE("cpu")

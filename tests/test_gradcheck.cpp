@@ -148,6 +148,16 @@ void binary_ops() {
   check("3 / x", [](const auto& x) { return 3 / x[0]; }, {away_from_zero({2, 3}, 0.5, 2)});
   check("maximum(x, 0.5)", [](const auto& x) { return maximum(x[0], 0.5); }, {away_from_zero({2, 3}, 0.6, 2)});
   check("minimum(x, -0.5)", [](const auto& x) { return minimum(x[0], -0.5); }, {away_from_zero({2, 3}, 0.6, 2)});
+  check("add(a, b, alpha=-1.5)", [](const auto& x) { return add(x[0], x[1], -1.5); }, {u({2, 3}), u({3})});
+  check("sub(a, b, alpha=2)", [](const auto& x) { return sub(x[0], x[1], 2); }, {u({2, 3}), u({2, 1})});
+  check("rsub(a, b, alpha=0.5)", [](const auto& x) { return rsub(x[0], x[1], 0.5); }, {u({2, 3}), u({2, 3})});
+  check("rsub(a, 2, alpha=3)", [](const auto& x) { return rsub(x[0], 2, 3); }, {u({2, 3})});
+  // Piecewise constant: the zero gradient, away from the steps (quotients in (k + 0.1, k + 0.9)).
+  const Tensor fractional = from_vector<double>({2.3, -4.6, 7.5, -1.25}, {4}).requires_grad_(true);
+  check("div(trunc)", [](const auto& x) { return div(x[0], x[1], RoundingMode::trunc); },
+        {fractional, from_vector<double>({1, 1, 2, -1}, {4}).requires_grad_(true)});
+  check("div(floor)", [](const auto& x) { return div(x[0], x[1], RoundingMode::floor) + x[0]; },
+        {fractional, from_vector<double>({1, 1, 2, -1}, {4}).requires_grad_(true)});
 }
 
 void select_and_cast_ops() {
@@ -156,6 +166,8 @@ void select_and_cast_ops() {
   check("where", [m](const auto& x) { return where(m, x[0], x[1]); }, {u({3, 4}), u({3, 4})});
   check("where broadcast", [m](const auto& x) { return where(m, x[0], x[1]); }, {u({2, 1}), u({})});
   check("masked_fill", [m2](const auto& x) { return masked_fill(x[0], m2, 5.0); }, {u({2, 3})});
+  check("masked_fill with a 0-dim tensor value (x and value)", [m2](const auto& x) { return masked_fill(x[0], m2, x[1]); },
+        {u({2, 3}), u({})});
   check("to(float64) is the identity", [](const auto& x) { return x[0].to(DType::f64) * 2; }, {u({2, 3})});
   // Through f32 the values carry f32 rounding, so a larger step keeps the difference quotient clean.
   try {
@@ -181,6 +193,8 @@ void view_ops() {
   check("broadcast_to from 0-dim", [](const auto& x) { return broadcast_to(x[0], {2, 2}); }, {u({})});
   check("squeeze", [](const auto& x) { return squeeze(x[0]); }, {u({1, 3, 1})});
   check("squeeze(dim)", [](const auto& x) { return squeeze(x[0], 0); }, {u({1, 3, 1})});
+  check("squeeze(dims)", [](const auto& x) { return squeeze(x[0], Shape{0, 2}); }, {u({1, 3, 1, 2})});
+  check("t of 1-D", [](const auto& x) { return x[0].t() * x[0]; }, {u({3})});
   check("unsqueeze", [](const auto& x) { return unsqueeze(x[0], 1); }, {u({2, 3})});
   check("flatten", [](const auto& x) { return flatten(x[0], 1); }, {u({2, 2, 2})});
   check("contiguous", [](const auto& x) { return x[0].t().contiguous(); }, {u({2, 3})});
@@ -236,6 +250,13 @@ void index_ops() {
   check("gather(dim 0)", [gi](const auto& x) { return gather(x[0], 0, gi.narrow(1, 0, 2)); }, {u({3, 2})});
   check("scatter_add (self and src)", [gi](const auto& x) { return scatter_add(x[0], 1, gi, x[1]); },
         {u({2, 4}), u({2, 3})});
+  check("index_add(alpha=-2) (self and src)", [i2](const auto& x) { return index_add(x[0], 0, i2, x[1], -2); },
+        {u({3, 2}), u({3, 2})});
+  const Tensor i0 = index({0}, {});
+  check("index_select of 0-dim", [i0](const auto& x) { return index_select(x[0], 0, i0) * 3; }, {u({})});
+  check("gather of 0-dim", [i0](const auto& x) { return gather(x[0], 0, i0) * 3; }, {u({})});
+  check("scatter_add of 0-dim (self and src)", [i0](const auto& x) { return scatter_add(x[0], 0, i0, x[1]) * x[1]; },
+        {u({}), u({})});
 }
 
 void reduction_ops() {
@@ -251,6 +272,7 @@ void reduction_ops() {
     check("amin" + d, [dims, keep](const auto& x) { return amin(x[0], dims, keep); }, {distinct(s)});
     check("var" + d, [dims, keep](const auto& x) { return var(x[0], dims, 1, keep); }, {u(s)});
     check("var(correction 0)" + d, [dims, keep](const auto& x) { return var(x[0], dims, 0, keep); }, {u(s)});
+    check("std(correction 0.5)" + d, [dims, keep](const auto& x) { return ember::std(x[0], dims, 0.5, keep); }, {u(s)});
     check("std" + d, [dims, keep](const auto& x) { return ember::std(x[0], dims, 1, keep); }, {u(s)});
     check("norm" + d, [dims, keep](const auto& x) { return norm(x[0], 2.0, dims, keep); }, {away_from_zero(s)});
     check("norm p=1" + d, [dims, keep](const auto& x) { return norm(x[0], 1.0, dims, keep); }, {away_from_zero(s)});
@@ -285,6 +307,7 @@ void linalg_and_softmax_ops() {
   check("linear transposed x and w", [](const auto& x) { return linear(x[0].t(), x[1].t(), x[2]); },
         {u({3, 4}), u({3, 2}), u({2})});
   check("linear 1-D x", [](const auto& x) { return linear(x[0], x[1], x[2]); }, {u({3}), u({2, 3}), u({2})});
+  check("linear 1-D weight", [](const auto& x) { return linear(x[0], x[1], x[2]); }, {u({4, 3}), u({3}), u({})});
   for (int64_t dim : {0, 1, -1}) {
     check("softmax dim " + std::to_string(dim), [dim](const auto& x) { return softmax(x[0], dim); }, {u({2, 3, 2})});
     check("log_softmax dim " + std::to_string(dim), [dim](const auto& x) { return log_softmax(x[0], dim); },
