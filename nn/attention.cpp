@@ -140,7 +140,14 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
                                     double dropout_p, bool is_causal, std::optional<double> scale, Generator* gen) {
   const auto [q, k, v, mask] = amp::autocast_args(kOp, q_in, k_in, v_in, mask_in);
   const Checked c = check_args(q, k, v, mask, dropout_p, is_causal, scale);
-  if (!fused(q, k, v, mask, dropout_p, c)) return math(q, k, v, mask, dropout_p, is_causal, c.scale, gen).output;
+  if (!fused(q, k, v, mask, dropout_p, c)) {
+    // The composition keeps 16-bit inputs' scores and weights in f32 and rounds the output once, as
+    // the fused kernels do: in bf16 throughout it had 4-8x their error (a mask that requires grad
+    // comes here, for its gradient).
+    const DType ct = opmath_dtype(q.dtype());
+    const Tensor m = mask.defined() && mask.dtype() != DType::boolean ? mask.to(ct) : mask;
+    return math(q.to(ct), k.to(ct), v.to(ct), m, dropout_p, is_causal, c.scale, gen).output.to(q.dtype());
+  }
 
   const int64_t N = numel(c.batch), L = c.L, S = c.S;
   auto flat = [&](const Tensor& x, int64_t rows, int64_t cols) {  // (N, rows, cols), contiguous
