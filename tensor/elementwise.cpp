@@ -184,6 +184,14 @@ EMBER_BINARY_FRONT(Ge, ge)
 #undef EMBER_BINARY_FRONT
 Tensor pow(const Tensor& a, const Tensor& b) { return binary<ew::Pow>(a, b); }
 
+// Tensor bounds are operands: x and a bound it ties with split the gradient 0.5 / 0.5, and a NaN
+// anywhere propagates, as maximum and minimum give (number bounds are no operands: clamp's own rule).
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
+  if (!min.defined() && !max.defined()) throw ValueError("clamp: at least one of min and max must be given");
+  const Tensor above = min.defined() ? maximum(x, min) : x;
+  return max.defined() ? minimum(above, max) : above;
+}
+
 namespace {
 // Integer division by zero is refused (PyTorch raises ZeroDivisionError on the CPU); checking reads a
 // flag back from the device, so a captured step cannot divide integers with a rounding mode.

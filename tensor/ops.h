@@ -72,6 +72,9 @@ Tensor reciprocal(const Tensor& x);  ///< 1 / x.
 Tensor square(const Tensor& x);      ///< x * x.
 /// x limited to [min, max]; ValueError when neither bound is given.
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+/// x limited by tensor bounds that broadcast with it (an undefined one is absent; ValueError when
+/// both are): minimum(maximum(x, min), max), so a tie splits the gradient and NaN propagates.
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);
 /// x^exponent; integer x to an integer exponent stays integral (ValueError for a negative one).
 Tensor pow(const Tensor& x, Scalar exponent);
 

@@ -506,6 +506,14 @@ std::vector<Case> binary_cases() {
                      [](double a, double b) { return b - 2 * a; }, -3, 3, true));
   v.push_back(unary("rsub(x, 1.5, alpha=-0.25)", kFloats, [](const Tensor& a) { return rsub(a, 1.5, -0.25); },
                     [](double a) { return 1.5 + 0.25 * a; }, -3, 3));
+  v.push_back({"clamp(x, min tensor, max tensor)", kNumeric,
+               {{c({2, 3, 4}), c({3, 4}).range(-3, 0), c({4}).range(0, 3)}, {tr({3, 4}), c({}).range(-1, -1), st({3, 4})}},
+               one([](const auto& x) { return clamp(x[0], x[1], x[2]); }),
+               one_ref([](const auto& x) {
+                 const Host lo = map2(x[0], x[1], [](double a, double m) { return std::max(a, m); });
+                 return map2(lo, x[2], [](double a, double m) { return std::min(a, m); });
+               }),
+               same});
   // More than 8 dims (broadcast over 12).
   v.push_back({"add, 12 dims", kNumeric,
                {{c({2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 3}), c({1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 3})}},

@@ -161,6 +161,7 @@ TEST_CASE("errors: PyTorch's extra arguments out of their domain") {
                            {"index_select", "one index", "2"});
   expect_error<IndexError>("gather of 0-dim along dim 1", [&] { (void)gather(scalar, 1, from_vector<int64_t>({0}, {})); },
                            {"gather", "dim 1", "0-dim"});
+  expect_error<ValueError>("clamp with no tensor bound", [&] { (void)clamp(x, Tensor(), Tensor()); }, {"clamp"});
   expect_error<ValueError>("integer division by zero with a rounding mode",
                            [&] { (void)div(ints, from_vector<int64_t>({1, 0, 2}, {3}), RoundingMode::floor); },
                            {"div", "division by zero", "floor"});

@@ -148,6 +148,9 @@ void binary_ops() {
   check("3 / x", [](const auto& x) { return 3 / x[0]; }, {away_from_zero({2, 3}, 0.5, 2)});
   check("maximum(x, 0.5)", [](const auto& x) { return maximum(x[0], 0.5); }, {away_from_zero({2, 3}, 0.6, 2)});
   check("minimum(x, -0.5)", [](const auto& x) { return minimum(x[0], -0.5); }, {away_from_zero({2, 3}, 0.6, 2)});
+  check("clamp with tensor bounds (x, min, max)", [](const auto& x) { return clamp(x[0], x[1], x[2]); },
+        {away_from_zero({2, 3}, 0.2, 2), u({3}, -0.1, 0.1), u({2, 1}, 1.0, 1.1)});
+  check("clamp, tensor min only", [](const auto& x) { return clamp(x[0], x[1], Tensor()); }, {away_from_zero({2, 3}, 0.2, 2), u({3}, -0.1, 0.1)});
   check("add(a, b, alpha=-1.5)", [](const auto& x) { return add(x[0], x[1], -1.5); }, {u({2, 3}), u({3})});
   check("sub(a, b, alpha=2)", [](const auto& x) { return sub(x[0], x[1], 2); }, {u({2, 3}), u({2, 1})});
   check("rsub(a, b, alpha=0.5)", [](const auto& x) { return rsub(x[0], x[1], 0.5); }, {u({2, 3}), u({2, 3})});
