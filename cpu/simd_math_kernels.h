@@ -112,7 +112,10 @@ constexpr Kernels make_kernels() {
   Kernels k{};
   k.exp = [](const float* x, float* y, int64_t n) { map<S>(x, y, n, [](V v) { return S::exp(v); }); };
   k.log = [](const float* x, float* y, int64_t n) { map<S>(x, y, n, [](V v) { return S::log(v); }); };
-  k.log1p = [](const float* x, float* y, int64_t n) { map<S>(x, y, n, [](V v) { return S::log1p(v); }); };
+  // SLEEF's log1pf returns inf above 1e38 (its bound); log(x) there is log1p(x) rounded to float.
+  k.log1p = [](const float* x, float* y, int64_t n) {
+    map<S>(x, y, n, [](V v) { return S::select(S::less(v, S::broadcast(1e38f)), S::log1p(v), S::log(v)); });
+  };
   k.sin = [](const float* x, float* y, int64_t n) { map<S>(x, y, n, [](V v) { return S::sin(v); }); };
   k.cos = [](const float* x, float* y, int64_t n) { map<S>(x, y, n, [](V v) { return S::cos(v); }); };
   k.tanh = [](const float* x, float* y, int64_t n) { map<S>(x, y, n, [](V v) { return S::tanh(v); }); };
@@ -159,7 +162,9 @@ constexpr Kernels make_kernels() {
       const V e = S::exp(S::mul(S::broadcast(-2.0f), u));
       const V s = S::div(one, S::add(one, e));
       const V du = S::mul(k, S::add(one, S::mul(S::broadcast(3 * 0.044715f), x2)));
-      const V slope = S::mul(S::mul(S::mul(S::broadcast(2.0f), v), S::mul(s, one_minus_sigmoid<S>(e, s))), du);
+      // w = s (1 - s) is 0 where tanh saturates, and so is the slope, whatever 2 x du overflowed to.
+      const V w = S::mul(s, one_minus_sigmoid<S>(e, s)), zero = S::broadcast(0.0f);
+      const V slope = S::select(S::greater_unless_nan(w, zero), S::mul(S::mul(S::mul(S::broadcast(2.0f), v), w), du), zero);
       return S::mul(gv, S::add(s, slope));
     });
   };
@@ -167,8 +172,10 @@ constexpr Kernels make_kernels() {
     map2<S>(g, x, dx, n, [](V gv, V v) {  // g s (1 + x (1 - s)), 1 - s = e s with e = exp(-x)
       const V one = S::broadcast(1.0f);
       const V e = S::exp(S::neg(v));
-      const V s = S::div(one, S::add(one, e));
-      return S::mul(gv, S::mul(s, S::add(S::mul(v, one_minus_sigmoid<S>(e, s)), one)));
+      const V s = S::div(one, S::add(one, e)), zero = S::broadcast(0.0f);
+      // 0 where s is 0 (x near -inf, where x (1 - s) would be -inf), as the scalar functor gives.
+      const V r = S::mul(gv, S::mul(s, S::add(S::mul(v, one_minus_sigmoid<S>(e, s)), one)));
+      return S::select(S::greater_unless_nan(s, zero), r, zero);
     });
   };
   k.f16_to_f32 = [](const uint16_t* x, float* y, int64_t n) {

@@ -445,7 +445,8 @@ Grads d(const Div&, const Tensor& g, const Tensor& a, const Tensor& b, const Ten
 // taken as 0 where a == 0 and b >= 0. Both are PyTorch's (pow_backward_self, pow_backward_exponent).
 Grads d(const Pow&, const Tensor& g_in, const Tensor& a_in, const Tensor& b_in, const Tensor& y) {
   const Tensor g = opmath(g_in), a = opmath(a_in), b = opmath(b_in);
-  const Tensor ga = masked_fill(g * b * pow(a, b - 1), eq(b_in, 0), 0);
+  // b a^(b-1) first, as PyTorch's pow_backward_self: g * b alone overflows for b near the range's end.
+  const Tensor ga = masked_fill(g * (b * pow(a, b - 1)), eq(b_in, 0), 0);
   const Tensor gb = masked_fill(g * opmath(y) * log(a), where(eq(a_in, 0), ge(b_in, 0), eq(a_in, 0)), 0);
   return {ga, gb};
 }

@@ -83,8 +83,9 @@ struct GeluTanhBackward {
   template <class T> EMBER_HD T operator()(T g, T x) const {
     const T k = T(0.79788456080286535588), c = T(0.044715);  // sqrt(2/pi)
     const T t = math::tanh(k * (x + c * x * x * x));
-    const T du = k * (T(1) + T(3) * c * x * x);
-    return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
+    const T du = k * (T(1) + T(3) * c * x * x), w = T(1) - t * t;
+    // Where tanh saturates (w = 0) the slope is 0, whatever x * du overflowed to.
+    return g * (T(0.5) * (T(1) + t) + (w == T(0) ? T(0) : T(0.5) * x * w * du));
   }
 };
 // d/dx x s(x) = s (1 + x (1 - s)), s = sigmoid(x) = 1 / (1 + e) with e = exp(-x); 1 - s = e s does not

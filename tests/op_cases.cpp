@@ -1313,6 +1313,105 @@ void run_all(const std::vector<Case>& cases, Device device) {
   for (const Case& c : cases) run_case(c, device);
 }
 
+// ---- extremal inputs: NaN, +-inf, +-0, the dtype's largest value, its smallest normal one and a
+// subnormal, through every elementwise op and reduction, forward and backward, against the same op
+// in f64 on the same (rounded) values, rounded back to the dtype. The f32 and 16-bit kernels (the
+// CPU's vector paths and the CUDA kernels among them) must give the special values f64 gives.
+
+std::vector<double> extremal_values(DType d, bool with_largest) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const double largest = d == DType::f16 ? 65504 : d == DType::bf16 ? 0x1.fep127 : d == DType::f32 ? 0x1.fffffep127 : 0x1p1000;
+  const double tiny = d == DType::f16 ? 0x1p-14 : d == DType::f64 ? 0x1p-1022 : 0x1p-126;
+  std::vector<double> v = {nan, inf, -inf, 0.0, -0.0, tiny, -tiny, tiny / 4, 1, -1, 0.5, -2.5, 3};
+  if (with_largest) v.insert(v.end(), {largest, -largest});
+  return v;
+}
+
+// values(t) with each f64 value rounded to dtype d first: what a dtype-d result holding it reads.
+std::vector<double> rounded_to(const Tensor& t, DType d) { return values(t.detach().to(d)); }
+
+struct ExtremalOp {
+  std::string name;
+  std::function<Tensor(const std::vector<Tensor>&)> f;
+  int inputs;           // 1 or 2 (the second is the first's values in another order)
+  bool with_largest;    // reductions leave out the largest values: their sums overflow the dtype (tested at scale elsewhere)
+  bool differentiable;
+};
+
+std::vector<ExtremalOp> extremal_ops() {
+  using V = const std::vector<Tensor>&;
+  std::vector<ExtremalOp> ops;
+  auto unary = [&](const std::string& name, Tensor (*f)(const Tensor&)) {
+    ops.push_back({name, [f](V x) { return f(x[0]); }, 1, true, true});
+  };
+  unary("neg", neg), unary("abs", abs), unary("square", square), unary("relu", relu), unary("exp", exp);
+  unary("log", log), unary("log1p", log1p), unary("sqrt", sqrt), unary("rsqrt", rsqrt), unary("sin", sin);
+  unary("cos", cos), unary("tanh", tanh), unary("sigmoid", sigmoid), unary("silu", silu), unary("erf", erf);
+  unary("reciprocal", reciprocal);
+  ops.push_back({"sign", [](V x) { return sign(x[0]); }, 1, true, false});
+  ops.push_back({"gelu", [](V x) { return gelu(x[0]); }, 1, true, true});
+  ops.push_back({"gelu tanh", [](V x) { return gelu(x[0], true); }, 1, true, true});
+  ops.push_back({"clamp(-1, 2)", [](V x) { return clamp(x[0], -1.0, 2.0); }, 1, true, true});
+  ops.push_back({"pow(x, 2.5)", [](V x) { return pow(x[0], 2.5); }, 1, true, true});
+  ops.push_back({"pow(x, -1)", [](V x) { return pow(x[0], -1); }, 1, true, true});
+  ops.push_back({"add", [](V x) { return x[0] + x[1]; }, 2, true, true});
+  ops.push_back({"sub", [](V x) { return x[0] - x[1]; }, 2, true, true});
+  ops.push_back({"mul", [](V x) { return x[0] * x[1]; }, 2, true, true});
+  ops.push_back({"div", [](V x) { return x[0] / x[1]; }, 2, true, true});
+  ops.push_back({"pow", [](V x) { return pow(x[0], x[1]); }, 2, true, true});
+  ops.push_back({"maximum", [](V x) { return maximum(x[0], x[1]); }, 2, true, true});
+  ops.push_back({"minimum", [](V x) { return minimum(x[0], x[1]); }, 2, true, true});
+  ops.push_back({"div(floor)", [](V x) { return div(x[0], x[1], RoundingMode::floor); }, 2, true, false});
+  ops.push_back({"lt", [](V x) { return lt(x[0], x[1]).to(DType::f32); }, 2, true, false});
+  ops.push_back({"eq", [](V x) { return eq(x[0], x[1]).to(DType::f32); }, 2, true, false});
+  // Reductions over rows of a (3, n) matrix: each row its own mix of the values.
+  ops.push_back({"sum(dim 1)", [](V x) { return sum(x[0], {1}); }, 1, false, true});
+  ops.push_back({"mean(dim 1)", [](V x) { return mean(x[0], {1}); }, 1, false, true});
+  ops.push_back({"prod(dim 1)", [](V x) { return prod(x[0], {1}); }, 1, false, true});
+  ops.push_back({"amax(dim 1)", [](V x) { return amax(x[0], {1}); }, 1, false, true});
+  ops.push_back({"amin(dim 1)", [](V x) { return amin(x[0], {1}); }, 1, false, true});
+  ops.push_back({"var(dim 1)", [](V x) { return var(x[0], {1}); }, 1, false, true});
+  ops.push_back({"std(dim 1)", [](V x) { return ember::std(x[0], {1}); }, 1, false, true});
+  ops.push_back({"norm(dim 1)", [](V x) { return norm(x[0], 2.0, {1}); }, 1, false, true});
+  ops.push_back({"logsumexp(dim 1)", [](V x) { return logsumexp(x[0], {1}); }, 1, false, true});
+  ops.push_back({"softmax(dim 1)", [](V x) { return softmax(x[0], 1); }, 1, false, true});
+  ops.push_back({"log_softmax(dim 1)", [](V x) { return log_softmax(x[0], 1); }, 1, false, true});
+  return ops;
+}
+
+void check_extremal(Device device) {
+  for (const ExtremalOp& op : extremal_ops())
+    for (DType d : {DType::f32, DType::f16, DType::bf16}) {
+      // Three rows, each the values in another order, so that elementwise kernels see them in
+      // their vector blocks and tails and each reduction row mixes them differently.
+      const std::vector<double> base = extremal_values(d, op.with_largest);
+      const int64_t n = static_cast<int64_t>(base.size());
+      std::vector<double> a, b;
+      for (int64_t r = 0; r < 3; ++r)
+        for (int64_t i = 0; i < n; ++i) {
+          a.push_back(base[(i * (r + 1) + r) % n]);
+          b.push_back(base[(i * (r + 2) + 3) % n]);
+        }
+      auto inputs = [&](DType dt) {
+        std::vector<Tensor> x{make_tensor(a, {3, n}, d, device).to(dt).detach().requires_grad_(op.differentiable)};
+        if (op.inputs == 2) x.push_back(make_tensor(b, {3, n}, d, device).to(dt).detach().requires_grad_(op.differentiable));
+        return x;
+      };
+      const std::vector<Tensor> x = inputs(d), x64 = inputs(DType::f64);
+      const Tensor y = op.f(x), y64 = op.f(x64);
+      const std::string what = op.name + " " + name(d) + " on " + device.str() + " at NaN, inf, 0, range edges";
+      check_values(y, Host{y64.shape(), rounded_to(y64, y.dtype())}, tolerance(y.dtype()), what + ", forward");
+      if (!op.differentiable) continue;
+      // A cotangent with no special values: the gradients' own are the inputs'.
+      const Tensor g64 = from_vector(random_values(y64.numel(), DType::f64, 0.5, 1.5, false, 5), y64.shape()).to(device);
+      y.backward(g64.to(y.dtype()));
+      y64.backward(g64.to(y.dtype()).to(DType::f64));
+      for (size_t i = 0; i < x.size(); ++i)
+        check_values(x[i].grad(), Host{x64[i].shape(), rounded_to(x64[i].grad(), d)}, tolerance(d),
+                     what + ", gradient " + std::to_string(i));
+    }
+}
+
 const Device kCuda{DeviceType::cuda, 0};
 
 }  // namespace
@@ -1335,7 +1434,9 @@ TEST_SUITE("cpu") {
   TEST_CASE("nn ops: cross_entropy nll_loss") { run_all(loss_cases(), kCPU); }
   TEST_CASE("nn ops: mse_loss embedding") { run_all(composite_nn_cases(), kCPU); }
   TEST_CASE("nn ops: scaled_dot_product_attention") { run_all(attention_cases(), kCPU); }
+  TEST_CASE("ops: extremal inputs, forward and backward against f64") { check_extremal(kCPU); }
 }
+EMBER_CUDA_TEST_CASE("cuda ops: extremal inputs, forward and backward against f64") { check_extremal(kCuda); }
 
 EMBER_CUDA_TEST_CASE("cuda ops: unary elementwise") { run_all(unary_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda ops: binary elementwise, broadcasting") { run_all(binary_cases(), kCuda); }
