@@ -90,7 +90,8 @@ std::vector<OutputSpec> Linear::infer(const std::vector<Tensor>& in) const {
   const bool bias = in.size() > 2;
   const std::string args = "input " + to_string(x.shape()) + ", weight " + to_string(w.shape()) +
                            (bias ? ", bias " + to_string(in[2].shape()) : std::string());
-  if (w.dim() != 2) throw ShapeError("linear: " + args + ": the weight must be 2-D (out_features, in_features)");
+  if (w.dim() != 2)
+    throw ShapeError("linear: " + args + ": the weight must be 2-D (out_features, in_features) or 1-D (in_features)");
   if (x.dim() == 0 || x.shape().back() != w.shape()[1])
     throw ShapeError("linear: " + args + ": the input's last dim must equal in_features=" + std::to_string(w.shape()[1]));
   if (bias && (in[2].dim() != 1 || in[2].shape()[0] != w.shape()[0]))

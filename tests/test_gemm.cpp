@@ -148,7 +148,8 @@ TEST_SUITE("cpu") {
 
   TEST_CASE("linear: argument errors name the shapes") {
     const Tensor x = ones({3, 4});
-    expect_error<ShapeError>("1-D weight", [&] { (void)linear(x, ones({4})); }, {"linear", "(3, 4)", "weight (4,)", "2-D"});
+    expect_error<ShapeError>("3-D weight", [&] { (void)linear(x, ones({2, 2, 4})); },
+                             {"linear", "(3, 4)", "weight (2, 2, 4)", "2-D"});
     expect_error<ShapeError>("in_features", [&] { (void)linear(x, ones({2, 5})); },
                              {"linear", "(3, 4)", "(2, 5)", "in_features=5"});
     expect_error<ShapeError>("bias length", [&] { (void)linear(x, ones({2, 4}), ones({3})); },
