@@ -152,7 +152,8 @@ inline double stored_as(DType d, double v) {
 }
 
 // Deterministic values in [lo, hi]; `discrete` draws integers (exact in every dtype, so ties and
-// equalities occur). Integer dtypes always draw integers, u8 from max(lo, 0), bool 0/1.
+// equalities occur). Integer dtypes always draw integers, u8 from [max(lo, 0), max(hi, 0)] (a range
+// wholly below 0 gives zeros), bool 0/1.
 inline std::vector<double> random_values(int64_t n, DType d, double lo, double hi, bool discrete, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<double> v(static_cast<size_t>(n));
@@ -160,9 +161,14 @@ inline std::vector<double> random_values(int64_t n, DType d, double lo, double h
     for (auto& x : v) x = static_cast<double>(rng() & 1);
     return v;
   }
-  if (d == DType::u8) lo = std::max(lo, 0.0);
+  if (d == DType::u8) {
+    lo = std::max(lo, 0.0);
+    hi = std::max(hi, 0.0);
+  }
   if (!is_floating(d) || discrete) {
-    std::uniform_int_distribution<int64_t> dist(static_cast<int64_t>(std::ceil(lo)), static_cast<int64_t>(std::floor(hi)));
+    // A range holding no integer draws the one above lo (a distribution with last < first is undefined).
+    const auto first = static_cast<int64_t>(std::ceil(lo));
+    std::uniform_int_distribution<int64_t> dist(first, std::max(first, static_cast<int64_t>(std::floor(hi))));
     for (auto& x : v) x = static_cast<double>(dist(rng));
   } else {
     std::uniform_real_distribution<double> dist(lo, hi);
