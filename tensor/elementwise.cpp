@@ -197,7 +197,7 @@ namespace {
 // flag back from the device, so a captured step cannot divide integers with a rounding mode.
 template <class Op>
 Tensor rounded_div(const Tensor& a, const Tensor& b, const char* mode) {
-  if (!is_floating(result_type(a, b)) && result_type(a, b) != DType::boolean && b.numel() > 0) {
+  if (is_integral(result_type(a, b), /*include_bool=*/false) && b.numel() > 0) {
     NoGradGuard no_grad;
     if (amax(eq(b, 0).to(DType::u8)).item<int64_t>() != 0)
       throw ValueError(std::string("div: integer division by zero (rounding_mode=\"") + mode + "\")");
@@ -213,25 +213,21 @@ Tensor div(const Tensor& a, Scalar b, RoundingMode mode) { return div(a, wrapped
 
 namespace {
 Scalar negated(Scalar s) { return s.is_floating() ? Scalar(-s.to_double()) : Scalar(-s.to_int()); }
-}  // namespace
 
 // a + alpha * b, rounded once: 16-bit operands take alpha * b and the sum in f32, as PyTorch's add
-// kernel computes a + alpha * b in its opmath type.
-Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
+// kernel computes a + alpha * b in its opmath type. `op` is the front end that checks alpha.
+Tensor add_scaled(const char* op, const Tensor& a, const Tensor& b, Scalar alpha, Scalar given) {
   const DType dt = result_type(a, b);
-  check_alpha("add", dt, alpha);
+  check_alpha(op, dt, given);
   if (alpha.to_double() == 1) return add(a, b);
   if (is_reduced_float(dt)) return add(a.to(DType::f32), mul(b.to(DType::f32), alpha)).to(dt);
   return add(a, mul(b, alpha));
 }
-Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
-  check_alpha("sub", result_type(a, b), alpha);
-  return add(a, b, negated(alpha));
-}
-Tensor rsub(const Tensor& a, const Tensor& b, Scalar alpha) {
-  check_alpha("rsub", result_type(a, b), alpha);
-  return add(b, a, negated(alpha));
-}
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) { return add_scaled("add", a, b, alpha, alpha); }
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) { return add_scaled("sub", a, b, negated(alpha), alpha); }
+Tensor rsub(const Tensor& a, const Tensor& b, Scalar alpha) { return add_scaled("rsub", b, a, negated(alpha), alpha); }
 Tensor rsub(const Tensor& a, Scalar b, Scalar alpha) { return rsub(a, wrapped_scalar(b, a.device()), alpha); }
 
 Tensor logical_not(const Tensor& x_in) {
@@ -277,10 +273,8 @@ std::vector<OutputSpec> Where::infer(const std::vector<Tensor>& in) const {
   return {{s, in[1].dtype()}};
 }
 
-Tensor masked_fill(const Tensor& x_in, const Tensor& mask_in, Scalar value) {
-  const auto [x, mask] = amp::autocast_args("masked_fill", x_in, mask_in);
-  Tensor v = wrapped_scalar(value, x.device()).to(x.dtype());
-  return where(mask, v, x);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
+  return masked_fill(x, mask, wrapped_scalar(value, x.device()));
 }
 
 // The value as a 0-dim tensor, which may require grad: it receives the sum of the gradient where
@@ -438,8 +432,8 @@ Grads d(const Mul&, const Tensor& g, const Tensor& a, const Tensor& b, const Ten
 // d/db a / b = -(g / b) (a / b): two quotients of operands, where b * b would leave f32's range for a
 // bfloat16 b near its limits (2^-126 squared is 0) while the gradient itself is in range.
 Grads d(const Div&, const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&) {
-  const Tensor b32 = opmath(b);
-  return {g / b, neg(opmath(g) / b32 * (opmath(a) / b32))};
+  const Tensor b32 = opmath(b), g_over_b = opmath(g) / b32;  // d/da, rounded once by apply()
+  return {g_over_b, neg(g_over_b * (opmath(a) / b32))};
 }
 // d/da a^b = b a^(b-1), taken as 0 where b == 0 (0 * 0^-1 would be NaN at a == 0); d/db a^b = a^b log a,
 // taken as 0 where a == 0 and b >= 0. Both are PyTorch's (pow_backward_self, pow_backward_exponent).

@@ -187,10 +187,9 @@ struct DivTrunc {
 struct DivFloor {
   template <class T> EMBER_HD T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
-      if (b == T(0)) return T(0);
-      if constexpr (std::is_signed_v<T>)
-        if (b == T(-1)) return int_div_trunc(a, b);  // exact; a % -1 could trap like the division
-      const T q = static_cast<T>(a / b);
+      const T q = int_div_trunc(a, b);
+      // Exact for 0 (refused before) and -1, where a % b could trap like the division.
+      if (b == T(0) || (std::is_signed_v<T> && b == T(-1))) return q;
       return (a % b != T(0) && ((a < T(0)) != (b < T(0)))) ? static_cast<T>(q - 1) : q;
     } else {
       if (b == T(0)) return a / b;

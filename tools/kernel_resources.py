@@ -16,12 +16,14 @@ FILE (or stdout), and exits 1 when
     tiles must be dynamic shared memory, opted into at launch).
   tools/kernel_resources.py --self-test   checks the parser and the rules on a cubin built in memory.
 
-Formats (public, stable since CUDA 9; cuobjdump --dump-resource-usage reads the same fields):
+Formats (NVIDIA does not document them; these are the fields cuobjdump --dump-resource-usage reports,
+as laid out by CUDA 13.0's nvcc and read by open-source cubin readers):
   fatbin: header {u32 magic 0xBA55ED50, u16 version, u16 header size, u64 payload size}, then entries
     {u16 kind (2 = cubin), u16 version, u32 header size, u64 payload size, ..., u32 SM at offset 28};
   cubin: ELF64; ".text.<kernel>" with registers in sh_info bits 24-31; ".nv.shared.<kernel>" sized
-    by its static shared memory; ".nv.info.<kernel>" a list of attributes, EIATTR_FRAME_SIZE (0x11)
-    among them, each {u8 format, u8 attribute, then u16 value (format 3) or u16 size + data (format 4)}.
+    by its static shared memory; the cubin-wide ".nv.info", a list of attributes {u8 format, u8
+    attribute, u16 value or size (format 4: that many bytes follow)}, holds per kernel symbol index
+    EIATTR_REGCOUNT (0x2f) and EIATTR_FRAME_SIZE (0x11), each {u32 symbol index, u32 value}.
 """
 import re
 import struct
