@@ -1,7 +1,8 @@
 // CPU kernels of fused attention after FlashAttention-2 (Dao 2023, arXiv:2307.08691, Algorithms 1
 // and 2). The forward walks key blocks with the online softmax of Milakov & Gimelshein
 // (arXiv:1805.02867): a running max m and sum l per query row, the accumulator rescaled by
-// exp(m_old - m_new). The backward recomputes each tile's probabilities from the saved logsumexp.
+// exp(m_old - m_new). The backward recomputes each tile's probabilities from the saved row max and
+// row sum as e^(s - m) / l.
 // Tile products go through cpu::gemm in the compute type (f32 for 16-bit inputs).
 #include <algorithm>
 #include <cmath>
@@ -138,11 +139,11 @@ class RowOps {
     for (int64_t c = 0; c < n; ++c) sum += s[c] = math::exp(s[c] - shift);
     return sum;
   }
-  // s[c] = e^(s[c] - shift).
-  void exp(C* s, int64_t n, C shift) const {
+  // s[c] = e^(s[c] - shift) * scale.
+  void exp_scale(C* s, int64_t n, C shift, C scale) const {
     if constexpr (std::is_same_v<C, float>)
-      if (simd_) return simd_->exp_scale(s, shift, 1.0f, s, n);
-    for (int64_t c = 0; c < n; ++c) s[c] = math::exp(s[c] - shift);
+      if (simd_) return simd_->exp_scale(s, shift, scale, s, n);
+    for (int64_t c = 0; c < n; ++c) s[c] = math::exp(s[c] - shift) * scale;
   }
 
  private:
@@ -157,7 +158,7 @@ void forward(const AttentionParams& prm, const std::vector<Tensor>& in, std::vec
   const Blocks qb(L, kQueryBlock), kb(S, kKeyBlock);
   const T *qp = q.data<T>(), *kp = k.data<T>(), *vp = v.data<T>();
   T* op = out[0].data<T>();
-  C* lse = out[1].data<C>();
+  C* stats = out[1].data<C>();
   const C scale = static_cast<C>(prm.scale);
   const bool dropout = prm.dropout_p > 0;
   const RowOps<C> rows;
@@ -211,14 +212,16 @@ void forward(const AttentionParams& prm, const std::vector<Tensor>& in, std::vec
         const C inv = dead ? C(0) : C(1) / l[r];
         T* o = op + (n * L + i0 + r) * Ev;
         for (int64_t c = 0; c < Ev; ++c) o[c] = convert<T>(acc[r * Ev + c] * inv);
-        // +inf makes the backward's exp(s - lse) 0 on a dead row.
-        lse[n * L + i0 + r] = dead ? std::numeric_limits<C>::infinity() : m[r] + math::log(l[r]);
+        // A max of +inf makes the backward's e^(s - m) 0 on a dead row.
+        C* row = stats + 2 * (n * L + i0 + r);
+        row[0] = dead ? std::numeric_limits<C>::infinity() : m[r];
+        row[1] = l[r];
       }
     }
   });
 }
 
-// With Qs = q * scale, P = exp(Qs K^T + mask - lse), Z the dropout factors and D = rowsum(g * out):
+// With Qs = q * scale, P = exp(Qs K^T + mask - m) / l, Z the dropout factors and D = rowsum(g * out):
 //   dv = (P Z)^T g,  dS = P * (Z * (g v^T) - D),  dq = scale * dS k,  dk = dS^T Qs.
 // Threads over batch entries: each owns its dk, dv (summed over query blocks) and dq.
 template <class T>
@@ -227,7 +230,7 @@ void backward(const AttentionParams& prm, const std::vector<Tensor>& in, std::ve
   const Tensor &q = in[0], &k = in[1], &v = in[2], &o = in[3], &g = in[4];
   const int64_t N = q.size(0), L = q.size(1), E = q.size(2), S = k.size(1), Ev = v.size(2);
   const Blocks qb(L, kQueryBlock), kb(S, kKeyBlock);
-  const C* lse = in[5].data<C>();
+  const C* stats = in[5].data<C>();
   const C scale = static_cast<C>(prm.scale);
   const bool dropout = prm.dropout_p > 0;
   const RowOps<C> rows;
@@ -242,10 +245,12 @@ void backward(const AttentionParams& prm, const std::vector<Tensor>& in, std::ve
       const C* vc = as_compute<C>(v.data<T>() + n * S * Ev, S * Ev, vbuf);
       const C* gc = as_compute<C>(g.data<T>() + n * L * Ev, L * Ev, gbuf);
       const T* on = o.data<T>() + n * L * Ev;
+      // D in double: ds = P (dP - D) cancels where a row's weights are near one-hot, so D's rounding
+      // reaches dq and dk (summed in f32, their errors were 1.4x higher on scores of ~100).
       for (int64_t i = 0; i < L; ++i) {
-        C sum = 0;
-        for (int64_t c = 0; c < Ev; ++c) sum += gc[i * Ev + c] * convert<C>(on[i * Ev + c]);
-        d[i] = sum;
+        double sum = 0;
+        for (int64_t c = 0; c < Ev; ++c) sum += static_cast<double>(gc[i * Ev + c]) * convert<double>(on[i * Ev + c]);
+        d[i] = static_cast<C>(sum);
       }
       std::fill(dq.begin(), dq.end(), C(0));
       std::fill(dk.begin(), dk.end(), C(0));
@@ -260,7 +265,8 @@ void backward(const AttentionParams& prm, const std::vector<Tensor>& in, std::ve
           for (int64_t r = 0; r < br; ++r) {
             C* s = st.data() + r * bc;
             mask.apply(s, i0 + r, j0, bc);
-            rows.exp(s, bc, lse[n * L + i0 + r]);
+            const C* row = stats + 2 * (n * L + i0 + r);
+            rows.exp_scale(s, bc, row[0], row[1] == C(0) ? C(0) : C(1) / row[1]);
             if (dropout) {
               const auto row = static_cast<uint64_t>((n * L + i0 + r) * S + j0);
               for (int64_t c = 0; c < bc; ++c) {

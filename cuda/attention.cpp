@@ -83,7 +83,7 @@ void ScaledDotProductAttention::eval_cuda(const std::vector<Tensor>& in, std::ve
   check_supported(name(), in[0], in[2]);
   cuda::AttentionArgs a = attention_args(p_, in, 3);
   a.out = out[0].raw_data();
-  a.lse = out[1].raw_data();
+  a.stats = out[1].raw_data();
   a.vector_loads = rows_aligned({in[0], in[1], in[2], out[0]});
   cuda::launch_attention_forward(in[0].dtype(), a, cuda::current_stream());
 }
@@ -97,7 +97,7 @@ void ScaledDotProductAttentionBackward::eval_cuda(const std::vector<Tensor>& in,
   cuda::AttentionArgs a = attention_args(p_, in, 6);
   a.out = in[3].raw_data();
   a.g = in[4].raw_data();
-  a.lse = in[5].raw_data();
+  a.stats = in[5].raw_data();
   a.dq = out[0].raw_data();
   a.dk = out[1].raw_data();
   a.dv = out[2].raw_data();

@@ -7,7 +7,7 @@
 // its 16 rows of every tile (scores, weights, output), so between the block-wide loads of k and v it
 // needs no other warp.
 // Backward: D = rowsum(g * out) first (a warp per row), then a block per key tile of one batch entry
-// walks the query tiles, recomputing P = e^(S - lse) from q, k and the saved logsumexp:
+// walks the query tiles, recomputing P = e^(S - m) / l from q, k and the saved row max and sum:
 //   dv += (P Z)^T g,  dS = P * (Z * (g v^T) - D),  dk += scale dS^T q,  dq += scale dS k,
 // Z the dropout factors. dk and dv stay in registers for the whole walk; dq's tile is added to an
 // (N, L, E) buffer of A with atomics (FlashAttention-2's choice: one pass over the products, where a
@@ -300,14 +300,14 @@ template <class T>
 struct SharedTiles {
   using A = float_acc_t<T>;
   T *q, *k, *v, *g, *p, *ds;
-  A *s, *dp, *o, *m, *l, *lse, *d;
+  A *s, *dp, *o, *m, *l, *d;
   __device__ SharedTiles(const AttentionPlan& plan, unsigned char* smem)
       : q(reinterpret_cast<T*>(smem + plan.q)), k(reinterpret_cast<T*>(smem + plan.k)),
         v(reinterpret_cast<T*>(smem + plan.v)), g(reinterpret_cast<T*>(smem + plan.g)),
         p(reinterpret_cast<T*>(smem + plan.p)), ds(reinterpret_cast<T*>(smem + plan.ds)),
         s(reinterpret_cast<A*>(smem + plan.s)), dp(reinterpret_cast<A*>(smem + plan.dp)),
         o(reinterpret_cast<A*>(smem + plan.o)), m(reinterpret_cast<A*>(smem + plan.m)),
-        l(reinterpret_cast<A*>(smem + plan.l)), lse(reinterpret_cast<A*>(smem + plan.lse)),
+        l(reinterpret_cast<A*>(smem + plan.l)),
         d(reinterpret_cast<A*>(smem + plan.d)) {}
 };
 
@@ -398,7 +398,7 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_forward_kernel(co
                              plan.ld_p, sm.v, plan.ld_v);
   }
   __syncwarp();
-  // out = o / l; lse = m + log l, +inf on a row whose keys are all masked (its output 0).
+  // out = o / l; stats = (m, l), m +inf on a row whose keys are all masked (its output 0).
   for (int rr = 0; rr < 16 && r0 + rr < queries; ++rr) {
     const int r = r0 + rr;
     const int64_t row = n * a.L + i0 + r;
@@ -406,12 +406,16 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_forward_kernel(co
     const A inv = sum == A(0) ? A(0) : A(1) / sum;
     T* out = static_cast<T*>(a.out) + row * a.Ev;
     for (int c = lane; c < a.Ev; c += 32) out[c] = to_storage<T>(sm.o[r * plan.ld_o + c] * inv);
-    if (lane == 0)
-      static_cast<A*>(a.lse)[row] = sum == A(0) ? std::numeric_limits<A>::infinity() : sm.m[r] + std::log(sum);
+    if (lane == 0) {
+      A* stats = static_cast<A*>(a.stats) + 2 * row;
+      stats[0] = sum == A(0) ? std::numeric_limits<A>::infinity() : sm.m[r];
+      stats[1] = sum;
+    }
   }
 }
 
-// d = rowsum(g * out) over Ev: a warp per row of the (N, L) rows.
+// d = rowsum(g * out) over Ev: a warp per row of the (N, L) rows, summed in double: ds = P (dP - d)
+// cancels where a row's weights are near one-hot, so d's rounding reaches dq and dk.
 template <class T>
 __global__ void __launch_bounds__(kThreads) attention_delta_kernel(const AttentionArgs a) {
   using A = float_acc_t<T>;
@@ -420,10 +424,10 @@ __global__ void __launch_bounds__(kThreads) attention_delta_kernel(const Attenti
   for (int64_t row = int64_t{blockIdx.x} * (blockDim.x / 32) + threadIdx.x / 32; row < rows; row += warps) {
     const T* g = static_cast<const T*>(a.g) + row * a.Ev;
     const T* out = static_cast<const T*>(a.out) + row * a.Ev;
-    A sum = 0;
-    for (int64_t c = lane; c < a.Ev; c += 32) sum += load_as<A>(g[c]) * load_as<A>(out[c]);
-    sum = group_all_reduce<false>(sum, AddOp{}, static_cast<A*>(nullptr));
-    if (lane == 0) static_cast<A*>(a.d)[row] = sum;
+    double sum = 0;
+    for (int64_t c = lane; c < a.Ev; c += 32) sum += load_as<double>(g[c]) * load_as<double>(out[c]);
+    sum = group_all_reduce<false>(sum, AddOp{}, static_cast<double*>(nullptr));
+    if (lane == 0) static_cast<A*>(a.d)[row] = static_cast<A>(sum);
   }
 }
 
@@ -463,14 +467,16 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_backward_kernel(c
     __syncthreads();  // every warp is done with the last query tile (the first time: k and v are loaded)
     const int queries = rows_below(a.L, i0, kBr);
     load_pair(a, plan, sm.q, a.q, sm.g, a.g, n * a.L + i0, kBr, queries);
-    if (threadIdx.x < kBr) {  // rows past L: lse +inf makes their weights 0
+    if (threadIdx.x < kBr) {  // m: the row max; l: 1 / the row sum, 0 on dead rows and rows past L
       const int r = static_cast<int>(threadIdx.x);
-      sm.lse[r] = r < queries ? static_cast<const A*>(a.lse)[n * a.L + i0 + r] : std::numeric_limits<A>::infinity();
+      const A* stats = static_cast<const A*>(a.stats) + 2 * (n * a.L + i0 + r);
+      sm.m[r] = r < queries ? stats[0] : std::numeric_limits<A>::infinity();
+      sm.l[r] = r < queries && stats[1] != A(0) ? A(1) / stats[1] : A(0);
       sm.d[r] = r < queries ? static_cast<const A*>(a.d)[n * a.L + i0 + r] : A(0);
     }
     __syncthreads();
     // The warp's 16 query rows: s = q k^T and dp = g v^T (16 x Bc), then a row at a time
-    // P = e^(s - lse) (+inf: 0), p = P Z and ds = P (Z dp - D), both rounded to T.
+    // P = e^(s - m) / l (0 where m is +inf), p = P Z and ds = P (Z dp - D), both rounded to T.
     score_rows<Ops, kBc>(sm, plan, r0);
     panel<Ops, false, true>(false, sm.dp + r0 * plan.ld_s, plan.ld_s, kBc / 16, plan.ev16 / 16, sm.g + r0 * plan.ld_v,
                             plan.ld_v, sm.v, plan.ld_v);
@@ -486,7 +492,7 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_backward_kernel(c
       for (int e = 0; e < kCols; ++e) {
         const int c = lane + 32 * e;
         if (c >= kBc) continue;
-        const A weight = exp_of(rules.score(sm.s[r * plan.ld_s + c], i, j0 + c) - sm.lse[r]);
+        const A weight = exp_of(rules.score(sm.s[r * plan.ld_s + c], i, j0 + c) - sm.m[r]) * sm.l[r];
         sm.p[r * plan.ld_p + c] = to_storage<T>(weight * z[e]);
         sm.ds[r * plan.ld_p + c] = to_storage<T>(weight * (sm.dp[r * plan.ld_s + c] * z[e] - sm.d[r]));
       }

@@ -15,7 +15,7 @@
 namespace ember::cuda {
 
 // q (N, L, E), k (N, S, E), v (N, S, Ev), out and g (N, L, Ev) contiguous, of the dtype launched;
-// lse and d (N, L) and dq_accum (N, L, E) of A.
+// stats (N, L, 2: each row's max score and sum of weights), d (N, L) and dq_accum (N, L, E) of A.
 struct AttentionArgs {
   int64_t N = 0, L = 0, S = 0, E = 0, Ev = 0;
   double scale = 1;
@@ -35,7 +35,7 @@ struct AttentionArgs {
   bool vector_loads = false;  // every row of q, k, v, out, g starts 16-byte aligned
   const void *q = nullptr, *k = nullptr, *v = nullptr;
   void* out = nullptr;       // forward: written; backward: read
-  void* lse = nullptr;       // forward: written; backward: read
+  void* stats = nullptr;     // forward: written; backward: read
   const void* g = nullptr;   // backward
   void *dq = nullptr, *dk = nullptr, *dv = nullptr;  // backward: written
   void* dq_accum = nullptr;  // backward: A (N, L, E), summed into with atomics (may be dq itself when T = A)
@@ -44,7 +44,7 @@ struct AttentionArgs {
 
 // Dynamic shared memory one block of the kernel takes.
 size_t attention_shared_bytes(DType dtype, int64_t E, int64_t Ev, bool backward);
-// The forward: out and lse.
+// The forward: out and stats.
 void launch_attention_forward(DType dtype, const AttentionArgs& a, cudaStream_t stream);
 // The backward: d, then dq_accum (zeroed here) and dk, dv, then dq from dq_accum when they differ.
 void launch_attention_backward(DType dtype, const AttentionArgs& a, cudaStream_t stream);

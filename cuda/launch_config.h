@@ -107,11 +107,11 @@ EMBER_HD constexpr int attention_key_tile(int bytes) { return 128 / bytes; }
 // p (Br x ld_p) of T, the weights; o (Br x ld_o) of A, the unnormalised output; m, l (Br) of A.
 // Backward: k, v, q and g (Br x ld_v, the output's cotangent) of T; s and dp (Br x ld_s) of A, which
 // later hold dq's tile (Br x ld_o, ld_o = max(E16, Ev16) + pad) and at the end dk's and dv's (Bc x ld_o);
-// p (the weights after dropout) and ds (Br x ld_p) of T; lse and d (Br) of A.
+// p (the weights after dropout) and ds (Br x ld_p) of T; m, l (the row max and 1 / sum) and d (Br) of A.
 struct AttentionPlan {
   int e16 = 0, ev16 = 0, bc = 0;
   int ld_qk = 0, ld_v = 0, ld_s = 0, ld_p = 0, ld_o = 0;
-  size_t q = 0, k = 0, v = 0, g = 0, s = 0, dp = 0, p = 0, ds = 0, o = 0, m = 0, l = 0, lse = 0, d = 0, bytes = 0;
+  size_t q = 0, k = 0, v = 0, g = 0, s = 0, dp = 0, p = 0, ds = 0, o = 0, m = 0, l = 0, d = 0, bytes = 0;
 };
 
 // Bytes rounded up to whole 128-byte lines, and the bytes of n rows of ld elements of `size` bytes.
@@ -165,7 +165,8 @@ EMBER_HD constexpr AttentionPlan attention_plan(int t, int a, int64_t E, int64_t
     p.dp = p.s + scores;
     p.p = attention_take(at, attention_rows(br, p.ld_p, t));
     p.ds = attention_take(at, attention_rows(br, p.ld_p, t));
-    p.lse = attention_take(at, attention_rows(br, 1, a));
+    p.m = attention_take(at, attention_rows(br, 1, a));
+    p.l = attention_take(at, attention_rows(br, 1, a));
     p.d = attention_take(at, attention_rows(br, 1, a));
   }
   p.bytes = at;

@@ -165,7 +165,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
 
 std::vector<OutputSpec> ScaledDotProductAttention::infer(const std::vector<Tensor>& in) const {
   const Tensor& q = in[0];
-  return {{Shape{q.size(0), q.size(1), in[2].size(2)}, q.dtype()}, {Shape{q.size(0), q.size(1)}, opmath_dtype(q.dtype())}};
+  return {{Shape{q.size(0), q.size(1), in[2].size(2)}, q.dtype()}, {Shape{q.size(0), q.size(1), 2}, opmath_dtype(q.dtype())}};
 }
 
 // First order: the backward kernel. Recorded (double backward): the same formulas with public ops,

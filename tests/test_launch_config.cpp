@@ -99,7 +99,8 @@ TEST_CASE("attention_plan: tiles aligned and disjoint within the block's bytes, 
           tiles.push_back({p.g, attention_rows(kAttentionQueryTile, p.ld_v, t)});
           tiles.push_back({p.ds, attention_rows(kAttentionQueryTile, p.ld_p, t)});
           tiles.push_back({p.s, 2 * attention_rows(kAttentionQueryTile, p.ld_s, a)});  // s and dp
-          tiles.push_back({p.lse, attention_rows(kAttentionQueryTile, 1, a)});
+          tiles.push_back({p.m, attention_rows(kAttentionQueryTile, 1, a)});
+          tiles.push_back({p.l, attention_rows(kAttentionQueryTile, 1, a)});
           tiles.push_back({p.d, attention_rows(kAttentionQueryTile, 1, a)});
         } else {
           tiles.push_back({p.s, attention_rows(kAttentionQueryTile, p.ld_s, a)});

@@ -21,8 +21,10 @@ struct AttentionParams {
 
 // Inputs {q (N, L, E), k (N, S, E), v (N, S, Ev), all contiguous and of one floating dtype,
 // [mask (B..., L, S) with prod(B) = N, any strides: bool (true = take part) or q's dtype (added)]}.
-// Outputs {out (N, L, Ev) in q's dtype, lse (N, L) in its opmath dtype}: lse is each row's
-// logsumexp of the scores, +inf for a row whose keys are all masked (its output row is 0).
+// Outputs {out (N, L, Ev) in q's dtype, stats (N, L, 2) in its opmath dtype}: each row's max score m
+// and sum l of e^(s - m), so that the backward recomputes the weights e^(s - m) / l; m is +inf and l 0
+// for a row whose keys are all masked (its output row is 0). Kept apart rather than as one logsumexp
+// m + log l, whose rounding (|m| 2^-24 in f32) would grow every weight's error with the scores.
 class ScaledDotProductAttention final : public Primitive {
  public:
   static constexpr int kSaves = kSaveInputs | kSaveOutputs;
@@ -37,7 +39,7 @@ class ScaledDotProductAttention final : public Primitive {
 };
 
 // The backward kernel (first order; the vjp composes public ops when the backward is recorded).
-// Inputs {q, k, v, out, g (out's cotangent, contiguous), lse, [mask]} as above; outputs
+// Inputs {q, k, v, out, g (out's cotangent, contiguous), stats, [mask]} as above; outputs
 // {dq, dk, dv} in q's dtype.
 class ScaledDotProductAttentionBackward final : public Primitive {
  public:
