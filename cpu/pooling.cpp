@@ -199,7 +199,7 @@ void AvgPool2d::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out
             double acc = 0;
             for (int64_t h = win.h0; h < win.h1; ++h)
               for (int64_t w = win.w0; w < win.w1; ++w) acc += static_cast<double>(static_cast<C<T>>(plane[h * xs.h + w * xs.w]));
-            y[(nc * s.OH + i) * s.OW + j] = convert<T>(win.divisor > 0 ? acc / win.divisor : 0.0);
+            y[(nc * s.OH + i) * s.OW + j] = convert<T>(win.divisor != 0 ? acc / static_cast<double>(win.divisor) : 0.0);
           }
       }
     });
@@ -220,8 +220,8 @@ void AvgPool2dBackward::eval_cpu(const std::vector<Tensor>& in, std::vector<Tens
         for (int64_t i = 0; i < s.OH; ++i)
           for (int64_t j = 0; j < s.OW; ++j) {
             const AvgPoolWindow win = avg_pool_window(p_, s, i, j);
-            if (win.divisor <= 0) continue;
-            const double v = static_cast<double>(static_cast<C<T>>(plane[i * gs.h + j * gs.w])) / win.divisor;
+            if (win.divisor == 0) continue;
+            const double v = static_cast<double>(static_cast<C<T>>(plane[i * gs.h + j * gs.w])) / static_cast<double>(win.divisor);
             for (int64_t h = win.h0; h < win.h1; ++h)
               for (int64_t w = win.w0; w < win.w1; ++w) acc[h * s.W + w] += v;
           }

@@ -26,6 +26,7 @@ cuda::PoolShape pool_shape(const Pool2dParams& p, const Shape& x, const Shape& y
   }
   s.count_include_pad = p.count_include_pad;
   s.adaptive = p.adaptive;
+  s.divisor_override = p.divisor_override;
   return s;
 }
 

@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kThreads) avg_pool2d_kernel(const T* x, T* y, 
     C acc = 0;
     for (int64_t h = win.h0; h < win.h1; ++h)
       for (int64_t w = win.w0; w < win.w1; ++w) acc += static_cast<C>(plane[h * s.strides[2] + w * s.strides[3]]);
-    y[o] = convert<T>(win.divisor > 0 ? acc / static_cast<C>(win.divisor) : C(0));
+    y[o] = convert<T>(win.divisor != 0 ? acc / static_cast<C>(win.divisor) : C(0));
   }
 }
 
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kThreads) avg_pool2d_backward_kernel(const T* 
     for (int64_t i = rows.lo; i < rows.hi; ++i)
       for (int64_t j = cols.lo; j < cols.hi; ++j) {
         const AvgPoolWindow win = avg_pool_window(s, s, i, j);
-        if (win.divisor <= 0 || h < win.h0 || h >= win.h1 || w < win.w0 || w >= win.w1) continue;
+        if (win.divisor == 0 || h < win.h0 || h >= win.h1 || w < win.w0 || w >= win.w1) continue;
         acc += static_cast<C>(plane[i * s.strides[2] + j * s.strides[3]]) / static_cast<C>(win.divisor);
       }
     gx[o] = convert<T>(acc);

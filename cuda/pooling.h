@@ -19,6 +19,7 @@ struct PoolShape {
   int64_t strides[4];
   int64_t kernel[2], stride[2], padding[2], dilation[2];
   bool count_include_pad, adaptive;
+  int64_t divisor_override;
 };
 
 // values and indices (h * W + w within the plane) of max pooling x.

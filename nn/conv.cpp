@@ -170,4 +170,23 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   return from_nhwc(y, channels_last);
 }
 
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride, PaddingMode padding,
+              Pair dilation, int64_t groups) {
+  if (padding == PaddingMode::valid) return conv2d(input, weight, bias, stride, {0, 0}, dilation, groups);
+  if (stride[0] != 1 || stride[1] != 1)
+    throw ValueError("conv2d: padding 'same' needs stride 1, got (" + std::to_string(stride[0]) + ", " +
+                     std::to_string(stride[1]) + ")");
+  if (weight.dim() != 4)
+    throw ShapeError("conv2d: weight " + to_string(weight.shape()) + " must be (out, in/groups, kH, kW)");
+  Pair before{};
+  std::vector<int64_t> extra(4, 0);  // pad()'s (left, right, top, bottom): the odd element after
+  for (int i = 0; i < 2; ++i) {
+    const int64_t total = dilation[i] * (weight.size(2 + i) - 1);
+    before[i] = total / 2;
+    extra[2 * (1 - i) + 1] = total - 2 * before[i];
+  }
+  const bool asymmetric = extra[1] != 0 || extra[3] != 0;
+  return conv2d(asymmetric ? pad(input, extra) : input, weight, bias, stride, before, dilation, groups);
+}
+
 }  // namespace ember

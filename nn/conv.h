@@ -14,6 +14,18 @@ namespace ember {
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, std::array<int64_t, 2> stride = {1, 1},
               std::array<int64_t, 2> padding = {0, 0}, std::array<int64_t, 2> dilation = {1, 1}, int64_t groups = 1);
 
+/// conv2d's padding by name, as PyTorch's padding='valid' / 'same'.
+enum class PaddingMode {
+  valid,  ///< no padding
+  same,   ///< the output as large as the input (stride 1 only)
+};
+
+/// conv2d padded by name. "same" pads each spatial dim by dilation (k - 1) in all, half before and
+/// half after, the odd element after (bottom, right) for an even extent, as PyTorch does; stride must
+/// be 1 there (ValueError otherwise).
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
+              PaddingMode padding, std::array<int64_t, 2> dilation = {1, 1}, int64_t groups = 1);
+
 /// True when x is 4-D with NHWC strides (and not also NCHW-contiguous).
 bool is_channels_last(const Tensor& x);
 

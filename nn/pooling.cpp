@@ -125,11 +125,14 @@ Tensor max_pool2d(const Tensor& input, Pair kernel, std::optional<Pair> stride, 
 }
 
 Tensor avg_pool2d(const Tensor& input_in, Pair kernel, std::optional<Pair> stride, Pair padding, bool ceil_mode,
-                  bool count_include_pad) {
+                  bool count_include_pad, std::optional<int64_t> divisor_override) {
   const auto [input] = amp::autocast_args("avg_pool2d", input_in);
   check_input("avg_pool2d", input);
+  if (divisor_override && *divisor_override == 0)
+    throw ValueError("avg_pool2d: divisor_override must not be 0 (input " + to_string(input.shape()) + ")");
   Pool2dParams p = regular(kernel, stride, padding, {1, 1}, ceil_mode);
   p.count_include_pad = count_include_pad;
+  p.divisor_override = divisor_override.value_or(0);
   return run1(AvgPool2d{p}, {input});
 }
 

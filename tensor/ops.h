@@ -209,6 +209,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 /// The tensors (all of one shape) joined along a new dim.
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+/// x with `value` added around it, as torch.nn.functional.pad in constant mode: pads holds (before,
+/// after) pairs from the last dim backwards ({left, right, top, bottom} pads a 2-D image); a negative
+/// amount removes elements. ShapeError for an odd count, more pairs than dims or a size below 0.
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, Scalar value = 0.0);
 /// Views of split_size elements along dim each (the last may be shorter).
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 /// Views of the given sizes along dim, which must sum to its size.

@@ -287,6 +287,39 @@ Tensor stack(const std::vector<Tensor>& tensors_in, int64_t dim) {
   return cat(parts, d);
 }
 
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, Scalar value) {
+  auto where = [&] {
+    std::string s = "pad: pads (";
+    for (size_t i = 0; i < pads.size(); ++i) s += (i ? ", " : "") + std::to_string(pads[i]);
+    return s + ") for input " + to_string(x.shape());
+  };
+  if (pads.size() % 2 != 0) throw ShapeError(where() + ": an odd count (they come in (before, after) pairs)");
+  if (static_cast<int64_t>(pads.size() / 2) > x.dim())
+    throw ShapeError(where() + ": more pairs than the input's " + std::to_string(x.dim()) + " dims");
+  Tensor y = x;
+  for (size_t pair = 0; pair < pads.size() / 2; ++pair) {
+    const int d = x.dim() - 1 - static_cast<int>(pair);
+    const int64_t before = pads[2 * pair], after = pads[2 * pair + 1], size = y.size(d);
+    // Removals first (narrow), then additions (cat with filled blocks): the gradient flows back through both.
+    const int64_t cut_before = std::max<int64_t>(-before, 0), cut_after = std::max<int64_t>(-after, 0);
+    if (cut_before + cut_after > size)
+      throw ShapeError(where() + ": removes " + std::to_string(cut_before + cut_after) + " elements from dim " +
+                       std::to_string(d) + " of size " + std::to_string(size));
+    if (cut_before + cut_after > 0) y = narrow(y, d, cut_before, size - cut_before - cut_after);
+    std::vector<Tensor> parts;
+    auto block = [&](int64_t n) {
+      Shape s = y.shape();
+      s[d] = n;
+      return full(s, value, TensorOptions(y.dtype()).with_device(y.device()));
+    };
+    if (before > 0) parts.push_back(block(before));
+    parts.push_back(y);
+    if (after > 0) parts.push_back(block(after));
+    if (parts.size() > 1) y = cat(parts, d);
+  }
+  return y;
+}
+
 std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
   const int d = wrap_dim(dim, x.dim(), "split");
   const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});

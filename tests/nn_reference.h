@@ -23,11 +23,13 @@ using P2 = std::array<int64_t, 2>;
 
 // out[n][o][i][j] = b[o] + sum_{c,ki,kj} x[n][g*Cg+c][i*s-p+ki*d][j*s-p+kj*d] * w[o][c][ki][kj],
 // g = o / (O / groups); taps that land in the zero padding are skipped.
-inline Host conv2d(const Host& x, const Host& w, const std::vector<double>* b, P2 s, P2 p, P2 d, int64_t groups) {
+// `after`: padding beyond p at the bottom and right only (padding 'same' with an even extent).
+inline Host conv2d(const Host& x, const Host& w, const std::vector<double>* b, P2 s, P2 p, P2 d, int64_t groups,
+                   P2 after = {0, 0}) {
   const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
   const int64_t O = w.shape[0], Cg = w.shape[1], kh = w.shape[2], kw = w.shape[3], Og = O / groups;
-  const int64_t OH = (H + 2 * p[0] - d[0] * (kh - 1) - 1) / s[0] + 1;
-  const int64_t OW = (W + 2 * p[1] - d[1] * (kw - 1) - 1) / s[1] + 1;
+  const int64_t OH = (H + 2 * p[0] + after[0] - d[0] * (kh - 1) - 1) / s[0] + 1;
+  const int64_t OW = (W + 2 * p[1] + after[1] - d[1] * (kw - 1) - 1) / s[1] + 1;
   Host y{{N, O, OH, OW}, std::vector<double>(static_cast<size_t>(N * O * OH * OW))};
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < O; ++o)
@@ -57,7 +59,9 @@ struct Pool {
   std::vector<double> indices;
 };
 
-inline Pool pool2d(const Host& x, P2 k, P2 s, P2 p, P2 d, bool ceil_mode, bool is_max, bool count_include_pad) {
+// Max or average pooling; the average divides by divisor_override when it is not 0.
+inline Pool pool2d(const Host& x, P2 k, P2 s, P2 p, P2 d, bool ceil_mode, bool is_max, bool count_include_pad,
+                   int64_t divisor_override = 0) {
   const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
   auto out_size = [&](int64_t in, int i) {
     const int64_t num = in + 2 * p[i] - d[i] * (k[i] - 1) - 1 + (ceil_mode ? s[i] - 1 : 0);
@@ -84,7 +88,7 @@ inline Pool pool2d(const Host& x, P2 k, P2 s, P2 p, P2 d, bool ceil_mode, bool i
             if (arg < 0 || v > best) best = v, arg = h * W + w;
           }
         const int64_t o = (nc * OH + i) * OW + j;
-        r.values.v[o] = is_max ? best : sum / count;
+        r.values.v[o] = is_max ? best : sum / static_cast<double>(divisor_override != 0 ? divisor_override : count);
         r.indices[o] = static_cast<double>(arg);
       }
   return r;
@@ -169,52 +173,78 @@ inline std::vector<double> layer_norm(const std::vector<double>& x, int64_t D, c
 
 // ---- losses
 
-// Per-element cross-entropy of logits (N, C, S) row-major at targets (N, S):
-// (1 - eps) * (lse - x[target]) + eps * mean_c (lse - x[c]); 0 where the target is `ignore`.
+// Class c's weight: w[c], or 1 without a weight (w empty).
+inline double class_weight(const std::vector<double>& w, int64_t c) { return w.empty() ? 1.0 : w[c]; }
+
+// log(sum_c e^x[c]) of position (n, s) of logits (N, C, S) row-major.
+inline double logsumexp_at(const std::vector<double>& x, int64_t n, int64_t s, int64_t C, int64_t S) {
+  double z = 0;
+  for (int64_t c = 0; c < C; ++c) z += std::exp(x[(n * C + c) * S + s]);
+  return std::log(z);
+}
+
+// Per-element cross-entropy of logits (N, C, S) row-major at targets (N, S), class weights w (or none):
+// (1 - eps) * w[target] (lse - x[target]) + eps * mean_c w[c] (lse - x[c]); 0 where the target is `ignore`.
 inline std::vector<double> cross_entropy(const std::vector<double>& x, const std::vector<int64_t>& t, int64_t N,
-                                         int64_t C, int64_t S, int64_t ignore, double eps) {
+                                         int64_t C, int64_t S, int64_t ignore, double eps,
+                                         const std::vector<double>& w = {}) {
   std::vector<double> loss(N * S, 0.0);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t s = 0; s < S; ++s) {
       const int64_t target = t[n * S + s];
       if (target == ignore) continue;
-      double z = 0;
-      for (int64_t c = 0; c < C; ++c) z += std::exp(x[(n * C + c) * S + s]);
-      const double lse = std::log(z);
+      const double lse = logsumexp_at(x, n, s, C, S);
       double smooth = 0;
-      for (int64_t c = 0; c < C; ++c) smooth += lse - x[(n * C + c) * S + s];
-      loss[n * S + s] = (1 - eps) * (lse - x[(n * C + target) * S + s]) + eps * smooth / static_cast<double>(C);
+      for (int64_t c = 0; c < C; ++c) smooth += class_weight(w, c) * (lse - x[(n * C + c) * S + s]);
+      loss[n * S + s] = (1 - eps) * class_weight(w, target) * (lse - x[(n * C + target) * S + s]) +
+                        eps * smooth / static_cast<double>(C);
     }
   return loss;
 }
 
-// Per-element negative log likelihood of log-probabilities (N, C, S) at targets (N, S).
-inline std::vector<double> nll_loss(const std::vector<double>& lp, const std::vector<int64_t>& t, int64_t N, int64_t C,
-                                    int64_t S, int64_t ignore) {
+// Per-element cross-entropy of logits (N, C, S) against class probabilities q (N, C, S):
+// -sum_c w[c] ((1 - eps) q[c] + eps / C) (x[c] - lse).
+inline std::vector<double> cross_entropy_probabilities(const std::vector<double>& x, const std::vector<double>& q,
+                                                       int64_t N, int64_t C, int64_t S, double eps,
+                                                       const std::vector<double>& w = {}) {
   std::vector<double> loss(N * S, 0.0);
   for (int64_t n = 0; n < N; ++n)
-    for (int64_t s = 0; s < S; ++s)
-      if (t[n * S + s] != ignore) loss[n * S + s] = -lp[(n * C + t[n * S + s]) * S + s];
+    for (int64_t s = 0; s < S; ++s) {
+      const double lse = logsumexp_at(x, n, s, C, S);
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t i = (n * C + c) * S + s;
+        loss[n * S + s] -= class_weight(w, c) * ((1 - eps) * q[i] + eps / static_cast<double>(C)) * (x[i] - lse);
+      }
+    }
   return loss;
 }
 
-// Sum, or mean over the targets that are not `ignore` (the class-loss "mean").
+// Per-element negative log likelihood of log-probabilities (N, C, S) at targets (N, S): -w[t] lp[t].
+inline std::vector<double> nll_loss(const std::vector<double>& lp, const std::vector<int64_t>& t, int64_t N, int64_t C,
+                                    int64_t S, int64_t ignore, const std::vector<double>& w = {}) {
+  std::vector<double> loss(N * S, 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t s = 0; s < S; ++s)
+      if (t[n * S + s] != ignore) loss[n * S + s] = -class_weight(w, t[n * S + s]) * lp[(n * C + t[n * S + s]) * S + s];
+  return loss;
+}
+
+// Sum, or mean over the targets that are not `ignore` weighted by w[target] (the class-loss "mean").
 inline double reduce_targets(const std::vector<double>& loss, const std::vector<int64_t>& t, int64_t ignore,
-                             bool mean) {
-  double s = 0;
-  int64_t count = 0;
+                             bool mean, const std::vector<double>& w = {}) {
+  double s = 0, total = 0;
   for (size_t i = 0; i < loss.size(); ++i) {
     s += loss[i];
-    count += t[i] != ignore;
+    if (t[i] != ignore) total += class_weight(w, t[i]);
   }
-  return mean ? s / static_cast<double>(count) : s;
+  return mean ? s / total : s;
 }
 
 // A per-element loss reduced as "none" (kept, shape `shape`), "sum" or "mean" (0-dim).
 inline Host reduce_loss(const std::vector<double>& loss, const Shape& shape, const std::string& reduction,
-                        const std::vector<int64_t>& t, int64_t ignore) {
+                        const std::vector<int64_t>& t, int64_t ignore, const std::vector<double>& w = {}) {
   if (reduction == "none") return {shape, loss};
-  return {{}, {reduce_targets(loss, t, ignore, reduction == "mean")}};
+  return {{}, {reduce_targets(loss, t, ignore, reduction == "mean", w)}};
 }
 
 // (a - b)^2 elementwise with a and b broadcast.

@@ -746,6 +746,28 @@ std::vector<Case> join_cases() {
                  for (const Host& h : x) parts.push_back(reshape_ref(h, {1}));
                  return cat_ref(parts, 0);
                })});
+  // pad: (before, after) pairs from the last dim; a negative amount removes, the value fills.
+  for (const std::vector<int64_t>& pads : {std::vector<int64_t>{1, 2}, std::vector<int64_t>{0, 1, 2, -1},
+                                           std::vector<int64_t>{-1, 2, 1, 0, 0, 1}})
+    v.push_back({"pad " + to_string(Shape(pads)) + " value 3", kNumeric, ranged({{c({2, 3, 4})}, {tr({2, 3, 4})}}, -5, 5),
+                 one([pads](const auto& x) { return pad(x[0], pads, 3); }), one_ref([pads](const auto& x) {
+                   const Host& in = x[0];
+                   Shape s = in.shape;
+                   for (size_t pair = 0; pair < pads.size() / 2; ++pair)
+                     s[s.size() - 1 - pair] += pads[2 * pair] + pads[2 * pair + 1];
+                   Host r{s, std::vector<double>(static_cast<size_t>(numel(s)), 3.0)};
+                   for (int64_t i = 0; i < r.numel(); ++i) {
+                     Shape at = unravel(i, s);
+                     bool inside = true;
+                     for (size_t pair = 0; pair < pads.size() / 2; ++pair) {
+                       const size_t d = s.size() - 1 - pair;
+                       at[d] -= pads[2 * pair];
+                       inside = inside && at[d] >= 0 && at[d] < in.shape[d];
+                     }
+                     if (inside) r.v[i] = in.v[ravel(at, in.shape)];
+                   }
+                   return r;
+                 })});
   v.push_back({"split(3, 0)", kAll, ranged({{c({7, 3})}, {tr({7, 3})}}, -5, 5),
                [](const auto& x) { return split(x[0], 3, 0); },
                [](const auto& x) { return split_ref(x[0], {3, 3, 1}, 0); }});
@@ -1089,6 +1111,7 @@ std::vector<Case> conv_cases() {
     P2 stride, padding, dilation;
     int64_t groups;
     bool bias;
+    bool same = false;  // PaddingMode::same (padding unused)
   };
   const std::vector<Conv> convs = {
       {"conv2d", {2, 3, 6, 6}, {4, 3, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, false},
@@ -1098,6 +1121,11 @@ std::vector<Case> conv_cases() {
       {"conv2d depthwise padding 1", {2, 6, 5, 7}, {6, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 6, false},
       {"conv2d depthwise x2 stride 2 dilation 2 bias", {1, 4, 6, 5}, {8, 1, 2, 3}, {2, 2}, {1, 1}, {2, 2}, 4, true},
       {"conv2d 1x1 bias", {2, 8, 4, 5}, {4, 8, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, true},
+      {"conv2d padding same, kernel (2, 4): the odd element after", {2, 3, 5, 6}, {4, 3, 2, 4}, {1, 1}, {}, {1, 1}, 1,
+       false, true},
+      {"conv2d padding same, kernel (3, 2) dilation (2, 3) groups 2 bias", {1, 4, 7, 6}, {6, 2, 3, 2}, {1, 1}, {},
+       {2, 3}, 2, true, true},
+      {"conv2d padding same, kernel 3: symmetric", {2, 3, 5, 4}, {2, 3, 3, 3}, {1, 1}, {}, {1, 1}, 1, true, true},
   };
   for (const Conv& k : convs) {
     auto inputs = [&](In x) {
@@ -1107,11 +1135,20 @@ std::vector<Case> conv_cases() {
     };
     v.push_back({k.label, kFloats, {inputs(c(k.x)), inputs(cl(k.x)), inputs(st(k.x))},
                  one([k](const auto& x) {
-                   return conv2d(x[0], x[1], k.bias ? x[2] : Tensor(), k.stride, k.padding, k.dilation, k.groups);
+                   const Tensor bias = k.bias ? x[2] : Tensor();
+                   return k.same ? conv2d(x[0], x[1], bias, k.stride, PaddingMode::same, k.dilation, k.groups)
+                                 : conv2d(x[0], x[1], bias, k.stride, k.padding, k.dilation, k.groups);
                  }),
                  one_ref([k](const auto& x) {
                    const std::vector<double> b = maybe(x, 2);
-                   return ref::conv2d(x[0], x[1], k.bias ? &b : nullptr, k.stride, k.padding, k.dilation, k.groups);
+                   P2 padding = k.padding, after{0, 0};
+                   if (k.same)
+                     for (int i = 0; i < 2; ++i) {
+                       const int64_t total = k.dilation[i] * (k.w[2 + i] - 1);
+                       padding[i] = total / 2;
+                       after[i] = total % 2;
+                     }
+                   return ref::conv2d(x[0], x[1], k.bias ? &b : nullptr, k.stride, padding, k.dilation, k.groups, after);
                  })});
   }
   return v;
@@ -1154,6 +1191,11 @@ std::vector<Case> pool_cases() {
                    one_ref([k, include](const auto& x) {
                      return ref::pool2d(x[0], k.k, k.s, k.p, {1, 1}, k.ceil_mode, false, include).values;
                    })});
+    v.push_back({"avg_pool2d " + k.label + " divisor_override 5", kFloats, layouts,
+                 one([k](const auto& x) { return avg_pool2d(x[0], k.k, k.s, k.p, k.ceil_mode, true, 5); }),
+                 one_ref([k](const auto& x) {
+                   return ref::pool2d(x[0], k.k, k.s, k.p, {1, 1}, k.ceil_mode, false, true, 5).values;
+                 })});
   }
   for (const auto& [xs, os] : std::vector<std::pair<Shape, P2>>{
            {{2, 3, 7, 5}, {3, 2}}, {{1, 2, 4, 4}, {1, 1}}, {{1, 1, 5, 3}, {7, 4}}, {{2, 2, 8, 8}, {4, 4}}})
@@ -1241,13 +1283,40 @@ std::vector<Case> loss_cases() {
       {c({2, 3, 2, 2}), targets({2, 2, 2}, 3)},
       {st({3, 4, 3}), targets({3, 3}, 4)},
   };
+  // The same with a class weight in [0.5, 2] as a third input.
+  std::vector<std::vector<In>> weighted_configs = ranged(class_configs, -3, 3);
+  for (auto& cfg : weighted_configs) cfg.push_back(c({cfg[0].shape[1]}).range(0.5, 2));
   auto class_ref = [](const std::vector<Host>& x, const std::string& reduction, int64_t ignore, double eps, bool ce) {
     const Shape& s = x[0].shape;
     const int64_t N = s[0], C = s[1], S = x[0].numel() / (N * C);
     const std::vector<int64_t> t = as_ints(x[1]);
+    const std::vector<double> w = x.size() > 2 ? x[2].v : std::vector<double>{};
     const std::vector<double> loss =
-        ce ? ref::cross_entropy(x[0].v, t, N, C, S, ignore, eps) : ref::nll_loss(x[0].v, t, N, C, S, ignore);
-    return ref::reduce_loss(loss, x[1].shape, reduction, t, ignore);
+        ce ? ref::cross_entropy(x[0].v, t, N, C, S, ignore, eps, w) : ref::nll_loss(x[0].v, t, N, C, S, ignore, w);
+    return ref::reduce_loss(loss, x[1].shape, reduction, t, ignore, w);
+  };
+  // Logits and class probabilities of one shape ((C) unbatched), [optional weight]: "mean" divides
+  // by the positions.
+  const std::vector<std::vector<In>> probability_configs = {
+      {c({6, 5}).range(-3, 3), c({6, 5}).range(0, 1)},
+      {tr({6, 5}).range(-3, 3), st({6, 5}).range(0, 1)},
+      {c({2, 3, 2, 2}).range(-3, 3), c({2, 3, 2, 2}).range(0, 1), c({3}).range(0.5, 2)},
+      {c({4}).range(-3, 3), c({4}).range(0, 1), c({4}).range(0.5, 2)},
+  };
+  auto probability_ref = [](const std::vector<Host>& x, const std::string& reduction, double eps) {
+    const bool unbatched = x[0].shape.size() == 1;
+    const int64_t N = unbatched ? 1 : x[0].shape[0], C = unbatched ? x[0].shape[0] : x[0].shape[1];
+    const int64_t S = x[0].numel() / (N * C);
+    const std::vector<double> loss =
+        ref::cross_entropy_probabilities(x[0].v, x[1].v, N, C, S, eps, x.size() > 2 ? x[2].v : std::vector<double>{});
+    if (reduction == "none") {  // the logits' shape without the class dim
+      Shape s = x[0].shape;
+      s.erase(unbatched ? 0 : 1);
+      return Host{s, loss};
+    }
+    double total = 0;
+    for (const double l : loss) total += l;
+    return Host{{}, {reduction == "sum" ? total : total / static_cast<double>(N * S)}};
   };
   for (const std::string reduction : {"none", "sum", "mean"}) {
     for (double eps : {0.0, 0.1})
@@ -1263,6 +1332,20 @@ std::vector<Case> loss_cases() {
     v.push_back({"nll_loss " + reduction + " ignore_index -1", kFloats, ranged(class_configs, -3, 0),
                  one([=](const auto& x) { return nll_loss(x[0], x[1], reduction, -1); }),
                  one_ref([=](const auto& x) { return class_ref(x, reduction, -1, 0, false); })});
+    for (double eps : {0.0, 0.1})
+      v.push_back({"cross_entropy " + reduction + " weight, ignore_index -1 label_smoothing " + std::to_string(eps),
+                   kFloats, weighted_configs,
+                   one([=](const auto& x) { return cross_entropy(x[0], x[1], reduction, -1, eps, x[2]); }),
+                   one_ref([=](const auto& x) { return class_ref(x, reduction, -1, eps, true); })});
+    v.push_back({"nll_loss " + reduction + " weight, ignore_index -1", kFloats, weighted_configs,
+                 one([=](const auto& x) { return nll_loss(x[0], x[1], reduction, -1, x[2]); }),
+                 one_ref([=](const auto& x) { return class_ref(x, reduction, -1, 0, false); })});
+    for (double eps : {0.0, 0.2})
+      v.push_back({"cross_entropy " + reduction + " class probabilities, label_smoothing " + std::to_string(eps),
+                   kFloats, probability_configs, one([=](const auto& x) {
+                     return cross_entropy(x[0], x[1], reduction, -100, eps, x.size() > 2 ? x[2] : Tensor());
+                   }),
+                   one_ref([=](const auto& x) { return probability_ref(x, reduction, eps); })});
   }
   return v;
 }

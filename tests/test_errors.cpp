@@ -3,7 +3,9 @@
 #include <span>
 #include <vector>
 
+#include "nn/conv.h"
 #include "nn/loss.h"
+#include "nn/pooling.h"
 #include "tests/helpers.h"
 
 using namespace ember;
@@ -169,6 +171,35 @@ TEST_CASE("errors: PyTorch's extra arguments out of their domain") {
     const std::vector<int64_t> sizes(17, 1);
     (void)ones(Shape(std::span<const int64_t>(sizes)));
   }, {"at most 16", "17"});
+}
+
+TEST_CASE("errors: class weights, probability targets, divisor_override, padding 'same' and pad") {
+  const Tensor logits = ones({4, 3}), target = from_vector<int64_t>({0, 2, 1, 2}, {4});
+  expect_error<ShapeError>("weight of the wrong length", [&] { (void)cross_entropy(logits, target, "mean", -100, 0, ones({4})); },
+                           {"cross_entropy", "weight (4,)", "(3)"});
+  expect_error<DTypeError>("weight of another dtype", [&] { (void)nll_loss(logits, target, "mean", -100, ones({3}, DType::f64)); },
+                           {"nll_loss", "float64", "float32"});
+  expect_error<IndexError>("a weighted target out of range",
+                           [&] { (void)cross_entropy(logits, from_vector<int64_t>({0, 3, 1, 2}, {4}), "sum", -100, 0, ones({3})); },
+                           {"cross_entropy", "target 3", "3 classes"});
+  expect_error<DTypeError>("probabilities of another shape", [&] { (void)cross_entropy(logits, ones({4, 2})); },
+                           {"cross_entropy", "(4, 3)", "(4, 2)", "neither"});
+  expect_error<DTypeError>("indices of the input's shape", [&] { (void)cross_entropy(logits, ones({4, 3}, DType::i64)); },
+                           {"cross_entropy", "probabilities", "int64"});
+  expect_error<DTypeError>("probabilities of another dtype", [&] { (void)cross_entropy(logits, ones({4, 3}, DType::f64)); },
+                           {"cross_entropy", "float64"});
+  expect_error<ValueError>("ignore_index with probabilities", [&] { (void)cross_entropy(logits, ones({4, 3}), "mean", 1); },
+                           {"cross_entropy", "ignore_index 1"});
+  const Tensor image = ones({1, 2, 5, 5});
+  expect_error<ValueError>("divisor_override 0", [&] { (void)avg_pool2d(image, {2, 2}, {}, {0, 0}, false, true, 0); },
+                           {"avg_pool2d", "divisor_override"});
+  expect_error<ValueError>("padding 'same' with stride 2",
+                           [&] { (void)conv2d(image, ones({3, 2, 2, 2}), {}, {2, 1}, PaddingMode::same); },
+                           {"conv2d", "same", "(2, 1)"});
+  expect_error<ShapeError>("pad: an odd count", [&] { (void)pad(image, {1, 2, 3}); }, {"pad", "(1, 2, 3)", "odd"});
+  expect_error<ShapeError>("pad: more pairs than dims", [&] { (void)pad(ones({3}), {1, 1, 1, 1}); }, {"pad", "1 dims"});
+  expect_error<ShapeError>("pad: removing more than there is", [&] { (void)pad(ones({3}), {-2, -2}); },
+                           {"pad", "removes 4", "size 3"});
 }
 
 }  // TEST_SUITE("cpu")

@@ -13,8 +13,9 @@ struct AvgPoolWindow {
   int64_t h0, h1, w0, w1, divisor;
 };
 
-// `p` has kernel, stride, padding (indexable pairs), count_include_pad and adaptive; `s` has the
-// input and output plane sizes H, W, OH, OW.
+// `p` has kernel, stride, padding (indexable pairs), count_include_pad, divisor_override (0: none)
+// and adaptive; `s` has the input and output plane sizes H, W, OH, OW. A divisor of 0 (a window
+// wholly in the padding, not counted) makes the output 0.
 template <class Params, class Sizes>
 EMBER_HD AvgPoolWindow avg_pool_window(const Params& p, const Sizes& s, int64_t i, int64_t j) {
   if (p.adaptive) {
@@ -29,7 +30,10 @@ EMBER_HD AvgPoolWindow avg_pool_window(const Params& p, const Sizes& s, int64_t 
   w0 = std::max<int64_t>(w0, 0);
   h1 = std::min(h1, s.H);
   w1 = std::min(w1, s.W);
-  return {h0, h1, w0, w1, p.count_include_pad ? padded : (h1 - h0) * (w1 - w0)};
+  const int64_t divisor = p.divisor_override != 0 ? p.divisor_override
+                         : p.count_include_pad  ? padded
+                                                : (h1 - h0) * (w1 - w0);
+  return {h0, h1, w0, w1, divisor};
 }
 
 }  // namespace ember

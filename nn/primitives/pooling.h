@@ -14,6 +14,7 @@ struct Pool2dParams {
   Pair kernel{1, 1}, stride{1, 1}, padding{0, 0}, dilation{1, 1};
   bool ceil_mode = false;
   bool count_include_pad = true;
+  int64_t divisor_override = 0;  // avg_pool2d: each window's sum divided by this when not 0
   bool adaptive = false;  // adaptive_avg_pool2d: windows from output_size, the other fields unused
   Pair output_size{1, 1};
 };
