@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
     expect_token_shapes(checks, *vit, data.test->get_batch({0, 1}).images.to(device));
     expect_permutation_equivariance(checks, *vit);
 
-    optim::AdamOptions adamw = optim::adamw_defaults();
+    optim::AdamWOptions adamw;
     adamw.lr = fit_options.lr;
     optim::AdamW opt(vit->parameters(), adamw);
     const int64_t ramp = std::min(warmup, fit_options.steps);

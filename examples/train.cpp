@@ -120,7 +120,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, std::vector<Ten
     return std::make_unique<optim::SGD>(std::move(params), o);
   }
   if (f.optimizer == "adamw") {
-    optim::AdamOptions o = optim::adamw_defaults();
+    optim::AdamWOptions o;
     o.lr = lr;
     o.weight_decay = f.weight_decay;
     return std::make_unique<optim::AdamW>(std::move(params), o);

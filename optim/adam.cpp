@@ -5,13 +5,15 @@
 
 namespace ember::optim {
 
-GroupOptions AdamOptions::to_map() const {
+template <double D>
+GroupOptions AdamFamilyOptions<D>::to_map() const {
   return {{"lr", lr}, {"beta1", beta1}, {"beta2", beta2}, {"eps", eps}, {"weight_decay", weight_decay},
           {"amsgrad", amsgrad ? 1.0 : 0.0}};
 }
 
-AdamOptions AdamOptions::from(const GroupOptions& o) {
-  AdamOptions a;
+template <double D>
+AdamFamilyOptions<D> AdamFamilyOptions<D>::from(const GroupOptions& o) {
+  AdamFamilyOptions a;
   a.lr = o.at("lr");
   a.beta1 = o.at("beta1");
   a.beta2 = o.at("beta2");
@@ -20,6 +22,9 @@ AdamOptions AdamOptions::from(const GroupOptions& o) {
   a.amsgrad = o.at("amsgrad") != 0;
   return a;
 }
+
+template struct AdamFamilyOptions<0.0>;
+template struct AdamFamilyOptions<1e-2>;
 
 GroupOptions LAMBOptions::to_map() const {
   return {{"lr", lr}, {"beta1", beta1}, {"beta2", beta2}, {"eps", eps}, {"weight_decay", weight_decay}};
@@ -56,7 +61,8 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions o, bool decoupled)
   add_param_group(std::move(params));
 }
 
-AdamW::AdamW(std::vector<Tensor> params, AdamOptions options) : Adam(std::move(params), options, true) {}
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
+    : Adam(std::move(params), AdamOptions::from(options.to_map()), true) {}
 
 // The formulas (PyTorch's _single_tensor_adam, with AdamW's decoupled decay) are in optim/step_math.h.
 void Adam::step_group(const ParamGroup& group, const Batch& batch) {

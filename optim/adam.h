@@ -7,25 +7,23 @@
 
 namespace ember::optim {
 
-/// Adam's and AdamW's hyperparameters, with PyTorch's defaults.
-struct AdamOptions {
+/// Adam's and AdamW's hyperparameters with PyTorch's defaults, which differ only in weight_decay's
+/// (torch.optim.Adam: 0, torch.optim.AdamW: 1e-2): two types, so that `AdamW(params, {.lr = 3e-4})`
+/// keeps AdamW's decay.
+template <double kDefaultWeightDecay>
+struct AdamFamilyOptions {
   double lr = 1e-3;  ///< learning rate
   /// decay rates of the first and second moment averages @{
   double beta1 = 0.9, beta2 = 0.999;
   /// @}
-  double eps = 1e-8;            ///< added to the denominator's square root
-  double weight_decay = 0;      ///< Adam: L2, added to the gradient; AdamW: decoupled
-  bool amsgrad = false;         ///< use the running maximum of the second moment (AMSGrad)
+  double eps = 1e-8;                            ///< added to the denominator's square root
+  double weight_decay = kDefaultWeightDecay;    ///< Adam: L2, added to the gradient; AdamW: decoupled
+  bool amsgrad = false;                         ///< use the running maximum of the second moment (AMSGrad)
   GroupOptions to_map() const;  ///< The options as a param group's map ("beta1", "beta2", "amsgrad" as 0/1, ...).
-  static AdamOptions from(const GroupOptions& o);  ///< The options a param group's map holds.
+  static AdamFamilyOptions from(const GroupOptions& o);  ///< The options a param group's map holds.
 };
-
-/// AdamW's defaults differ from Adam's only in weight_decay = 1e-2.
-inline AdamOptions adamw_defaults() {
-  AdamOptions o;
-  o.weight_decay = 1e-2;
-  return o;
-}
+using AdamOptions = AdamFamilyOptions<0.0>;    ///< torch.optim.Adam's hyperparameters
+using AdamWOptions = AdamFamilyOptions<1e-2>;  ///< torch.optim.AdamW's hyperparameters
 
 /// Adam (Kingma & Ba, 2015), torch.optim.Adam: per-parameter state "exp_avg", "exp_avg_sq"
 /// (and "max_exp_avg_sq" with amsgrad) and "step".
@@ -48,7 +46,7 @@ class Adam : public Optimizer {
 /// weights, lr * weight_decay * w, apart from the gradient.
 class AdamW final : public Adam {
  public:
-  AdamW(std::vector<Tensor> params, AdamOptions options = adamw_defaults());  ///< ValueError as Adam's.
+  AdamW(std::vector<Tensor> params, AdamWOptions options = {});  ///< ValueError as Adam's.
 };
 
 /// LAMB's hyperparameters (apex's FusedLAMB defaults).
@@ -58,7 +56,7 @@ struct LAMBOptions {
   double beta1 = 0.9, beta2 = 0.999;
   /// @}
   double eps = 1e-6;            ///< added to the denominator's square root
-  double weight_decay = 0;      ///< decoupled, added to the update before the trust ratio
+  double weight_decay = 1e-2;   ///< decoupled, added to the update before the trust ratio
   GroupOptions to_map() const;  ///< The options as a param group's map.
   static LAMBOptions from(const GroupOptions& o);  ///< The options a param group's map holds.
 };

@@ -61,7 +61,8 @@ Vec sgd_ref(const SGDOptions& o, int steps) {
   return p;
 }
 
-Vec adam_ref(const AdamOptions& o, bool decoupled, int steps) {
+template <class Options>  // AdamOptions or AdamWOptions
+Vec adam_ref(const Options& o, bool decoupled, int steps) {
   Vec p = kInit, m(p.size()), v(p.size()), vmax(p.size());
   for (int k = 0; k < steps; ++k) {
     const Vec g = grad_at(k);
@@ -134,9 +135,8 @@ std::vector<Config> configs() {
   for (auto [name, o] : {std::pair{"Adam", AdamOptions{}}, std::pair{"Adam wd", wd}, std::pair{"AMSGrad", ams}})
     c.push_back({name, [o](const Tensor& p) { return std::make_unique<Adam>(std::vector{p}, o); },
                  [o](int n) { return adam_ref(o, false, n); }});
-  AdamOptions w = adamw_defaults();
-  AdamOptions w_ams = ams;
-  w_ams.weight_decay = 0.3;
+  const AdamWOptions w;
+  const AdamWOptions w_ams{.lr = ams.lr, .beta2 = ams.beta2, .weight_decay = 0.3, .amsgrad = true};
   for (auto [name, o] : {std::pair{"AdamW", w}, std::pair{"AdamW amsgrad", w_ams}})
     c.push_back({name, [o](const Tensor& p) { return std::make_unique<AdamW>(std::vector{p}, o); },
                  [o](int n) { return adam_ref(o, true, n); }});
@@ -214,10 +214,10 @@ TEST_CASE("optim: Adam, AMSGrad, AdamW and LAMB trajectories") {
     AdamW opt({p});
     CHECK(opt.param_groups()[0].get("weight_decay") == 1e-2);
     run(opt, p, 6);
-    check_vec(p, adam_ref(adamw_defaults(), true, 6), "AdamW defaults");
+    check_vec(p, adam_ref(AdamWOptions{}, true, 6), "AdamW defaults");
   }
   {
-    AdamOptions o = adamw_defaults();
+    AdamWOptions o;
     o.lr = 0.05;
     o.weight_decay = 0.3;
     o.amsgrad = true;

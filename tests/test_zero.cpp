@@ -54,7 +54,7 @@ std::unique_ptr<optim::Optimizer> sgd(std::vector<Tensor> params) {
   return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
 }
 std::unique_ptr<optim::Optimizer> adamw(std::vector<Tensor> params) {
-  return std::make_unique<optim::AdamW>(std::move(params), optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1});
+  return std::make_unique<optim::AdamW>(std::move(params), optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1});
 }
 
 // AdamW for comparisons across summation orders: its update m / (sqrt(v) + eps) turns the last-bit
@@ -63,7 +63,7 @@ std::unique_ptr<optim::Optimizer> adamw(std::vector<Tensor> params) {
 // kernels. An eps above that noise keeps the update linear in it.
 std::unique_ptr<optim::Optimizer> adamw_order_tolerant(std::vector<Tensor> params) {
   return std::make_unique<optim::AdamW>(std::move(params),
-                                        optim::AdamOptions{.lr = 0.01, .eps = 1e-4, .weight_decay = 0.1});
+                                        optim::AdamWOptions{.lr = 0.01, .eps = 1e-4, .weight_decay = 0.1});
 }
 
 // Rank r trains with ZeRO on its shard of each global batch; alone, it also trains a copy on the

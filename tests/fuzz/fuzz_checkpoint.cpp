@@ -28,7 +28,7 @@ train::Runner& small_run() {
     train::PrecisionOptions po;
     po.precision = train::Precision::naive_fp16;
     auto precision = std::make_shared<train::TrainingPrecision>(po, *model, [](std::vector<Tensor> params) {
-      return std::make_unique<optim::AdamW>(std::move(params), optim::adamw_defaults());
+      return std::make_unique<optim::AdamW>(std::move(params), optim::AdamWOptions{});
     });
     auto scheduler = std::make_shared<optim::CosineAnnealingLR>(precision->optimizer(), 10);
     auto images = randn({6, 1, 2, 2});
