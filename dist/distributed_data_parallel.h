@@ -55,7 +55,6 @@ class DistributedDataParallel : public nn::UnaryModule {
 
   std::string name() const override { return "DistributedDataParallel"; }
   std::string extra_repr() const override;
-  Tensor forward(const Tensor& x) override;
 
   /// The wrapped module (what checkpoints hold).
   const std::shared_ptr<nn::UnaryModule>& module() const { return module_; }
@@ -90,6 +89,8 @@ class DistributedDataParallel : public nn::UnaryModule {
  private:
   std::shared_ptr<nn::UnaryModule> module_;
   std::shared_ptr<State> state_;
+ protected:
+  Tensor forward(const Tensor& x) override;
 };
 
 }  // namespace ember::dist

@@ -34,10 +34,13 @@ class TwoLayerMLP : public nn::UnaryModule {
       : fc1(register_module("fc1", std::make_shared<nn::Linear>(in, hidden))),
         fc2(register_module("fc2", std::make_shared<nn::Linear>(hidden, out))) {}
   std::string name() const override { return "TwoLayerMLP"; }
-  // (B, 1, 28, 28) -> (B, 784) -> (B, hidden) -> (B, 10): logits, one score per class.
-  Tensor forward(const Tensor& x) override { return (*fc2)(relu((*fc1)(flatten(x, 1)))); }
 
   std::shared_ptr<nn::Linear> fc1, fc2;
+
+ protected:
+  // (B, 1, 28, 28) -> (B, 784) -> (B, hidden) -> (B, 10): logits, one score per class. Protected:
+  // callers write (*model)(x), which runs the module's hooks around this.
+  Tensor forward(const Tensor& x) override { return (*fc2)(relu((*fc1)(flatten(x, 1)))); }
 };
 
 }  // namespace

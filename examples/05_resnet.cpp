@@ -63,16 +63,18 @@ class CifarResNet : public nn::UnaryModule {
         layer3(register_module("layer3", stage(32, 64, n, 2))),   // (B, 64, 8, 8)
         fc(register_module("fc", std::make_shared<nn::Linear>(64, classes))) {}
   std::string name() const override { return "CifarResNet"; }
-  Tensor forward(const Tensor& x) override {
-    Tensor y = relu((*bn1)((*conv1)(x)));
-    y = (*layer3)((*layer2)((*layer1)(y)));
-    return (*fc)(flatten(adaptive_avg_pool2d(y, {1, 1}), 1));  // (B, 64, 1, 1) -> (B, 64) -> (B, classes)
-  }
 
   std::shared_ptr<nn::Conv2d> conv1;
   std::shared_ptr<nn::BatchNorm2d> bn1;
   std::shared_ptr<nn::Sequential> layer1, layer2, layer3;
   std::shared_ptr<nn::Linear> fc;
+
+ protected:
+  Tensor forward(const Tensor& x) override {
+    Tensor y = relu((*bn1)((*conv1)(x)));
+    y = (*layer3)((*layer2)((*layer1)(y)));
+    return (*fc)(flatten(adaptive_avg_pool2d(y, {1, 1}), 1));  // (B, 64, 1, 1) -> (B, 64) -> (B, classes)
+  }
 };
 
 // A block whose last batch norm scales by 0 adds nothing to its input: relu(x + 0) = relu(x).

@@ -22,7 +22,7 @@ class Module;
 
 /// Forward hooks in PyTorch's shape (register_forward_pre_hook / register_forward_hook), observing
 /// only: the pre-hook sees the input of a call m(x), the hook its input and output once forward has
-/// returned. forward() called directly runs no hook, as in PyTorch.
+/// returned (forward itself is protected: see UnaryModule).
 using ForwardPreHook = std::function<void(Module& module, const Tensor& input)>;
 /// The hook of register_forward_hook: sees the module, its input and its output.
 using ForwardHook = std::function<void(Module& module, const Tensor& input, const Tensor& output)>;
@@ -168,14 +168,14 @@ class Module : public std::enable_shared_from_this<Module> {
   std::string range_label_;                      // "": not yet asked for
 };
 
-/// A module with one tensor in and one out: what Sequential chains. Call it as m(x) (models call
-/// their children so), which runs the forward hooks around forward(x), and with profiler ranges on
-/// makes the call a range named range_label().
+/// A module with one tensor in and one out: what Sequential chains. It has one way in, the call
+/// m(x) ((*model)(x) through a shared_ptr), which runs the forward hooks around forward(x), and with
+/// profiler ranges on makes the call a range named range_label(). forward() is protected in every
+/// module ember defines, and should be in yours: called directly it would skip the hooks, and with
+/// them ZeRO-3's gathering of the module's parameters (PyTorch allows both calls; only one is right).
 class UnaryModule : public Module {
  public:
-  /// The module's computation on x (no hooks run: call m(x) for them).
-  virtual Tensor forward(const Tensor& x) = 0;
-  /// forward(x) with the forward hooks (and a profiler range) around it: how models call their children.
+  /// forward(x) with the forward hooks (and a profiler range) around it: how a module is called.
   Tensor operator()(const Tensor& x) {
     if (!has_forward_hooks() && !nvtx::enabled()) return forward(x);
     std::optional<nvtx::ModuleScope> range;
@@ -185,6 +185,10 @@ class UnaryModule : public Module {
     if (has_forward_hooks()) run_forward_hooks(x, y);
     return y;
   }
+
+ protected:
+  /// The module's computation on x, which a subclass defines (no hooks run here: callers use m(x)).
+  virtual Tensor forward(const Tensor& x) = 0;
 };
 
 /// Runs its children in order; children are named "0", "1", ...
@@ -198,13 +202,14 @@ class Sequential : public UnaryModule {
     append(m);
     return m;
   }
-  Tensor forward(const Tensor& x) override;                        ///< x through every child in order.
   size_t size() const { return layers_.size(); }                   ///< Number of children.
   const std::shared_ptr<UnaryModule>& operator[](size_t i) const;  ///< Child i; IndexError when out of range.
 
  private:
   void append(std::shared_ptr<UnaryModule> m);
   std::vector<std::shared_ptr<UnaryModule>> layers_;
+ protected:
+  Tensor forward(const Tensor& x) override;                        ///< x through every child in order.
 };
 
 /// Holds modules by index ("0", "1", ...) with no forward of its own.

@@ -68,7 +68,7 @@ std::map<std::string, Call> op_calls() {
   c["linear"] = [](M& m, DType x, DType w) {
     nn::Linear layer(4, 3);
     layer.to(w).to(m.device);
-    return layer.forward(m({2, 4}, x));
+    return layer(m({2, 4}, x));
   };
   c["scaled_dot_product_attention"] = [](M& m, DType x, DType w) {
     return scaled_dot_product_attention(m({2, 3, 4}, x), m({2, 5, 4}, w), m({2, 5, 3}, w));
@@ -248,7 +248,7 @@ void check_gradients_to_f32_weights(Device device) {
         [](const Tensor& x, const Tensor& w) {
           nn::Linear layer(6, 4, /*bias=*/false);
           layer.weight = w;  // the test's weight, a leaf of its own
-          return layer.forward(x);
+          return layer(x);
         },
         {3, 6}, {4, 6});
   }
@@ -262,7 +262,7 @@ std::vector<Tensor> batch_norm_step(Device device, std::optional<DType> dt, cons
   Tensor xi = x.to(device).detach().requires_grad_(true);
   std::optional<Autocast> region;
   if (dt) region.emplace(device.type, *dt);
-  const Tensor y = bn.forward(xi);
+  const Tensor y = bn(xi);
   sum(y.to(DType::f32) * g.to(device)).backward();
   return {y, bn.running_mean, bn.running_var, bn.weight.grad(), xi.grad()};
 }
@@ -509,8 +509,8 @@ TEST_CASE("autocast cast cache: only f32 leaves that require grad, with grad mod
   }
   nn::Linear layer(4, 3);
   const Tensor x = m({2, 4}, DType::f32);
-  layer.forward(x);
-  layer.forward(x);
+  layer(x);
+  layer(x);
   CHECK(amp::cast_cache_size() == 2);  // weight and bias, once each for the two calls
 }
 
@@ -527,7 +527,7 @@ TEST_CASE("autocast: MultiheadAttention projects and multiplies in the half type
   nn::MultiheadAttention mha(8, 2);
   const Tensor x = m({2, 5, 8}, DType::f32);
   Autocast region(DeviceType::cpu, DType::bf16);
-  const Tensor y = mha.forward(x);
+  const Tensor y = mha(x);
   CHECK(name(y.dtype()) == name(DType::bf16));
   sum(y.to(DType::f32)).backward();
   CHECK(name(mha.in_proj_weight.grad().dtype()) == name(DType::f32));
@@ -548,7 +548,7 @@ TEST_CASE("autocast: an MLP's loss and gradients match f32 within bf16's toleran
     model.zero_grad();
     std::optional<Autocast> region;
     if (autocast) region.emplace(DeviceType::cpu, DType::bf16);
-    const Tensor loss = cross_entropy(model.forward(x), target);
+    const Tensor loss = cross_entropy(model(x), target);
     CHECK(name(loss.dtype()) == name(DType::f32));  // losses are fp32 ops
     loss.backward();
     std::vector<Tensor> out{loss.detach()};

@@ -162,7 +162,7 @@ TEST_SUITE("cpu") {
   TEST_CASE("nn::Linear runs the linear primitive and matches the composite") {
     nn::Linear layer(6, 3);
     const Tensor x = uniform({2, 4, 6}, DType::f32).requires_grad_(true);
-    const Tensor y = layer.forward(x);
+    const Tensor y = layer(x);
     REQUIRE(y.grad_fn());
     CHECK(std::string(y.grad_fn()->name()) == "linear");
     NoGradGuard no_grad;

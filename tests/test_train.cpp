@@ -1070,7 +1070,7 @@ TEST_CASE("model zoo: every name builds a model that maps images to class scores
     auto model = make_model(name, fashion);
     model->eval();
     NoGradGuard no_grad;
-    CHECK(model->forward(zeros({2, 1, 28, 28})).shape() == Shape{2, 10});
+    CHECK((*model)(zeros({2, 1, 28, 28})).shape() == Shape{2, 10});
   }
   CHECK(make_model("vit_tiny", {3, 32, 10})->num_parameters() > 5'000'000);
   // From 64 pixels, ImageNet's layout: ResNet's 7x7 stride-2 stem with max pool, ViT's 16x16 patches.
@@ -1078,7 +1078,7 @@ TEST_CASE("model zoo: every name builds a model that maps images to class scores
     auto resnet = make_model("resnet18", {3, 64, 7});
     resnet->eval();
     NoGradGuard no_grad;
-    CHECK(resnet->forward(zeros({1, 3, 64, 64})).shape() == Shape{1, 7});
+    CHECK((*resnet)(zeros({1, 3, 64, 64})).shape() == Shape{1, 7});
     CHECK(resnet->state_dict().at("conv1.weight").shape() == Shape{64, 3, 7, 7});
     CHECK(make_model("resnet18", {3, 32, 7})->state_dict().at("conv1.weight").shape() == Shape{64, 3, 3, 3});
   }

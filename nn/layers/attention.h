@@ -19,7 +19,6 @@ class MultiheadAttention : public UnaryModule {
   /// masked out) or floating (added to the scores).
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask = {});
   /// Self-attention: forward(x, x, x).
-  Tensor forward(const Tensor& x) override { return forward(x, x, x); }
   /// PyTorch's init: in_proj_weight xavier_uniform_, the biases 0 (out_proj's weight as Linear's).
   void reset_parameters();
 
@@ -30,6 +29,8 @@ class MultiheadAttention : public UnaryModule {
   Tensor in_proj_weight, in_proj_bias;
   /// @}
   std::shared_ptr<Linear> out_proj;  ///< (E, E) output projection
+ protected:
+  Tensor forward(const Tensor& x) override { return forward(x, x, x); }
 };
 
 }  // namespace ember::nn

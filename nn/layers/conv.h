@@ -18,7 +18,6 @@ class Conv2d : public UnaryModule {
          bool bias = true, int64_t groups = 1, int64_t dilation = 1);
   std::string name() const override { return "Conv2d"; }
   std::string extra_repr() const override;
-  Tensor forward(const Tensor& x) override;
   void reset_parameters();  ///< Draws weight and bias again with PyTorch's init.
 
   /// the constructor's arguments @{
@@ -27,6 +26,8 @@ class Conv2d : public UnaryModule {
   /// weight (out, in/groups, k, k), bias (out) or undefined @{
   Tensor weight, bias;
   /// @}
+ protected:
+  Tensor forward(const Tensor& x) override;
 };
 
 /// max_pool2d over square windows.
@@ -37,10 +38,11 @@ class MaxPool2d : public UnaryModule {
       : kernel_size(kernel_size), stride(stride.value_or(kernel_size)), padding(padding) {}
   std::string name() const override { return "MaxPool2d"; }
   std::string extra_repr() const override;
-  Tensor forward(const Tensor& x) override;
   /// the constructor's arguments (stride resolved) @{
   int64_t kernel_size, stride, padding;
   /// @}
+ protected:
+  Tensor forward(const Tensor& x) override;
 };
 
 /// avg_pool2d over square windows (padding counted in the divisor).
@@ -51,10 +53,11 @@ class AvgPool2d : public UnaryModule {
       : kernel_size(kernel_size), stride(stride.value_or(kernel_size)), padding(padding) {}
   std::string name() const override { return "AvgPool2d"; }
   std::string extra_repr() const override;
-  Tensor forward(const Tensor& x) override;
   /// the constructor's arguments (stride resolved) @{
   int64_t kernel_size, stride, padding;
   /// @}
+ protected:
+  Tensor forward(const Tensor& x) override;
 };
 
 /// adaptive_avg_pool2d to a fixed output size.
@@ -64,8 +67,9 @@ class AdaptiveAvgPool2d : public UnaryModule {
   explicit AdaptiveAvgPool2d(int64_t output_size) : output_size{output_size, output_size} {}    ///< Output (n, n).
   std::string name() const override { return "AdaptiveAvgPool2d"; }
   std::string extra_repr() const override;
-  Tensor forward(const Tensor& x) override;
   std::array<int64_t, 2> output_size;  ///< (OH, OW)
+ protected:
+  Tensor forward(const Tensor& x) override;
 };
 
 }  // namespace ember::nn

@@ -14,7 +14,6 @@ class Linear : public UnaryModule {
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   std::string name() const override { return "Linear"; }
   std::string extra_repr() const override;
-  Tensor forward(const Tensor& x) override;
   void reset_parameters();  ///< Draws weight and bias again with PyTorch's init.
 
   /// the sizes of the last dim of the input and of the output @{
@@ -23,12 +22,15 @@ class Linear : public UnaryModule {
   /// weight (out, in), bias (out), undefined when disabled @{
   Tensor weight, bias;
   /// @}
+ protected:
+  Tensor forward(const Tensor& x) override;
 };
 
 /// Returns its input.
 class Identity : public UnaryModule {
  public:
   std::string name() const override { return "Identity"; }
+ protected:
   Tensor forward(const Tensor& x) override { return x; }
 };
 
@@ -39,16 +41,18 @@ class Flatten : public UnaryModule {
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim(start_dim), end_dim(end_dim) {}
   std::string name() const override { return "Flatten"; }
   std::string extra_repr() const override;
-  Tensor forward(const Tensor& x) override { return flatten(x, start_dim, end_dim); }
   /// the first and last dims merged (negative: from the end) @{
   int64_t start_dim, end_dim;
   /// @}
+ protected:
+  Tensor forward(const Tensor& x) override { return flatten(x, start_dim, end_dim); }
 };
 
 /// relu(x).
 class ReLU : public UnaryModule {
  public:
   std::string name() const override { return "ReLU"; }
+ protected:
   Tensor forward(const Tensor& x) override { return relu(x); }
 };
 
@@ -59,14 +63,16 @@ class GELU : public UnaryModule {
   explicit GELU(bool tanh_approximation = false) : tanh_approximation(tanh_approximation) {}
   std::string name() const override { return "GELU"; }
   std::string extra_repr() const override { return tanh_approximation ? "approximate='tanh'" : ""; }
-  Tensor forward(const Tensor& x) override { return gelu(x, tanh_approximation); }
   bool tanh_approximation;  ///< PyTorch's approximate="tanh"
+ protected:
+  Tensor forward(const Tensor& x) override { return gelu(x, tanh_approximation); }
 };
 
 /// silu(x) = x * sigmoid(x).
 class SiLU : public UnaryModule {
  public:
   std::string name() const override { return "SiLU"; }
+ protected:
   Tensor forward(const Tensor& x) override { return silu(x); }
 };
 

@@ -16,7 +16,6 @@ class BatchNorm2d : public UnaryModule {
                        bool track_running_stats = true);
   std::string name() const override { return "BatchNorm2d"; }
   std::string extra_repr() const override;
-  Tensor forward(const Tensor& x) override;
   void reset_parameters();  ///< Weight 1, bias 0, running statistics reset.
 
   int64_t num_features;  ///< channels C
@@ -27,6 +26,8 @@ class BatchNorm2d : public UnaryModule {
   /// num_batches_tracked (i64, 0-dim); undefined when disabled @{
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   /// @}
+ protected:
+  Tensor forward(const Tensor& x) override;
 };
 
 /// Layer norm over the trailing `normalized_shape` dims: weight 1, bias 0.
@@ -39,13 +40,14 @@ class LayerNorm : public UnaryModule {
       : LayerNorm(Shape{features}, eps, elementwise_affine) {}
   std::string name() const override { return "LayerNorm"; }
   std::string extra_repr() const override;
-  Tensor forward(const Tensor& x) override;
 
   Shape normalized_shape;  ///< the trailing dims normalised
   double eps;              ///< added to the variance
   /// the trailing-dims scale and shift (undefined without elementwise_affine) @{
   Tensor weight, bias;
   /// @}
+ protected:
+  Tensor forward(const Tensor& x) override;
 };
 
 /// Zeroes elements with probability p in training mode (scaling the rest by 1/(1-p)); identity in eval.
@@ -54,8 +56,9 @@ class Dropout : public UnaryModule {
   explicit Dropout(double p = 0.5);  ///< ValueError for p outside [0, 1].
   std::string name() const override { return "Dropout"; }
   std::string extra_repr() const override;
-  Tensor forward(const Tensor& x) override;
   double p;  ///< probability of zeroing an element
+ protected:
+  Tensor forward(const Tensor& x) override;
 };
 
 /// A lookup table (num_embeddings, embedding_dim) initialised N(0, 1); forward takes integer indices.

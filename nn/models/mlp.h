@@ -24,7 +24,6 @@ class SmallCNN : public UnaryModule {
   /// For square images of image_size (ValueError unless a multiple of 4).
   explicit SmallCNN(int64_t num_classes = 10, int64_t in_channels = 1, int64_t image_size = 28);
   std::string name() const override { return "SmallCNN"; }
-  Tensor forward(const Tensor& x) override;  ///< (N, in_channels, image_size, image_size) -> (N, num_classes) logits
 
   /// the two 3x3 convolutions @{
   std::shared_ptr<Conv2d> conv1, conv2;
@@ -36,6 +35,8 @@ class SmallCNN : public UnaryModule {
   /// the classifier: to 128 features, then to num_classes @{
   std::shared_ptr<Linear> fc1, fc2;
   /// @}
+ protected:
+  Tensor forward(const Tensor& x) override;  ///< (N, in_channels, image_size, image_size) -> (N, num_classes) logits
 };
 
 }  // namespace ember::nn

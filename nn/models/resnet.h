@@ -24,7 +24,6 @@ class BasicBlock : public UnaryModule {
   /// reshapes the shortcut, or null.
   BasicBlock(int64_t inplanes, int64_t planes, int64_t stride, std::shared_ptr<Sequential> downsample);
   std::string name() const override { return "BasicBlock"; }
-  Tensor forward(const Tensor& x) override;
   /// the two 3x3 convolutions @{
   std::shared_ptr<Conv2d> conv1, conv2;
   /// @}
@@ -32,6 +31,8 @@ class BasicBlock : public UnaryModule {
   std::shared_ptr<BatchNorm2d> bn1, bn2;
   /// @}
   std::shared_ptr<Sequential> downsample;  ///< null when the shortcut is the identity
+ protected:
+  Tensor forward(const Tensor& x) override;
 };
 
 /// ResNet-50's block: 1x1 down, 3x3 (with the stride, torchvision's v1.5), 1x1 up to 4 x planes.
@@ -41,7 +42,6 @@ class Bottleneck : public UnaryModule {
   /// From inplanes to 4 x planes channels; downsample as BasicBlock's.
   Bottleneck(int64_t inplanes, int64_t planes, int64_t stride, std::shared_ptr<Sequential> downsample);
   std::string name() const override { return "Bottleneck"; }
-  Tensor forward(const Tensor& x) override;
   /// 1x1, 3x3, 1x1 @{
   std::shared_ptr<Conv2d> conv1, conv2, conv3;
   /// @}
@@ -49,6 +49,8 @@ class Bottleneck : public UnaryModule {
   std::shared_ptr<BatchNorm2d> bn1, bn2, bn3;
   /// @}
   std::shared_ptr<Sequential> downsample;  ///< null when the shortcut is the identity
+ protected:
+  Tensor forward(const Tensor& x) override;
 };
 
 /// The block a ResNet stacks: BasicBlock or Bottleneck.
@@ -61,7 +63,6 @@ class ResNet : public UnaryModule {
   /// `layers` blocks per stage ({2, 2, 2, 2} for ResNet-18).
   ResNet(ResNetBlock block, std::array<int64_t, 4> layers, const ResNetOptions& opts = {});
   std::string name() const override { return "ResNet"; }
-  Tensor forward(const Tensor& x) override;  ///< (N, in_channels, H, W) -> (N, num_classes) logits
 
   std::shared_ptr<Conv2d> conv1;       ///< the stem: 7x7 stride 2, or 3x3 stride 1 with small_input
   std::shared_ptr<BatchNorm2d> bn1;    ///< the stem's batch norm
@@ -75,6 +76,8 @@ class ResNet : public UnaryModule {
  private:
   std::shared_ptr<Sequential> make_layer(ResNetBlock block, int64_t planes, int64_t blocks, int64_t stride);
   int64_t inplanes_ = 64;
+ protected:
+  Tensor forward(const Tensor& x) override;  ///< (N, in_channels, H, W) -> (N, num_classes) logits
 };
 
 std::shared_ptr<ResNet> resnet18(const ResNetOptions& opts = {});  ///< ResNet-18: BasicBlocks {2, 2, 2, 2}.

@@ -30,9 +30,10 @@ class PatchEmbed : public UnaryModule {
   /// ValueError when patch_size does not divide image_size.
   PatchEmbed(int64_t image_size, int64_t patch_size, int64_t in_channels, int64_t embed_dim);
   std::string name() const override { return "PatchEmbed"; }
-  Tensor forward(const Tensor& x) override;  ///< (B, C, H, W) -> (B, N, E)
   int64_t num_patches;                       ///< N = (image_size / patch_size)^2
   std::shared_ptr<Conv2d> proj;              ///< Conv2d patch x patch with stride patch
+ protected:
+  Tensor forward(const Tensor& x) override;  ///< (B, C, H, W) -> (B, N, E)
 };
 
 /// A block's MLP: fc1, GELU, fc2 (timm's Mlp).
@@ -40,11 +41,12 @@ class ViTMlp : public UnaryModule {
  public:
   ViTMlp(int64_t dim, int64_t hidden);  ///< From dim to hidden and back.
   std::string name() const override { return "Mlp"; }
-  Tensor forward(const Tensor& x) override { return (*fc2)((*act)((*fc1)(x))); }  ///< fc2(act(fc1(x))).
   /// dim to hidden, hidden to dim @{
   std::shared_ptr<Linear> fc1, fc2;
   /// @}
   std::shared_ptr<GELU> act;  ///< exact GELU
+ protected:
+  Tensor forward(const Tensor& x) override { return (*fc2)((*act)((*fc1)(x))); }  ///< fc2(act(fc1(x))).
 };
 
 /// A pre-norm transformer block (timm's Block).
@@ -53,12 +55,13 @@ class ViTBlock : public UnaryModule {
   /// Width dim, `heads` attention heads, an MLP of mlp_ratio x dim, LayerNorm eps.
   ViTBlock(int64_t dim, int64_t heads, double mlp_ratio, double eps);
   std::string name() const override { return "Block"; }
-  Tensor forward(const Tensor& x) override;  ///< x + attn(norm1(x)), then + mlp(norm2(.))
   /// before attention, before the MLP @{
   std::shared_ptr<LayerNorm> norm1, norm2;
   /// @}
   std::shared_ptr<MultiheadAttention> attn;  ///< self-attention
   std::shared_ptr<ViTMlp> mlp;               ///< the MLP
+ protected:
+  Tensor forward(const Tensor& x) override;  ///< x + attn(norm1(x)), then + mlp(norm2(.))
 };
 
 /// ViT (Dosovitskiy et al., 2021) as timm builds it (see the file's description); classifies from
@@ -67,7 +70,6 @@ class VisionTransformer : public UnaryModule {
  public:
   explicit VisionTransformer(const ViTOptions& opts = {});  ///< ValueError when patch_size does not divide image_size.
   std::string name() const override { return "VisionTransformer"; }
-  Tensor forward(const Tensor& x) override;  ///< (B, C, H, W) -> (B, num_classes)
 
   ViTOptions options;                       ///< the options it was built with
   std::shared_ptr<PatchEmbed> patch_embed;  ///< images to tokens
@@ -77,6 +79,8 @@ class VisionTransformer : public UnaryModule {
   std::shared_ptr<ModuleList> blocks;  ///< the ViTBlocks, in order
   std::shared_ptr<LayerNorm> norm;     ///< the final LayerNorm
   std::shared_ptr<Linear> head;        ///< the classifier on the class token
+ protected:
+  Tensor forward(const Tensor& x) override;  ///< (B, C, H, W) -> (B, num_classes)
 };
 
 /// ViT-Ti: width 192, depth 12, 3 heads. The presets set embed_dim, depth and num_heads (small
