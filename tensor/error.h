@@ -25,6 +25,9 @@ class ValueError : public Error { using Error::Error; };           ///< a bad ar
 class AutogradError : public Error { using Error::Error; };        ///< misuse of the autograd graph
 class NotImplementedError : public Error { using Error::Error; };  ///< a valid request not (yet) served
 class StateError : public Error { using Error::Error; };           ///< a call out of order (unscale_ twice)
+/// A tensor read through an undefined handle (a default-constructed Tensor, grad() before any
+/// backward, an optional argument left out): the message names the member called.
+class UndefinedTensorError : public Error { using Error::Error; };
 /// An op with no deterministic implementation, asked for while set_deterministic(true) is on.
 class NotDeterministicError : public NotImplementedError { using NotImplementedError::NotImplementedError; };
 

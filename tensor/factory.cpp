@@ -53,12 +53,13 @@ DType result_type(const Tensor& a, const Tensor& b) {
   std::optional<DType> dim_result, zero_result, wrapped_result;
   auto update = [](std::optional<DType>& r, DType d) { r = r ? promote_types(*r, d) : d; };
   for (const Tensor* t : {&a, &b}) {
+    const DType d = t->dtype();  // first: UndefinedTensorError before impl() is read
     if (t->impl()->is_wrapped_number)
-      update(wrapped_result, t->dtype() == DType::f64 ? kDefaultFloat : t->dtype());
+      update(wrapped_result, d == DType::f64 ? kDefaultFloat : d);
     else if (t->dim() == 0)
-      update(zero_result, t->dtype());
+      update(zero_result, d);
     else
-      update(dim_result, t->dtype());
+      update(dim_result, d);
   }
   return *combine(dim_result, combine(zero_result, wrapped_result));
 }

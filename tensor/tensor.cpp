@@ -37,10 +37,23 @@ Tensor Tensor::empty(const Shape& shape, TensorOptions opts) {
   return t;
 }
 
-int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+void Tensor::throw_undefined(const char* member) {
+  throw UndefinedTensorError(std::string("Tensor::") + member +
+                             " on an undefined tensor: a default-constructed Tensor, a gradient before any "
+                             "backward() (grad()), or an optional argument left out; check defined() first");
+}
+
+int64_t Tensor::size(int64_t d) const {
+  checked("size()");
+  return shape()[wrap_dim(d, dim(), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  checked("stride()");
+  return strides()[wrap_dim(d, dim(), "stride")];
+}
 
 bool Tensor::is_contiguous() const {
+  checked("is_contiguous()");
   int64_t expected = 1;
   for (int i = dim() - 1; i >= 0; --i) {
     if (shape()[i] == 1) continue;
@@ -51,7 +64,8 @@ bool Tensor::is_contiguous() const {
 }
 
 void* Tensor::raw_data() const {
-  return static_cast<char*>(impl_->storage->data()) + impl_->offset * dtype_size(dtype());
+  const TensorImpl& t = checked("raw_data()");
+  return static_cast<char*>(t.storage->data()) + t.offset * dtype_size(t.dtype);
 }
 
 namespace detail {
@@ -70,6 +84,7 @@ std::vector<T> cpu_values(const Tensor& t) {
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
+  checked("to_vector()");
   // Refused in a captured step on any device (a CPU run of the step checks what a GPU run would).
   if (capture::active())
     capture::check_host_wait("reading the values of a " + std::string(dtype_name(dtype())) + " tensor of shape " +
@@ -80,6 +95,7 @@ std::vector<T> Tensor::to_vector() const {
 
 template <class T>
 T Tensor::item() const {
+  checked("item()");
   if (numel() != 1)
     throw ShapeError("item: a tensor with " + std::to_string(numel()) + " elements (shape " + to_string(shape()) +
                      ") cannot be converted to a scalar");
@@ -114,36 +130,42 @@ EMBER_HOST_ACCESS(bool)
 // ---- autograd accessors
 
 autograd::AutogradMeta& Tensor::ensure_autograd_meta() const {
-  if (!impl_->autograd) impl_->autograd = std::make_unique<autograd::AutogradMeta>();
-  return *impl_->autograd;
+  TensorImpl& t = checked("ensure_autograd_meta()");
+  if (!t.autograd) t.autograd = std::make_unique<autograd::AutogradMeta>();
+  return *t.autograd;
 }
 
 bool Tensor::requires_grad() const {
-  const auto* m = impl_->autograd.get();
+  const auto* m = checked("requires_grad()").autograd.get();
   return m && (m->requires_grad || m->grad_fn);
 }
 
 Tensor& Tensor::requires_grad_(bool enabled) {
+  checked("requires_grad_()");
   if (grad_fn())
     throw AutogradError("requires_grad_: only leaf tensors can change requires_grad (this one comes from " +
                         std::string(grad_fn()->name()) + "); use detach() first");
   if (enabled && !is_floating(dtype()))
     throw DTypeError(std::string("requires_grad_: only floating tensors can require gradients, got ") +
                      dtype_name(dtype()));
-  if (enabled || impl_->autograd) ensure_autograd_meta().requires_grad = enabled;
+  if (enabled || autograd_meta()) ensure_autograd_meta().requires_grad = enabled;
   return *this;
 }
 
-bool Tensor::is_leaf() const { return !grad_fn(); }
+bool Tensor::is_leaf() const {
+  checked("is_leaf()");
+  return !grad_fn();
+}
 
 Tensor Tensor::grad() const {
-  const auto* m = impl_->autograd.get();
+  const auto* m = checked("grad()").autograd.get();
   if (!m) return {};
   if (m->grad.defined()) return m->grad;
   return m->retained_grad ? *m->retained_grad : Tensor();
 }
 
 void Tensor::set_grad(const Tensor& g) const {
+  checked("set_grad()");
   if (g.defined() && !(g.shape() == shape()))
     throw ShapeError("set_grad: gradient of shape " + to_string(g.shape()) + " for a tensor of shape " +
                      to_string(shape()));
@@ -152,31 +174,34 @@ void Tensor::set_grad(const Tensor& g) const {
 
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
   static const std::shared_ptr<autograd::Node> none;
-  const auto* m = impl_->autograd.get();
+  const auto* m = checked("grad_fn()").autograd.get();
   return m ? m->grad_fn : none;
 }
 
 uint32_t Tensor::output_nr() const {
-  const auto* m = impl_->autograd.get();
+  const auto* m = checked("output_nr()").autograd.get();
   return m ? m->output_nr : 0;
 }
 
 void Tensor::set_grad_fn(std::shared_ptr<autograd::Node> fn, uint32_t output_nr) const {
+  checked("set_grad_fn()");
   auto& m = ensure_autograd_meta();
   m.grad_fn = std::move(fn);
   m.output_nr = output_nr;
 }
 
 void Tensor::backward(const Tensor& grad, bool retain_graph, bool create_graph) const {
+  checked("backward()");
   autograd::backward({*this}, {grad}, retain_graph, create_graph);
 }
 
 Tensor Tensor::detach() const {
-  Tensor t(make_intrusive<TensorImpl>(impl_->storage, impl_->offset, impl_->shape, impl_->strides, impl_->dtype));
-  return t;
+  const TensorImpl& x = checked("detach()");
+  return Tensor(make_intrusive<TensorImpl>(x.storage, x.offset, x.shape, x.strides, x.dtype));
 }
 
 void Tensor::register_hook(GradHook hook) const {
+  checked("register_hook()");
   if (!requires_grad())
     throw AutogradError("register_hook: the tensor does not require grad, so no gradient will reach the hook");
   if (grad_fn())
@@ -186,6 +211,7 @@ void Tensor::register_hook(GradHook hook) const {
 }
 
 void Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const {
+  checked("register_post_accumulate_grad_hook()");
   if (!is_leaf() || !requires_grad())
     throw AutogradError("register_post_accumulate_grad_hook: only leaf tensors that require grad accumulate "
                         "gradients");
@@ -193,6 +219,7 @@ void Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) con
 }
 
 void Tensor::retain_grad() const {
+  checked("retain_grad()");
   if (!requires_grad()) throw AutogradError("retain_grad: the tensor does not require grad");
   if (is_leaf()) return;  // leaves keep their gradient anyway
   auto& m = ensure_autograd_meta();
@@ -200,37 +227,10 @@ void Tensor::retain_grad() const {
   m.retained_grad = std::make_shared<Tensor>();
   std::shared_ptr<Tensor> cell = m.retained_grad;
   grad_fn()->add_pre_hook(output_nr(), [cell](const Tensor& g) {
-    *cell = cell->defined() ? add(*cell, g).detach() : g.detach().clone();
+    *cell = cell->defined() ? ember::add(*cell, g).detach() : g.detach().clone();
     return Tensor();
   });
 }
-
-// ---- methods that forward to the op front ends
-
-Tensor Tensor::to(DType d) const { return ember::to(*this, d); }
-Tensor Tensor::to(Device d, bool non_blocking) const { return ember::to(*this, d, non_blocking); }
-Tensor Tensor::pin_memory() const { return ember::pin_memory(*this); }
-Tensor Tensor::contiguous() const { return ember::contiguous(*this); }
-Tensor Tensor::clone() const { return ember::clone(*this); }
-Tensor Tensor::view(const Shape& s) const { return ember::view(*this, s); }
-Tensor Tensor::reshape(const Shape& s) const { return ember::reshape(*this, s); }
-Tensor Tensor::permute(const Shape& dims) const { return ember::permute(*this, dims); }
-Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return ember::transpose(*this, d0, d1); }
-Tensor Tensor::t() const {
-  if (dim() > 2) throw ShapeError("t: expects a tensor of at most 2 dims, got shape " + to_string(shape()));
-  return dim() < 2 ? *this : ember::transpose(*this, 0, 1);  // 0-D and 1-D: itself, as PyTorch's t()
-}
-Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const { return ember::narrow(*this, d, start, length); }
-Tensor Tensor::select(int64_t d, int64_t index) const { return ember::select(*this, d, index); }
-Tensor Tensor::expand(const Shape& s) const { return ember::expand(*this, s); }
-Tensor Tensor::squeeze(int64_t d) const { return ember::squeeze(*this, d); }
-Tensor Tensor::squeeze() const { return ember::squeeze(*this); }
-Tensor Tensor::unsqueeze(int64_t d) const { return ember::unsqueeze(*this, d); }
-Tensor Tensor::flatten(int64_t s, int64_t e) const { return ember::flatten(*this, s, e); }
-Tensor Tensor::sum() const { return ember::sum(*this); }
-Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return ember::sum(*this, dims, keepdim); }
-Tensor Tensor::mean() const { return ember::mean(*this); }
-Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return ember::mean(*this, dims, keepdim); }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
 

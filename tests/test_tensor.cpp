@@ -600,6 +600,28 @@ TEST_CASE("cuda streams and events: without a GPU, asking for one is a DeviceErr
   expect_error<DeviceError>("event", [] { cuda::Event e; }, {});
 }
 
+TEST_CASE("methods: x.op(args) is ember::op(x, args); in-place methods write through a temporary view") {
+  const Tensor x = from_vector<double>({1, -2, 3, -4, 5, -6}, {2, 3}), y = from_vector<double>({2, 2, 2}, {3});
+  CHECK(equal(x.exp(), exp(x)));
+  CHECK(equal(x.add(y, 0.5), add(x, y, 0.5)));
+  CHECK(equal(x.argmax(1), argmax(x, 1)));
+  CHECK(equal(x.matmul(x.t()), matmul(x, x.t())));
+  CHECK(equal(x.sum({1}, true), sum(x, {1}, true)));
+  CHECK(equal(x.max(1).indices, max(x, 1).indices));
+  CHECK(equal(x.clamp(-1.0, 2.0), clamp(x, -1.0, 2.0)));
+  CHECK(x.split(1, 0).size() == 2);
+  // In place through a view that is a temporary: row 0 only.
+  Tensor t = zeros({3, 2}, DType::f64);
+  const uint64_t before = t.version();
+  t.narrow(0, 0, 2).add_(ones({2, 2}, DType::f64)).mul_(3.0);
+  CHECK(values(t) == std::vector<double>{3, 3, 3, 3, 0, 0});
+  CHECK(t.version() > before);
+  // The in-place method returns the tensor it was called on.
+  const Tensor& same = t.zero_();
+  CHECK(same.is_same(t));
+  CHECK(values(t) == std::vector<double>(6, 0.0));
+}
+
 }  // TEST_SUITE("cpu")
 
 EMBER_CUDA_TEST_CASE("cuda tensor: round trip, printing, in-place and views") {
