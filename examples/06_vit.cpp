@@ -18,12 +18,9 @@
 
 #include <cstdio>
 
+#include <ember/ember.h>  // all of ember in one include
+
 #include "examples/fit.h"
-#include "nn/loss.h"
-#include "nn/models/vit.h"
-#include "optim/adam.h"
-#include "optim/clip_grad.h"
-#include "optim/lr_scheduler.h"
 
 using namespace ember;
 using namespace ember_examples;

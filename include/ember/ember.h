@@ -1,0 +1,26 @@
+/// @file
+/// Everything a training program needs, in one include: `#include <ember/ember.h>`. Tensors and
+/// their ops, autograd, nn (functional ops, layers, models), optimizers, schedules and clipping,
+/// mixed precision (autocast, GradScaler), data loading, checkpoints (safetensors, state dicts),
+/// and data parallelism (process groups, DDP, ZeRO). Installed, each header is also reachable as
+/// <ember/tensor/ops.h> and, as before, "tensor/ops.h" (ember.pc puts both directories on the path).
+#pragma once
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "data/dataloader.h"
+#include "data/distributed_sampler.h"
+#include "dist/distributed_data_parallel.h"
+#include "dist/init.h"
+#include "dist/zero_optimizer.h"
+#include "nn/nn.h"
+#include "optim/adam.h"
+#include "optim/amp/grad_scaler.h"
+#include "optim/clip_grad.h"
+#include "optim/lr_scheduler.h"
+#include "optim/sgd.h"
+#include "tensor/autocast.h"
+#include "tensor/ops.h"
+#include "tensor/safetensors.h"
+#include "tensor/state_dict.h"
