@@ -70,20 +70,17 @@ Tensor target_weights(const Tensor& t, const Tensor& ignored, const Tensor& weig
   return masked_fill(reshape(index_select(weight.to(ct), 0, classes.flatten()), t.shape()), ignored, 0.0);
 }
 
-// The negative log likelihood of x (N, C, d...) at the checked targets t (N, d...), weighted, in x's
-// dtype; the mean's sums run in f32 for 16-bit x, divided once by the kept targets' total weight.
-Tensor weighted_nll(const Tensor& x, const Tensor& t, const Tensor& weight, Reduction r, int64_t ignore_index) {
-  const DType ct = opmath_dtype(x.dtype());
-  const Tensor ignored = eq(t, Scalar(ignore_index));  // (N, d...)
+// The negative log likelihood of x (N, C, d...) at the checked targets t (N, d...), where `ignored`
+// marks the targets equal to ignore_index and w holds target_weights() (undefined: no class
+// weight), in x's dtype; the mean's sums run in f32 for 16-bit x, divided once by the kept
+// targets' total weight.
+Tensor weighted_nll(const Tensor& x, const Tensor& t, const Tensor& ignored, const Tensor& w, Reduction r) {
   const Tensor picked = gather(x, 1, masked_fill(t, ignored, 0.0).unsqueeze(1)).squeeze(1);
   Tensor loss = masked_fill(-picked, ignored, 0.0);
-  Tensor total = sum(logical_not(ignored));  // an integer count: 70000 kept targets are inf in f16
-  if (weight.defined()) {
-    const Tensor w = target_weights(t, ignored, weight, ct);
-    loss = loss * w.to(x.dtype());
-    total = sum(w);
-  }
-  if (r == Reduction::mean) return (sum(loss, {}, false, ct) / total).to(x.dtype());
+  if (w.defined()) loss = loss * w.to(x.dtype());
+  // Without a weight an integer count: 70000 kept targets are inf in f16.
+  const Tensor total = w.defined() ? sum(w) : sum(logical_not(ignored));
+  if (r == Reduction::mean) return (sum(loss, {}, false, opmath_dtype(x.dtype())) / total).to(x.dtype());
   if (r == Reduction::sum) return sum(loss);
   return loss;
 }
@@ -103,12 +100,13 @@ Tensor weighted_cross_entropy(const Tensor& x, const Tensor& t, const Tensor& we
                               double e) {
   const DType ct = opmath_dtype(x.dtype());
   const Tensor lp = log_softmax(x.to(ct), 1);
-  Tensor loss = weighted_nll(lp, t, weight, r, ignore_index);
+  const Tensor ignored = eq(t, Scalar(ignore_index));  // (N, d...)
+  const Tensor w = target_weights(t, ignored, weight, ct);
+  Tensor loss = weighted_nll(lp, t, ignored, w, r);
   if (e > 0) {
-    const Tensor ignored = eq(t, Scalar(ignore_index));
     Tensor smooth = masked_fill(-sum(lp * class_broadcast(weight, x.dim(), ct), {1}), ignored, 0.0);  // (N, d...)
     if (r == Reduction::sum) smooth = sum(smooth);
-    if (r == Reduction::mean) smooth = sum(smooth) / sum(target_weights(t, ignored, weight, ct));
+    if (r == Reduction::mean) smooth = sum(smooth) / sum(w);
     loss = loss * (1 - e) + smooth * (e / static_cast<double>(x.size(1)));
   }
   return loss.to(x.dtype());
@@ -117,7 +115,6 @@ Tensor weighted_cross_entropy(const Tensor& x, const Tensor& t, const Tensor& we
 // Cross entropy with class-probability targets (PyTorch's cross_entropy_loss_prob_target): logits x
 // and target q of one shape (N, C, d...), weight undefined or checked.
 Tensor probability_cross_entropy(const Tensor& x, const Tensor& q, const Tensor& weight, Reduction r, double e) {
-  check_class_weight("cross_entropy", weight, x);
   const DType ct = opmath_dtype(x.dtype());
   const int64_t C = x.size(1);
   Tensor target = q.to(ct);
@@ -160,8 +157,12 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, const std
       throw ValueError(std::string(op) + ": ignore_index " + std::to_string(ignore_index) +
                        " names a class, but class-probability targets have none to ignore (" + args + ")");
     unbatched = x.dim() == 1;
-    const Tensor loss = probability_cross_entropy(unbatched ? x.unsqueeze(0) : x, unbatched ? t.unsqueeze(0) : t,
-                                                  weight, r, label_smoothing);
+    if (unbatched) {
+      x = x.unsqueeze(0);
+      t = t.unsqueeze(0);
+    }
+    check_class_weight(op, weight, x);
+    const Tensor loss = probability_cross_entropy(x, t, weight, r, label_smoothing);
     return unbatched && r == Reduction::none ? loss.squeeze(0) : loss;
   }
   if (is_floating(t.dtype()))
@@ -215,7 +216,9 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target_in, const std::
   check_class_input(op, x, t, &unbatched);
   check_class_weight(op, weight, x);
   check_targets(op, t, x.size(1), ignore_index);
-  const Tensor loss = weighted_nll(x, t, weight, r, ignore_index);
+  const Tensor ignored = eq(t, Scalar(ignore_index));
+  const Tensor w = weight.defined() ? target_weights(t, ignored, weight, opmath_dtype(x.dtype())) : Tensor();
+  const Tensor loss = weighted_nll(x, t, ignored, w, r);
   return unbatched && r == Reduction::none ? loss.squeeze(0) : loss;
 }
 
