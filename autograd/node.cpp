@@ -30,4 +30,21 @@ Edge gradient_edge(const Tensor& t) {
   return {acc, 0};
 }
 
+void conform_input_gradients(const Node& node, std::vector<Tensor>& grads, const std::vector<TensorMeta>& input_meta) {
+  if (grads.size() != input_meta.size())
+    throw AutogradError(std::string("backward of ") + node.name() + " returned " + std::to_string(grads.size()) +
+                        " gradients for " + std::to_string(input_meta.size()) + " inputs");
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined() || !node.next_edges()[i].valid()) {
+      grads[i] = Tensor();
+      continue;
+    }
+    const TensorMeta& m = input_meta[i];
+    if (!(grads[i].shape() == m.shape))
+      throw AutogradError(std::string("backward of ") + node.name() + ": gradient " + std::to_string(i) +
+                          " has shape " + to_string(grads[i].shape()) + ", input has " + to_string(m.shape));
+    if (grads[i].dtype() != m.dtype) grads[i] = grads[i].to(m.dtype);
+  }
+}
+
 }  // namespace ember::autograd

@@ -91,6 +91,11 @@ struct AutogradMeta {
 /// The edge a gradient for `t` should flow into: its grad_fn, its leaf accumulator, or none.
 Edge gradient_edge(const Tensor& t);
 
+/// Checks a node's backward results against its forward's inputs: one per input (AutogradError naming
+/// the node otherwise), undefined where the input needs none (no valid edge), each of its input's shape
+/// (AutogradError) and cast to its input's dtype (a promoted op's backward computes in the wider type).
+void conform_input_gradients(const Node& node, std::vector<Tensor>& grads, const std::vector<TensorMeta>& input_meta);
+
 /// The sequence number the next node will get: nodes made after a reading have numbers at or above
 /// it, so two readings bracket the nodes a stretch of code recorded (other threads' nodes too).
 uint64_t next_sequence_nr();

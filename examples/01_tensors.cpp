@@ -15,7 +15,7 @@
 #include <cmath>
 #include <iostream>
 
-#include "examples/checks.h"
+#include "checks.h"
 #include "tensor/ops.h"
 
 using namespace ember;

@@ -5,22 +5,27 @@
 // primitive, the way every ember op is one: a class with infer(), a CPU kernel and a vjp written
 // with public ops. It checks the vjp against finite differences (gradcheck), its own backward too
 // (gradgradcheck: double backward comes free because the vjp is made of differentiable ops), and
-// that gradcheck does catch a wrong gradient.
+// that gradcheck does catch a wrong gradient. Part 3 writes the same op the shorter way, when its forward
+// can be made of ember ops: an autograd::Function (torch.autograd.Function's pattern), a forward of
+// public ops and a hand-written backward, which runs on every device the ops run on, no kernel needed.
 //
 // Read next: tensor/primitive.h (Primitive, run(): how an op becomes an autograd node),
-// autograd/engine.cpp (backward: the nodes in dependency order), autograd/gradcheck.h (gradcheck,
+// autograd/engine.cpp (backward: the nodes in dependency order), autograd/function.h (custom
+// functions: the context, list arguments, autocast for them), autograd/gradcheck.h (gradcheck,
 // gradgradcheck), tensor/elementwise.cpp (the vjps of ember's own elementwise ops), and README.md's
 // "How to add an op" for an op that belongs in the library (its CUDA kernel, its test row).
 //
 //   ninja -C build examples/02_autograd_custom_op && build/examples/02_autograd_custom_op
 #include <CLI/CLI.hpp>
 
+#include <any>
 #include <cmath>
 #include <iostream>
 
 #include "autograd/engine.h"
+#include "autograd/function.h"
 #include "autograd/gradcheck.h"
-#include "examples/checks.h"
+#include "checks.h"
 #include "tensor/convert.h"
 #include "tensor/ops.h"
 #include "tensor/primitive.h"
@@ -77,6 +82,23 @@ Tensor squareplus(const Tensor& x, double b = 4.0) {
   if (!(b > 0)) throw ValueError("squareplus: b must be positive, got " + std::to_string(b));
   return run1(Squareplus(b), {x.contiguous()});
 }
+
+// squareplus again, as a custom function: forward made of ember ops (recorded as nothing: apply() runs
+// it with grad mode off), backward written by hand from what forward saved.
+struct SquareplusFunction : autograd::Function<SquareplusFunction> {
+  static constexpr const char* name = "squareplus_function";  // named in errors and grad_fn
+  static Tensor forward(FunctionContext& ctx, const Tensor& x, double b) {
+    ctx.save_for_backward({x});  // inputs and outputs: an intermediate made here has no history (grad
+    ctx.saved_data["b"] = b;     // mode was off), so a double backward through it would miss its x
+    return (x + sqrt(x * x + b)) * 0.5;
+  }
+  // One entry per forward argument: x's gradient, and none for the number b.
+  static std::vector<Tensor> backward(FunctionContext& ctx, std::vector<Tensor> grads) {
+    const Tensor x = ctx.saved_tensors()[0];
+    const double b = std::any_cast<double>(ctx.saved_data["b"]);
+    return {grads[0] * ((x / sqrt(x * x + b) + 1.0) * 0.5), Tensor()};
+  }
+};
 
 void autograd_basics(Checks& checks) {
   std::cout << "\n== autograd: record, backward, read .grad\n";
@@ -141,6 +163,20 @@ void custom_op(Checks& checks) {
   checks.expect(caught, "gradcheck rejects a wrong gradient, naming the entry and both values");
 }
 
+void custom_function(Checks& checks) {
+  std::cout << "\n== the same op as an autograd::Function: ember ops forward, a backward by hand\n";
+  Generator gen(8);
+  const Tensor x = mul(randn({3, 4}, DType::f64, &gen), 3.0).requires_grad_();
+  const Tensor y = SquareplusFunction::apply(x, 4.0);
+  checks.expect(allclose(y, squareplus(x), 1e-12, 1e-12), "it computes what the primitive computes");
+  checks.expect(std::string(y.grad_fn()->name()) == "squareplus_function",
+                "apply() records one node, the function's, however many ops forward ran");
+  const auto fn = [](const std::vector<Tensor>& in) { return SquareplusFunction::apply(in[0], 4.0); };
+  checks.expect(gradcheck(fn, {x.detach().requires_grad_()}).entries == 144, "gradcheck passes on its backward");
+  checks.expect(gradgradcheck(fn, {x.detach().requires_grad_()}).entries > 0,
+                "and gradgradcheck: backward is made of ember ops, so it is differentiable in turn");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -150,5 +186,6 @@ int main(int argc, char** argv) {
   return run_checked("02_autograd_custom_op", [&](Checks& checks) {
     autograd_basics(checks);
     custom_op(checks);
+    custom_function(checks);
   });
 }

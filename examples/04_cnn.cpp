@@ -17,7 +17,7 @@
 
 #include <cstdio>
 
-#include "examples/fit.h"
+#include "fit.h"
 #include "nn/layers/conv.h"
 #include "nn/layers/linear.h"
 #include "nn/layers/normalization.h"

@@ -20,7 +20,7 @@
 
 #include <ember/ember.h>  // all of ember in one include
 
-#include "examples/fit.h"
+#include "fit.h"
 
 using namespace ember;
 using namespace ember_examples;

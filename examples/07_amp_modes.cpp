@@ -26,7 +26,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "examples/fit.h"
+#include "fit.h"
 #include "nn/loss.h"
 #include "nn/models/mlp.h"
 #include "optim/sgd.h"

@@ -28,7 +28,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
-#include "examples/checks.h"
+#include "checks.h"
 #include "optim/adam.h"
 #include "tensor/ops.h"
 

@@ -25,7 +25,7 @@
 #include "dist/distributed_data_parallel.h"
 #include "dist/init.h"
 #include "dist/zero_optimizer.h"
-#include "examples/checks.h"
+#include "checks.h"
 #include "nn/loss.h"
 #include "nn/models/mlp.h"
 #include "optim/adam.h"

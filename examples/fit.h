@@ -17,8 +17,8 @@
 
 #include "autograd/grad_mode.h"
 #include "data/dataloader.h"
-#include "examples/checks.h"
-#include "examples/image_data.h"
+#include "checks.h"
+#include "image_data.h"
 #include "nn/module.h"
 
 namespace ember_examples {

@@ -1,6 +1,9 @@
 // The autocast policy table, the thread-local region state and the weight cast cache.
 #include "tensor/autocast.h"
 
+#include <map>
+#include <mutex>
+#include <shared_mutex>
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
@@ -158,16 +161,54 @@ const char* policy_name(Policy p) {
 
 std::span<const OpPolicy> policy_table() { return kTable; }
 
-Policy policy_of(std::string_view op) {
+namespace {
+std::optional<Policy> built_in_policy(std::string_view op) {
   static const std::unordered_map<std::string_view, Policy> by_name = [] {
     std::unordered_map<std::string_view, Policy> m;
     for (const OpPolicy& e : kTable) m.emplace(e.op, e.policy);
     return m;
   }();
   const auto it = by_name.find(op);
-  if (it == by_name.end())
-    throw ValueError("autocast: op '" + std::string(op) + "' is not in the policy table (tensor/autocast.cpp)");
-  return it->second;
+  return it == by_name.end() ? std::nullopt : std::optional(it->second);
+}
+
+// User ops' policies: read on every autocast call of an op outside the table, written rarely.
+struct Registry {
+  std::shared_mutex mutex;
+  std::map<std::string, Policy, std::less<>> policies;
+};
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+}  // namespace
+
+std::optional<Policy> find_policy(std::string_view op) {
+  if (const auto p = built_in_policy(op)) return p;
+  Registry& r = registry();
+  const std::shared_lock lock(r.mutex);
+  const auto it = r.policies.find(op);
+  return it == r.policies.end() ? std::nullopt : std::optional(it->second);
+}
+
+Policy policy_of(std::string_view op) {
+  if (const auto p = find_policy(op)) return *p;
+  throw ValueError("autocast: op '" + std::string(op) +
+                   "' has no policy: it is not built in (tensor/autocast.cpp) and was not given one with "
+                   "amp::register_policy()");
+}
+
+void register_policy(std::string op, Policy policy) {
+  if (op.empty()) throw ValueError("amp::register_policy: the op name is empty");
+  if (const auto p = built_in_policy(op))
+    throw ValueError("amp::register_policy: '" + op + "' is a built-in op (policy " + policy_name(*p) +
+                     "); choose another name for a user op");
+  Registry& r = registry();
+  const std::unique_lock lock(r.mutex);
+  const auto [it, inserted] = r.policies.try_emplace(op, policy);
+  if (!inserted && it->second != policy)
+    throw ValueError("amp::register_policy: '" + op + "' is registered with policy " + policy_name(it->second) +
+                     ", not " + policy_name(policy));
 }
 
 Autocast::Autocast(DeviceType device_type, std::optional<DType> dtype, bool enabled, bool cache_enabled)

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <vector>
@@ -36,8 +37,16 @@ struct OpPolicy {
 
 /// The one table: every op front end that consults autocast, by name, with its policy.
 std::span<const OpPolicy> policy_table();
-/// The policy of `op`; ValueError naming it when the table lacks it.
+/// The policy of `op`, built in or registered; ValueError naming it when neither has it.
 Policy policy_of(std::string_view op);
+/// The policy of `op`, built in or registered; none when neither has it.
+std::optional<Policy> find_policy(std::string_view op);
+/// Gives a user op an autocast policy (torch.amp.custom_fwd's role): its front end can then call
+/// autocast_args(op, ...) as a built-in op does, and an autograd::Function whose name is `op` has its
+/// tensor arguments cast and autocast off inside its forward. Any thread, any time; registering the
+/// same policy again does nothing. ValueError for an empty name, a built-in op's name, or a name
+/// already registered with another policy.
+void register_policy(std::string op, Policy policy);
 
 /// torch.autocast(device_type, dtype, enabled, cache_enabled): while alive, ops on tensors of
 /// `device_type` made on this thread follow the policy table. dtype f16 or bf16; by default the

@@ -46,21 +46,7 @@ std::vector<Tensor> Primitive::apply(std::vector<Tensor>&& grad_outputs) {
     amp::detail::Pause no_autocast;
     grads = vjp(grad_outputs, inputs, outputs);
   }
-  if (grads.size() != input_meta_.size())
-    throw AutogradError(std::string("backward of ") + name() + " returned " + std::to_string(grads.size()) +
-                        " gradients for " + std::to_string(input_meta_.size()) + " inputs");
-  for (size_t i = 0; i < grads.size(); ++i) {
-    if (!grads[i].defined() || !input_needs_grad(i)) {
-      grads[i] = Tensor();
-      continue;
-    }
-    const auto& m = input_meta_[i];
-    if (!(grads[i].shape() == m.shape))
-      throw AutogradError(std::string("backward of ") + name() + ": gradient " + std::to_string(i) +
-                          " has shape " + to_string(grads[i].shape()) + ", input has " + to_string(m.shape));
-    // A promoted op's vjp computes in the wider type; the gradient takes its input's dtype.
-    if (grads[i].dtype() != m.dtype) grads[i] = grads[i].to(m.dtype);
-  }
+  autograd::conform_input_gradients(*this, grads, input_meta_);
   return grads;
 }
 

@@ -300,7 +300,7 @@ TEST_CASE("autocast table: names are unique, every entry has a test call and eve
   }
   for (const auto& [op, call] : calls) CHECK_MESSAGE(names.count(op) == 1, "no table entry for ", op);
   CHECK(names.size() == calls.size());
-  expect_error<ValueError>("unknown op", [] { amp::policy_of("matmull"); }, {"matmull", "policy table"});
+  expect_error<ValueError>("unknown op", [] { amp::policy_of("matmull"); }, {"matmull", "register_policy"});
 }
 
 TEST_CASE("autocast table: every op runs in the dtype its policy says, and unchanged outside a region") {

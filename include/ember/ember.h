@@ -1,12 +1,13 @@
 /// @file
 /// Everything a training program needs, in one include: `#include <ember/ember.h>`. Tensors and
-/// their ops, autograd, nn (functional ops, layers, models), optimizers, schedules and clipping,
+/// their ops, autograd (custom functions too), nn (functional ops, layers, models), optimizers, schedules and clipping,
 /// mixed precision (autocast, GradScaler), data loading, checkpoints (safetensors, state dicts),
 /// and data parallelism (process groups, DDP, ZeRO). Installed, each header is also reachable as
 /// <ember/tensor/ops.h> and, as before, "tensor/ops.h" (ember.pc puts both directories on the path).
 #pragma once
 
 #include "autograd/engine.h"
+#include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "data/dataloader.h"
