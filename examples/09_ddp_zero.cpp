@@ -10,7 +10,8 @@
 // each ZeRO stage ends where DDP does, that the loss went down, and prints the bytes each rank held
 // beside the formula. (examples/ddp.cpp is DDP alone, in a page.)
 //
-// Read next: dist/distributed_data_parallel.h (buckets, overlap with backward),
+// Read next: dist/data_parallel.h (the one interface this program trains through),
+// dist/distributed_data_parallel.h (buckets, overlap with backward),
 // dist/ring_all_reduce.h (the all-reduce DDP uses, phase by phase), dist/zero_partition.h (units,
 // shards, what each stage frees and when), dist/zero_optimizer.h (ZeroOptimizer::step),
 // tests/test_zero.cpp (the same claims on 2 and 4 ranks, in every precision mode).
@@ -22,9 +23,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "dist/distributed_data_parallel.h"
+#include "dist/data_parallel.h"
 #include "dist/init.h"
-#include "dist/zero_optimizer.h"
 #include "checks.h"
 #include "nn/loss.h"
 #include "nn/models/mlp.h"
@@ -82,38 +82,23 @@ RunResult train(int stage, const std::shared_ptr<dist::ProcessGroup>& group, int
     if (step == 0) r.first_loss = l;
     r.last_loss = l;
   };
-  if (stage == 0) {
-    dist::DistributedDataParallel ddp(model, group);  // broadcasts rank 0's weights
-    optim::Adam adam(ddp.parameters());
-    for (int step = 0; step < steps; ++step) {
-      const auto [x, y] = my_share(step, rank, world, per_rank);
-      adam.zero_grad();
-      Tensor loss = cross_entropy(ddp(x), y);
-      loss.backward();  // returns with the gradients averaged over the ranks
-      adam.step();
-      record(step, loss);
-    }
-    r.bytes = host_bytes() - before;
-  } else {
-    dist::ZeroOptions options;
-    options.stage = stage;
-    options.stage3_param_persistence_threshold = 0;  // shard every layer, however small, as the formula counts
-    dist::ZeroOptimizer zero(*model, group, [](std::vector<Tensor> pieces) {
-      return std::make_unique<optim::Adam>(std::move(pieces));  // Adam over this rank's shard only
-    }, options);
-    for (int step = 0; step < steps; ++step) {
-      const auto [x, y] = my_share(step, rank, world, per_rank);
-      Tensor loss = cross_entropy((*model)(x), y);
-      loss.backward();  // gradients reduce-scattered: each rank receives the average of its shard
-      zero.step();      // steps this rank's shard, then all-gathers the updated weights
-      zero.zero_grad();
-      record(step, loss);
-    }
-    r.bytes = host_bytes() - before;
-    const auto whole = zero.partition().gathered();  // stage 3 holds shards: gather them to compare
-    r.weights = flat_weights(*model);
-    return r;
+  // One loop for the four: DataParallel builds DDP around the model or ZeRO around the optimizer.
+  dist::DataParallelOptions options{.strategy = stage == 0 ? dist::Strategy::ddp
+                                                           : dist::parse_strategy("zero" + std::to_string(stage))};
+  options.zero.stage3_param_persistence_threshold = 0;  // shard every layer, however small, as the formula counts
+  dist::DataParallel dp(model, group, [](std::vector<Tensor> params) {
+    return std::make_unique<optim::Adam>(std::move(params));  // under ZeRO, over this rank's shard only
+  }, options);  // broadcasts rank 0's weights
+  for (int step = 0; step < steps; ++step) {
+    const auto [x, y] = my_share(step, rank, world, per_rank);
+    Tensor loss = cross_entropy(dp(x), y);
+    loss.backward();  // DDP: returns with the gradients averaged; ZeRO: each rank gets its shard's average
+    dp.step();        // ZeRO: steps this rank's shard, then all-gathers the updated weights
+    dp.zero_grad();
+    record(step, loss);
   }
+  r.bytes = host_bytes() - before;
+  const auto whole = dp.gathered();  // stage 3 holds shards: gather them to compare
   r.weights = flat_weights(*model);
   return r;
 }

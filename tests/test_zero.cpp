@@ -5,11 +5,13 @@
 #include <cmath>
 #include <cstdio>
 
+#include "dist/data_parallel.h"
 #include "dist/distributed_data_parallel.h"
 #include "dist/zero_optimizer.h"
 #include "nn/loss.h"
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
+#include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
 #include "tensor/atomic_file.h"
 #include "tensor/safetensors.h"
@@ -236,6 +238,95 @@ TEST_CASE("ZeRO: stages 1, 2 and 3 train the MLP and SmallCNN as one process ove
           return zero_equals_one_process(rank, w, port, kind, options, sgd, 0);
         }, milliseconds(60000)));
       }
+}
+
+// Rank r trains through DataParallel under `strategy`: one loop whatever the strategy, against one
+// process over the global batch with the same AdamW and clipping.
+std::string data_parallel_equals_one_process(int rank, int world, int port, Strategy strategy) {
+  auto pg = join_group(rank, world, port);
+  auto model = make_model("mlp", 7 + rank);  // the construction broadcasts rank 0's weights
+  DataParallelOptions options{.strategy = strategy};
+  options.zero = knobs(1);
+  options.zero.stage = ZeroOptions{}.stage;  // left to the strategy
+  DataParallel dp(model, pg, adamw_order_tolerant, options);
+  auto reference = make_model("mlp", 7);
+  auto ref_opt = adamw_order_tolerant(reference->parameters());
+  optim::StepLR schedule(dp.optimizer(), 1, 0.5);  // drives the optimizer that steps
+  optim::StepLR ref_schedule(*ref_opt, 1, 0.5);
+  double worst_norm = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    const Batch batch = global_batch(sample_shape("mlp"), kGlobalBatch, step);
+    const Batch mine = shard(batch, rank, world);
+    cross_entropy(dp(mine.x), mine.y).backward();
+    const Tensor norm = dp.clip_grad_norm_(0.5);
+    dp.step();
+    dp.zero_grad();
+    schedule.step();
+
+    for (int r = 0; r < world; ++r) {
+      const Batch part = shard(batch, r, world);
+      div(cross_entropy((*reference)(part.x), part.y), Scalar(static_cast<double>(world))).backward();
+    }
+    const Tensor ref_norm = optim::clip_grad_norm_(reference->parameters(), 0.5);
+    worst_norm = std::max(worst_norm, std::abs(norm.item<double>() - ref_norm.item<double>()));
+    ref_opt->step();
+    ref_opt->zero_grad();
+    ref_schedule.step();
+  }
+  const auto whole = dp.gathered();
+  if ((whole.has_value()) != (strategy == Strategy::zero1 || strategy == Strategy::zero2 || strategy == Strategy::zero3))
+    return "gathered() holds a guard exactly under ZeRO";
+  const double diff = max_difference(model->parameters(), reference->parameters());
+  if (rank == 0)
+    std::printf("DataParallel %s on %d ranks: max parameter difference to one process %.3g\n", strategy_name(strategy),
+                world, diff);
+  std::fflush(stdout);  // the rank ends with _exit
+  if (!(diff <= kTolerance)) return std::string(strategy_name(strategy)) + ": parameters differ by " + std::to_string(diff);
+  if (!(worst_norm <= 1e-5)) return "the clipped norm differs from one process's by " + std::to_string(worst_norm);
+  if (dp.module() != model) return "module() is not the model";
+  if ((dp.zero_partition() != nullptr) != (strategy != Strategy::ddp)) return "zero_partition() under " + std::string(strategy_name(strategy));
+  return "";
+}
+
+TEST_CASE("DataParallel: one loop for DDP and ZeRO 1-3, each equal to one process, with clipping and a schedule") {
+  if (!has_gloo()) return;
+  for (const Strategy strategy : {Strategy::ddp, Strategy::zero1, Strategy::zero2, Strategy::zero3}) {
+    INFO(strategy_name(strategy));
+    check_all_passed(run_ranks(2, [&](int rank, int w, int port) {
+      return data_parallel_equals_one_process(rank, w, port, strategy);
+    }, milliseconds(60000)));
+  }
+}
+
+TEST_CASE("DataParallel: strategy names round-trip; bad names, stages and arguments are named") {
+  for (const Strategy s : {Strategy::ddp, Strategy::zero1, Strategy::zero2, Strategy::zero3})
+    CHECK(parse_strategy(strategy_name(s)) == s);
+  expect_error<ValueError>("name", [] { parse_strategy("zero4"); }, {"'zero4'", "ddp, zero1, zero2, zero3"});
+  if (!has_gloo()) return;
+  check_all_passed(run_ranks(1, [](int rank, int world, int port) -> std::string {
+    auto pg = join_group(rank, world, port);
+    auto model = make_model("mlp", 7);
+    const auto message = [&](auto&& f) -> std::string {
+      try {
+        f();
+      } catch (const ValueError& e) {
+        return e.what();
+      }
+      return "no error";
+    };
+    const std::string stage = message([&] {
+      DataParallelOptions o{.strategy = Strategy::zero2};
+      o.zero.stage = 3;
+      DataParallel dp(model, pg, sgd, o);
+    });
+    if (stage.find("stage is 3 but the strategy is zero2") == std::string::npos) return "stage: " + stage;
+    const std::string null_model = message([&] { DataParallel dp(nullptr, pg, sgd); });
+    if (null_model.find("model is null") == std::string::npos) return "null model: " + null_model;
+    const auto no_optimizer = [](std::vector<Tensor>) { return std::unique_ptr<optim::Optimizer>(); };
+    const std::string none = message([&] { DataParallel dp(model, pg, no_optimizer); });
+    if (none.find("returned none") == std::string::npos) return "factory: " + none;
+    return "";
+  }));
 }
 
 TEST_CASE("ZeRO: the knobs change how, not what: all-reduce, loose gradients, whole-unit gathers, AdamW with clipping") {

@@ -2,7 +2,7 @@
 /// Everything a training program needs, in one include: `#include <ember/ember.h>`. Tensors and
 /// their ops, autograd (custom functions too), nn (functional ops, layers, models), optimizers, schedules and clipping,
 /// mixed precision (autocast, GradScaler), data loading, checkpoints (safetensors, state dicts),
-/// and data parallelism (process groups, DDP, ZeRO). Installed, each header is also reachable as
+/// and data parallelism (process groups, DataParallel over DDP and ZeRO). Installed, each header is also reachable as
 /// <ember/tensor/ops.h> and, as before, "tensor/ops.h" (ember.pc puts both directories on the path).
 #pragma once
 
@@ -12,6 +12,7 @@
 #include "autograd/gradcheck.h"
 #include "data/dataloader.h"
 #include "data/distributed_sampler.h"
+#include "dist/data_parallel.h"
 #include "dist/distributed_data_parallel.h"
 #include "dist/init.h"
 #include "dist/zero_optimizer.h"
