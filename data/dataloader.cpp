@@ -67,7 +67,7 @@ void DataLoader::set_position(LoaderPosition p) {
 Batch DataLoader::make_batch(const std::vector<int64_t>& order, int64_t epoch, int64_t b) const {
   const int64_t begin = b * opts_.batch_size;
   const int64_t end = std::min<int64_t>(begin + opts_.batch_size, int64_t(order.size()));
-  Batch batch = dataset_->get_batch(std::vector<int64_t>(order.begin() + begin, order.begin() + end));
+  Batch batch = dataset_->get_epoch_batch(std::vector<int64_t>(order.begin() + begin, order.begin() + end), opts_.seed, epoch);
   if (opts_.transform) {
     // One generator per batch, keyed by (seed, epoch, batch): the same on any worker.
     Generator gen(opts_.seed ^ (0x9E3779B97F4A7C15ull * uint64_t(epoch + 1)) ^ (uint64_t(b) << 40) ^ uint64_t(b));

@@ -26,6 +26,12 @@ class Dataset {
   /// The examples at `indices`, in that order (IndexError for one out of range). Must be safe to call
   /// from several threads at once.
   virtual Batch get_batch(const std::vector<int64_t>& indices) const = 0;
+  /// The examples at `indices` as epoch `epoch` of a loader seeded with `seed` sees them: a data set
+  /// that augments each example (ImageFolder) draws its randomness from (seed, epoch, index), so a batch
+  /// is the same on any worker and after a resume. By default get_batch(indices). The DataLoader calls this.
+  virtual Batch get_epoch_batch(const std::vector<int64_t>& indices, uint64_t /*seed*/, int64_t /*epoch*/) const {
+    return get_batch(indices);
+  }
 };
 
 /// Whole images and labels held in memory. u8 images are scaled to [0, 1] (x / 255) on the way out;

@@ -34,6 +34,11 @@ class RandomStream {
   }
   // Uniform in [0, 1) with 24 bits.
   float uniform() { return philox::to_unit_float<24>(next_u32()); }
+  // Uniform in [0, 1) with 53 bits (a double's precision, as torch's uniform_ on a double).
+  double uniform_double() {
+    const uint32_t hi = next_u32();
+    return philox::to_unit_double(hi, next_u32());
+  }
 
  private:
   uint64_t seed_, counter_;
