@@ -32,6 +32,9 @@ class Dataset {
   virtual Batch get_epoch_batch(const std::vector<int64_t>& indices, uint64_t /*seed*/, int64_t /*epoch*/) const {
     return get_batch(indices);
   }
+  /// Examples whose file was bad and that were replaced by another (ImageFolder's skip_bad_images), so
+  /// far, on any thread: the training log's bad_images. 0 for a data set read whole at construction.
+  virtual int64_t bad_examples() const { return 0; }
 };
 
 /// Whole images and labels held in memory. u8 images are scaled to [0, 1] (x / 255) on the way out;

@@ -13,7 +13,7 @@
 /// batch's dtype and memory format). Its randomness comes from (loader seed, epoch, index), so a batch
 /// does not depend on which worker made it. A bad file (corrupt, truncated, empty, not an image)
 /// raises DataError naming it, or, with skip_bad_images, is replaced by the next good example in
-/// order and counted (bad_images()).
+/// order and counted (bad_examples()).
 #pragma once
 
 #include <atomic>
@@ -61,7 +61,7 @@ class ImageFolder : public Dataset {
   const std::vector<Sample>& samples() const { return samples_; }          ///< Every example, in order.
   const ImageFolderOptions& options() const { return options_; }          ///< The settings.
   /// Bad files met so far and replaced (skip_bad_images), over every batch made, on any thread.
-  int64_t bad_images() const { return bad_images_.load(); }
+  int64_t bad_examples() const override { return bad_images_.load(); }
 
  private:
   std::string root_;

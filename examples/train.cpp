@@ -1,5 +1,7 @@
-// ember's training program: one of the model zoo's networks on Fashion-MNIST or CIFAR-10, with the
-// Runner's MMEngine-style log, checkpoints and exact resume. `train --help` lists every flag.
+// ember's training program: one of the model zoo's networks on Fashion-MNIST, CIFAR-10 or an
+// ImageNet-style folder of JPEG/PNG files (`--dataset imagefolder --data DIR`: DIR/train and DIR/val,
+// top-1 and top-5 on val), with the Runner's MMEngine-style log, checkpoints and exact resume.
+// `train --help` lists every flag.
 // `--strategy ddp|zero1|zero2|zero3` trains data-parallel on every rank of a job (./ember launch -n N,
 // torchrun, srun, mpirun; alone, a world of one), --batch-size images per rank; the ZeRO stages
 // shard optimizer state, gradients and parameters (dist/zero_partition.h), with DeepSpeed's knobs as
@@ -24,6 +26,7 @@
 
 #include "data/dataset.h"
 #include "data/distributed_sampler.h"
+#include "data/image_folder.h"
 #include "dist/distributed_data_parallel.h"
 #include "dist/init.h"
 #include "dist/zero_partition.h"
@@ -70,6 +73,9 @@ struct Flags {
   int64_t val_samples = 0;
   int64_t max_iters = 0;
   bool augment = false;
+  int64_t image_size = 224;      // --dataset imagefolder: the crops' side
+  int64_t resize = 0;            // and evaluation's shorter side before the center crop (0: size * 256 / 224)
+  bool skip_bad_images = false;  // replace a bad file by the next good one instead of stopping
   bool deterministic = false;
   bool no_locate_nonfinite = false;
   bool tensorboard = false;
@@ -105,6 +111,7 @@ struct DatasetSpec {
 
 DatasetSpec dataset_spec(const std::string& name) {
   if (name == "fashion-mnist") return {{1, 28, 10}, {0.2860f}, {0.3530f}, "/usr/share/datasets/fashion-mnist"};
+  if (name == "imagefolder") return {{3, 0, 0}, {}, {}, ""};  // the shape comes from the folders (load_image_folders)
   return {{3, 32, 10}, {0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}, ""};  // cifar10
 }
 
@@ -221,7 +228,8 @@ std::shared_ptr<optim::LRScheduler> make_scheduler(const Flags& f, optim::Optimi
                                                std::vector<int64_t>{warmup});
 }
 
-// The training or test set, cut to its first `samples` images (0: all) as `flag` asks.
+// The training or test set of fashion-mnist or cifar10, cut to its first `samples` images (0: all) as
+// `flag` asks.
 std::shared_ptr<data::TensorDataset> load_dataset(const std::string& name, const std::string& dir, bool train,
                                                   int64_t samples, const char* flag) {
   std::shared_ptr<data::TensorDataset> d;
@@ -231,6 +239,30 @@ std::shared_ptr<data::TensorDataset> load_dataset(const std::string& name, const
     throw ValueError(std::string(flag) + " " + std::to_string(samples) + " is more than the " + std::to_string(d->size()) +
                      " images of " + name + "'s " + (train ? "training" : "test") + " set");
   d->truncate(samples);
+  return d;
+}
+
+// --dataset imagefolder: DIR/train and DIR/val, torchvision's ImageNet pipelines (RandomResizedCrop and
+// flip for training, Resize and CenterCrop for validation), normalised with ImageNet's statistics.
+struct ImageFolders {
+  std::shared_ptr<data::ImageFolder> train, val;
+  train::ImageShape shape;
+};
+
+ImageFolders load_image_folders(const Flags& f) {
+  data::ImageFolderOptions o;
+  o.transform.size = f.image_size;
+  o.transform.resize = f.resize > 0 ? f.resize : f.image_size * 256 / 224;
+  o.skip_bad_images = f.skip_bad_images;
+  const std::string root = f.data_dir;
+  ImageFolders d;
+  d.train = std::make_shared<data::ImageFolder>(root + "/train", o);
+  o.transform.train = false;
+  d.val = std::make_shared<data::ImageFolder>(root + "/val", o);
+  if (d.val->classes() != d.train->classes())
+    throw ValueError("--data " + root + ": val/ has " + std::to_string(d.val->classes().size()) + " class folders and train/ " +
+                     std::to_string(d.train->classes().size()) + ", or other names: they must be the same classes");
+  d.shape = {3, f.image_size, static_cast<int64_t>(d.train->classes().size())};
   return d;
 }
 
@@ -317,12 +349,21 @@ constexpr double kMinScale = 0x1p-126, kMaxScale = 0x1p127;
 
 int main(int argc, char** argv) {
   Flags f;
-  CLI::App app{"Train a model of ember's zoo on Fashion-MNIST or CIFAR-10, logging in MMEngine's format.", "train"};
+  CLI::App app{"Train a model of ember's zoo on Fashion-MNIST, CIFAR-10 or an ImageNet-style image folder, logging in "
+               "MMEngine's format.", "train"};
   app.option_defaults()->always_capture_default();
   app.add_option("--model", f.model, "the network")->check(CLI::IsMember(train::model_names()));
-  app.add_option("--dataset", f.dataset, "the data set")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
+  app.add_option("--dataset", f.dataset, "the data set: a built-in one, or imagefolder (DIR/train and DIR/val, one "
+                 "folder of .jpg/.jpeg/.png files per class, as torchvision's ImageFolder)")
+      ->check(CLI::IsMember({"fashion-mnist", "cifar10", "imagefolder"}));
   app.add_option("--data", f.data_dir,
-                 "data directory (default: /usr/share/datasets/fashion-mnist for fashion-mnist; required for cifar10)");
+                 "data directory (default: /usr/share/datasets/fashion-mnist for fashion-mnist; required for the others)");
+  app.add_option("--image-size", f.image_size, "imagefolder: the side of the training crops and validation center "
+                 "crops")->check(whole_in<int64_t>(8, 4096));
+  app.add_option("--resize", f.resize, "imagefolder: validation resizes the shorter side to this before the center "
+                 "crop (0: image-size * 256 / 224)")->check(whole_in<int64_t>(0, 8192));
+  app.add_flag("--skip-bad-images", f.skip_bad_images, "imagefolder: replace a corrupt, truncated or non-image file by "
+               "the next good one and count it in the log (bad_images) instead of stopping");
   app.add_option("--epochs", f.epochs, "epochs to train")->check(whole_in<int64_t>(1));
   app.add_option("--batch-size", f.batch_size, "images per iteration (per rank with --strategy ddp or zero*)")->check(whole_in<int64_t>(1));
   app.add_option("--lr", f.lr, "base learning rate (0: 0.1 for sgd, 1e-3 for adamw and lamb)")->check(at_least(0));
@@ -451,13 +492,29 @@ int main(int argc, char** argv) {
     if (f.threads > 0) set_num_threads(capped_threads("--threads", f.threads));
     f.num_workers = capped_threads("--num-workers", f.num_workers);
     set_deterministic(f.deterministic);  // before the model: its initialisation draws numbers
+    const bool image_folder = f.dataset == "imagefolder";
     const DatasetSpec spec = dataset_spec(f.dataset);
     if (f.data_dir.empty()) f.data_dir = spec.default_dir;
     if (f.data_dir.empty()) throw ValueError("--data is required for " + f.dataset);
     if (f.work_dir.empty()) f.work_dir = "work_dirs/" + f.model + "_" + f.dataset;
+    for (const char* flag : {"--train-samples", "--val-samples", "--augment"})
+      if (image_folder && app.count(flag))
+        throw ValueError(std::string(flag) + " applies to fashion-mnist and cifar10; imagefolder reads every file and "
+                         "augments with RandomResizedCrop and flips");
+    for (const char* flag : {"--image-size", "--resize", "--skip-bad-images"})
+      if (!image_folder && app.count(flag)) throw ValueError(std::string(flag) + " applies to --dataset imagefolder");
 
-    auto train_set = load_dataset(f.dataset, f.data_dir, true, f.train_samples, "--train-samples");
-    auto val_set = load_dataset(f.dataset, f.data_dir, false, f.val_samples, "--val-samples");
+    std::shared_ptr<const data::Dataset> train_set, val_set;
+    train::ImageShape shape = spec.shape;
+    if (image_folder) {
+      const ImageFolders folders = load_image_folders(f);
+      train_set = folders.train;
+      val_set = folders.val;
+      shape = folders.shape;
+    } else {
+      train_set = load_dataset(f.dataset, f.data_dir, true, f.train_samples, "--train-samples");
+      val_set = load_dataset(f.dataset, f.data_dir, false, f.val_samples, "--val-samples");
+    }
 
     data::DataLoaderOptions loader;
     loader.batch_size = f.batch_size;
@@ -466,12 +523,16 @@ int main(int argc, char** argv) {
     loader.pin_memory = device.is_cuda();
     data::DataLoaderOptions val_loader = loader;
     loader.shuffle = true;
-    loader.transform = [&spec, augment = f.augment](data::Batch& b, Generator& gen) {
-      Tensor x = b.images;
-      if (augment) x = data::random_horizontal_flip(data::random_crop(x, spec.shape.size, 4, gen), 0.5, gen);
-      b.images = data::normalize(x, spec.mean, spec.std);
-    };
-    val_loader.transform = [&spec](data::Batch& b, Generator&) { b.images = data::normalize(b.images, spec.mean, spec.std); };
+    if (!image_folder) {  // an image folder crops, flips and normalises as it decodes
+      loader.transform = [&spec, augment = f.augment](data::Batch& b, Generator& gen) {
+        Tensor x = b.images;
+        if (augment) x = data::random_horizontal_flip(data::random_crop(x, spec.shape.size, 4, gen), 0.5, gen);
+        b.images = data::normalize(x, spec.mean, spec.std);
+      };
+      val_loader.transform = [&spec](data::Batch& b, Generator&) {
+        b.images = data::normalize(b.images, spec.mean, spec.std);
+      };
+    }
     if (group) {  // each rank its share of every epoch: the same shuffle everywhere, cut in world parts
       loader.sampler = data::distributed_sampler({rank, world, true, f.seed, false});
       val_loader.sampler = data::distributed_sampler({rank, world, false, 0, false});
@@ -480,7 +541,7 @@ int main(int argc, char** argv) {
     auto val = std::make_shared<data::DataLoader>(val_set, val_loader);
 
     manual_seed(f.seed);
-    auto model = train::make_model(f.model, spec.shape);
+    auto model = train::make_model(f.model, shape);
     model->to(device);  // before the optimizer sees the parameters
     train::PrecisionOptions po;
     po.precision = train::parse_precision(f.precision);

@@ -35,6 +35,7 @@
 #include "tensor/host_sync.h"
 #include "tests/event_file_reader.h"
 #include "tests/helpers.h"
+#include "tests/train_program.h"
 #include "train/checkpoint.h"
 #include "train/deepspeed_config.h"
 #include "train/log.h"
@@ -194,28 +195,6 @@ size_t check_event_files_hold_scalars(const std::string& work_dir) {
   CHECK(line_count > 0);
   CHECK(events.size() == line_count);
   return files.size();
-}
-
-// examples/train, as meson passes it; "" when it was not built.
-std::string train_program() {
-  const char* p = std::getenv("EMBER_TRAIN_PROGRAM");
-  return p ? p : "";
-}
-
-struct CommandResult {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-// Runs the training program with `args`, its environment extended by `env` ("NAME=value ...").
-CommandResult run_train(const std::string& args, const std::string& env = "") {
-  FILE* pipe = ::popen((env + " " + train_program() + " " + args + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), pipe)) > 0;) out.append(buf, n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
 }
 
 // Whether this CPU has AVX-512 (then OpenBLAS can run its SkylakeX kernels).

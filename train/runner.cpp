@@ -270,6 +270,10 @@ void Runner::log_train(Window& window, const Window& epoch_window, int64_t batch
     fields.push_back({"global_batch", static_cast<double>(global_batch()), FieldFormat::integer});
   if (scales) fields.push_back({"loss_scale", v[8]});
   fields.push_back({"skipped_steps", static_cast<double>(skipped_steps_), FieldFormat::integer});
+  // Every rank counts the bad files its own share met and replaced.
+  const double bad_images =
+      over_ranks({static_cast<double>(train_loader_->dataset().bad_examples())}, dist::ReduceOp::sum)[0];
+  if (bad_images > 0) fields.push_back({"bad_images", bad_images, FieldFormat::integer});
   if (const auto bad = log_nonfinite_->report(&v[6])) {
     fields.push_back({"nonfinite_step", static_cast<double>(bad->iteration), FieldFormat::integer});
     fields.push_back({"nonfinite", bad->where});
@@ -367,8 +371,10 @@ double Runner::evaluate() {
   const bool was_training = model_->is_training();
   model_->eval();
   val_loader_->set_epoch(0);
-  Tensor correct = zeros({}, TensorOptions(DType::i64).with_device(opts_.device));  // read once, at the end
-  int64_t seen = 0, iters = 0;
+  // Read once, at the end: top-1 and top-5 hits (top-5 only with more than 5 classes).
+  Tensor correct = zeros({}, TensorOptions(DType::i64).with_device(opts_.device));
+  Tensor correct5 = zeros({}, TensorOptions(DType::i64).with_device(opts_.device));
+  int64_t seen = 0, iters = 0, classes = 0;
   double time = 0, data_time = 0;
   double started = now_seconds();
   while (auto batch = val_loader_->next()) {
@@ -381,6 +387,12 @@ double Runner::evaluate() {
       logits = (*model_)(images);
     }
     add_(correct, sum(eq(argmax(logits, 1), labels)));
+    classes = logits.size(1);
+    if (classes > 5) {
+      // In the top 5 when fewer than 5 classes score above the label's (a tie counts as a hit).
+      const Tensor label_logit = gather(logits, 1, labels.unsqueeze(1));
+      add_(correct5, sum(lt(sum(gt(logits, label_logit), {1}), 5)));
+    }
     seen += labels.numel();
     ++iters;
     time += now_seconds() - started;
@@ -389,12 +401,17 @@ double Runner::evaluate() {
   model_->train(was_training);
   // Data parallel: every rank counted its own share.
   const std::vector<double> counts =
-      over_ranks({static_cast<double>(correct.item<int64_t>()), static_cast<double>(seen)}, dist::ReduceOp::sum);
-  if (counts[1] == 0) throw ValueError("Runner::evaluate: the validation loader yields no example");
-  const double top1 = 100.0 * counts[0] / counts[1];
+      over_ranks({static_cast<double>(correct.item<int64_t>()), static_cast<double>(correct5.item<int64_t>()),
+                  static_cast<double>(seen)},
+                 dist::ReduceOp::sum);
+  if (counts[2] == 0) throw ValueError("Runner::evaluate: the validation loader yields no example");
+  const double top1 = 100.0 * counts[0] / counts[2];
   const double n = static_cast<double>(iters);
-  log_->write({"val", epoch_, iters, val_loader_->size()}, epoch_,
-              {{"accuracy/top1", top1}, {"data_time", data_time / n}, {"time", time / n}});
+  std::vector<LogField> fields = {{"accuracy/top1", top1}};
+  if (classes > 5) fields.push_back({"accuracy/top5", 100.0 * counts[1] / counts[2]});
+  fields.push_back({"data_time", data_time / n});
+  fields.push_back({"time", time / n});
+  log_->write({"val", epoch_, iters, val_loader_->size()}, epoch_, fields);
   return top1;
 }
 
