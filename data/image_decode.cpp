@@ -90,10 +90,9 @@ void cmyk_to_rgb(const uint8_t* cmyk, uint8_t* rgb, int64_t pixels) {
   }
 }
 
-RgbImage decode_jpeg(std::span<const uint8_t> bytes, const std::string& source, int scale) {
+void decode_jpeg(std::span<const uint8_t> bytes, const std::string& source, int scale, RgbImage& out) {
   const JpegHeader h = jpeg_header(bytes, source);
   const tjscalingfactor factor{1, scale};
-  RgbImage out;
   out.width = TJSCALED(h.width, factor);
   out.height = TJSCALED(h.height, factor);
   const bool cmyk = h.colorspace == TJCS_CMYK || h.colorspace == TJCS_YCCK;
@@ -104,15 +103,13 @@ RgbImage decode_jpeg(std::span<const uint8_t> bytes, const std::string& source, 
                     0, static_cast<int>(out.height), cmyk ? TJPF_CMYK : TJPF_RGB, TJFLAG_STOPONWARNING) != 0)
     fail_jpeg(source, "corrupt or truncated JPEG data");
   if (cmyk) cmyk_to_rgb(cmyk_pixels.data(), out.pixels.data(), out.height * out.width);
-  return out;
 }
 
-RgbImage decode_png(std::span<const uint8_t> bytes, const std::string& source) {
+void decode_png(std::span<const uint8_t> bytes, const std::string& source, RgbImage& out) {
   spng_ihdr ihdr{};
   const SpngContext ctx = png_context(bytes, source, ihdr);
   size_t size = 0;
   int err = spng_decoded_image_size(ctx.get(), SPNG_FMT_RGB8, &size);
-  RgbImage out;
   out.height = ihdr.height;
   out.width = ihdr.width;
   if (err == 0 && size != static_cast<size_t>(out.height * out.width * 3))
@@ -123,7 +120,6 @@ RgbImage decode_png(std::span<const uint8_t> bytes, const std::string& source) {
     err = spng_decode_image(ctx.get(), out.pixels.data(), size, SPNG_FMT_RGB8, 0);
   }
   if (err != 0) fail(source, std::string("corrupt or truncated PNG data (") + spng_strerror(err) + ")");
-  return out;
 }
 
 }  // namespace
@@ -142,15 +138,22 @@ ImageInfo read_image_info(std::span<const uint8_t> bytes, const std::string& sou
   fail(source, "neither a JPEG nor a PNG file (it starts with neither's signature)");
 }
 
-RgbImage decode_image(std::span<const uint8_t> bytes, const std::string& source, int scale) {
+void decode_image_into(std::span<const uint8_t> bytes, const std::string& source, int scale, RgbImage& out) {
   if (scale != 1 && scale != 2 && scale != 4 && scale != 8)
     throw ValueError("decode_image: scale must be 1, 2, 4 or 8, got " + std::to_string(scale));
   const ImageInfo info = read_image_info(bytes, source);
   if (info.format == ImageFormat::png) {
     if (scale != 1) throw ValueError("decode_image: " + source + " is a PNG, decoded whole only; scale " + std::to_string(scale));
-    return decode_png(bytes, source);
+    decode_png(bytes, source, out);
+  } else {
+    decode_jpeg(bytes, source, scale, out);
   }
-  return decode_jpeg(bytes, source, scale);
+}
+
+RgbImage decode_image(std::span<const uint8_t> bytes, const std::string& source, int scale) {
+  RgbImage out;
+  decode_image_into(bytes, source, scale, out);
+  return out;
 }
 
 int jpeg_scale_for(const ImageInfo& info, double crop_h, double crop_w, int64_t out_h, int64_t out_w) {

@@ -46,6 +46,8 @@ struct RgbImage {
 /// naming `source` for anything read_image_info() refuses, and for corrupt or truncated data (libjpeg's
 /// warnings, such as a premature end of the data, count as errors); ValueError for another scale.
 RgbImage decode_image(std::span<const uint8_t> bytes, const std::string& source, int scale = 1);
+/// decode_image into `out`, reusing its buffer (a loader decodes image after image into one).
+void decode_image_into(std::span<const uint8_t> bytes, const std::string& source, int scale, RgbImage& out);
 
 /// The largest of 1, 2, 4 and 8 at which a crop of crop_h x crop_w pixels still has at least
 /// out_h x out_w: decoding at that scale loses nothing the resize to out_h x out_w would keep, give or

@@ -14,46 +14,62 @@ namespace {
 // Python's round(): to nearest, ties to even (std::nearbyint in the default rounding mode).
 int64_t round_half_even(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
 
-// The taps of one output pixel: input indices [first, first + weights.size()) with their weights.
-struct Taps {
-  int64_t first;
+// The taps of every output pixel of one axis, in flat tables: output i reads inputs
+// [first[i], first[i] + count[i]) with weights[i * width + k].
+struct AxisTaps {
+  std::vector<int64_t> first;
+  std::vector<int64_t> count;
   std::vector<float> weights;
+  int64_t width = 0;  // the most taps of any output pixel
 };
 
 // PIL's precompute_coeffs for the bilinear (triangle) filter, support 1 scaled by the downscale
 // factor (Imaging/Resample.c; torchvision's antialiased kernels compute the same weights): output
 // pixel i of `out` covers [box0, box0 + box_len) of an input axis of `in` pixels.
-std::vector<Taps> bilinear_taps(double box0, double box_len, int64_t in, int64_t out) {
+void bilinear_taps(double box0, double box_len, int64_t in, int64_t out, AxisTaps& taps) {
   const double scale = box_len / static_cast<double>(out);
   const double filter_scale = std::max(scale, 1.0);
   const double support = filter_scale;  // the triangle's support is 1 before scaling
-  std::vector<Taps> taps(static_cast<size_t>(out));
+  taps.width = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
+  taps.first.assign(static_cast<size_t>(out), 0);
+  taps.count.assign(static_cast<size_t>(out), 0);
+  taps.weights.assign(static_cast<size_t>(out * taps.width), 0.0f);
+  std::vector<double> w(static_cast<size_t>(taps.width));
   for (int64_t i = 0; i < out; ++i) {
     const double center = box0 + (static_cast<double>(i) + 0.5) * scale;
     const int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
     const int64_t hi = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in);
-    Taps& t = taps[static_cast<size_t>(i)];
-    t.first = lo;
+    const int64_t n = std::min(hi - lo, taps.width);
     double total = 0;
-    std::vector<double> w;
-    for (int64_t x = lo; x < hi; ++x) {
-      const double d = std::abs((static_cast<double>(x) - center + 0.5) / filter_scale);
-      w.push_back(d < 1 ? 1 - d : 0);
-      total += w.back();
+    for (int64_t k = 0; k < n; ++k) {
+      const double d = std::abs((static_cast<double>(lo + k) - center + 0.5) / filter_scale);
+      w[static_cast<size_t>(k)] = d < 1 ? 1 - d : 0;
+      total += w[static_cast<size_t>(k)];
     }
-    for (double v : w) t.weights.push_back(static_cast<float>(total != 0 ? v / total : 0));
+    taps.first[static_cast<size_t>(i)] = lo;
+    taps.count[static_cast<size_t>(i)] = n;
+    for (int64_t k = 0; k < n; ++k)
+      taps.weights[static_cast<size_t>(i * taps.width + k)] =
+          static_cast<float>(total != 0 ? w[static_cast<size_t>(k)] / total : 0);
   }
-  return taps;
 }
 
+// What one thread reuses from image to image: tap tables and the intermediate rows.
+struct ResampleScratch {
+  AxisTaps across, down;
+  std::vector<float> rows, line;
+};
+thread_local ResampleScratch scratch;
+
 template <class T>
-void store(const std::vector<float>& rgb, int64_t out_h, int64_t out_w, const SampleSlot& slot) {
-  T* base = static_cast<T*>(slot.data);
-  for (int64_t y = 0; y < out_h; ++y)
-    for (int64_t x = 0; x < out_w; ++x)
-      for (int64_t c = 0; c < 3; ++c)
-        base[c * slot.stride_c + y * slot.stride_h + x * slot.stride_w] =
-            convert<T>(rgb[static_cast<size_t>((y * out_w + x) * 3 + c)]);
+void store_row(const float* rgb, int64_t out_w, const SampleSlot& slot, int64_t y) {
+  T* row = static_cast<T*>(slot.data) + y * slot.stride_h;
+  if (slot.stride_c == 1 && slot.stride_w == 3) {  // channels-last: the row is contiguous
+    for (int64_t i = 0; i < out_w * 3; ++i) row[i] = convert<T>(rgb[i]);
+    return;
+  }
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t x = 0; x < out_w; ++x) row[c * slot.stride_c + x * slot.stride_w] = convert<T>(rgb[x * 3 + c]);
 }
 
 }  // namespace
@@ -114,47 +130,55 @@ void resample_to(const RgbImage& image, const CropBox& box, int64_t out_h, int64
                      ", " + std::to_string(box.width) + " x " + std::to_string(box.height) + ") of a " +
                      std::to_string(image.width) + " x " + std::to_string(image.height) + " image to " +
                      std::to_string(out_w) + " x " + std::to_string(out_h));
-  const std::vector<Taps> across = bilinear_taps(box.left, box.width, image.width, out_w);
-  const std::vector<Taps> down = bilinear_taps(box.top, box.height, image.height, out_h);
-  // Horizontal pass over the rows the vertical taps read, then the vertical pass.
-  const int64_t row0 = down.front().first;
-  const int64_t row1 = down.back().first + static_cast<int64_t>(down.back().weights.size());
-  std::vector<float> rows(static_cast<size_t>((row1 - row0) * out_w * 3));
+  ResampleScratch& s = scratch;
+  bilinear_taps(box.left, box.width, image.width, out_w, s.across);
+  bilinear_taps(box.top, box.height, image.height, out_h, s.down);
+  // Horizontal pass over the rows the vertical taps read (mirrored when flipping), then the vertical one.
+  const int64_t row0 = s.down.first.front();
+  const int64_t row1 = s.down.first.back() + s.down.count.back();
+  s.rows.resize(static_cast<size_t>((row1 - row0) * out_w * 3));
+  const AxisTaps& across = s.across;
   for (int64_t y = row0; y < row1; ++y) {
     const uint8_t* src = image.pixels.data() + y * image.width * 3;
-    float* dst = rows.data() + (y - row0) * out_w * 3;
+    float* dst = s.rows.data() + (y - row0) * out_w * 3;
     for (int64_t x = 0; x < out_w; ++x) {
-      const Taps& t = across[static_cast<size_t>(x)];
-      float acc[3] = {0, 0, 0};
-      for (size_t k = 0; k < t.weights.size(); ++k) {
-        const uint8_t* p = src + (t.first + static_cast<int64_t>(k)) * 3;
-        for (int c = 0; c < 3; ++c) acc[c] += t.weights[k] * static_cast<float>(p[c]);
+      const uint8_t* p = src + across.first[static_cast<size_t>(x)] * 3;
+      const float* w = across.weights.data() + x * across.width;
+      float r = 0, g = 0, b = 0;
+      for (int64_t k = 0, n = across.count[static_cast<size_t>(x)]; k < n; ++k, p += 3) {
+        r += w[k] * static_cast<float>(p[0]);
+        g += w[k] * static_cast<float>(p[1]);
+        b += w[k] * static_cast<float>(p[2]);
       }
-      const int64_t xo = flip ? out_w - 1 - x : x;
-      for (int c = 0; c < 3; ++c) dst[xo * 3 + c] = acc[c];
+      float* o = dst + (flip ? out_w - 1 - x : x) * 3;
+      o[0] = r, o[1] = g, o[2] = b;
     }
   }
-  std::array<float, 3> gain{}, bias{};
+  // (v / 255 - mean) / stddev = v * gain + bias, per channel, repeated along the row.
+  float gain[3], bias[3];
   for (int c = 0; c < 3; ++c) {
     gain[c] = 1.0f / (255.0f * stddev[c]);
     bias[c] = -mean[c] / stddev[c];
   }
-  std::vector<float> out(static_cast<size_t>(out_h * out_w * 3));
+  s.line.resize(static_cast<size_t>(out_w * 3));
+  float* line = s.line.data();
   for (int64_t y = 0; y < out_h; ++y) {
-    const Taps& t = down[static_cast<size_t>(y)];
-    float* dst = out.data() + y * out_w * 3;
-    for (size_t k = 0; k < t.weights.size(); ++k) {
-      const float w = t.weights[k];
-      const float* src = rows.data() + (t.first + static_cast<int64_t>(k) - row0) * out_w * 3;
-      for (int64_t i = 0; i < out_w * 3; ++i) dst[i] += w * src[i];
+    std::fill(line, line + out_w * 3, 0.0f);
+    const float* w = s.down.weights.data() + y * s.down.width;
+    for (int64_t k = 0, n = s.down.count[static_cast<size_t>(y)]; k < n; ++k) {
+      const float* src = s.rows.data() + (s.down.first[static_cast<size_t>(y)] + k - row0) * out_w * 3;
+      for (int64_t i = 0; i < out_w * 3; ++i) line[i] += w[k] * src[i];
     }
-    for (int64_t i = 0; i < out_w * 3; ++i) dst[i] = dst[i] * gain[i % 3] + bias[i % 3];
-  }
-  switch (slot.dtype) {
-    case DType::f32: store<float>(out, out_h, out_w, slot); break;
-    case DType::f16: store<f16>(out, out_h, out_w, slot); break;
-    case DType::bf16: store<bf16>(out, out_h, out_w, slot); break;
-    default: throw DTypeError(std::string("resample_to: the batch must be float32, float16 or bfloat16, not ") + dtype_name(slot.dtype));
+    for (int64_t x = 0; x < out_w; ++x)
+      for (int c = 0; c < 3; ++c) line[x * 3 + c] = line[x * 3 + c] * gain[c] + bias[c];
+    switch (slot.dtype) {
+      case DType::f32: store_row<float>(line, out_w, slot, y); break;
+      case DType::f16: store_row<f16>(line, out_w, slot, y); break;
+      case DType::bf16: store_row<bf16>(line, out_w, slot, y); break;
+      default:
+        throw DTypeError(std::string("resample_to: the batch must be float32, float16 or bfloat16, not ") +
+                         dtype_name(slot.dtype));
+    }
   }
 }
 
@@ -185,7 +209,8 @@ void transform_image(std::span<const uint8_t> bytes, const std::string& source, 
                               : resize_center_crop_box(info.height, info.width, o.resize, o.size, o.size);
   const bool flip = o.train && rs.uniform_double() < o.flip_p;  // torchvision: torch.rand(1) < p
   const int scale = o.dct_scaling ? jpeg_scale_for(info, box.height, box.width, o.size, o.size) : 1;
-  const RgbImage image = decode_image(bytes, source, scale);
+  thread_local RgbImage image;  // its buffer reused from image to image
+  decode_image_into(bytes, source, scale, image);
   // The box in the decoded pixels (ceil(side / scale) of them a side).
   const double sy = static_cast<double>(image.height) / static_cast<double>(info.height);
   const double sx = static_cast<double>(image.width) / static_cast<double>(info.width);
