@@ -9,7 +9,10 @@
 //     threads   loader workers: 1 and every core
 // bench/torchvision_data.py runs the same cases in torchvision beside these (BENCHMARKS.md).
 // Flags of its own (before Google Benchmark's): --data=DIR, --batches=N (batches timed per case, default
-// 8), --batch=N (default 256).
+// 8), --batch=N (default 256), --dump=FILE: instead of timing, write to a safetensors file what
+// bench/torchvision_data.py --check compares with PIL and torchvision, for each set: "<set>/decoded/<i>",
+// the first 4 files decoded whole (u8 H x W x 3), and "<set>/eval", the evaluation pipeline's f32 NCHW
+// output for the first 16 files (ImageFolder's order), "<set>/eval_whole_decode" the same without DCT scaling.
 //   build/bench/bench_data --data=results/images --benchmark_filter=data/small/
 #include <benchmark/benchmark.h>
 #include <turbojpeg.h>
@@ -19,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +30,9 @@
 #include "data/dataloader.h"
 #include "data/image_folder.h"
 #include "data/rng.h"
+#include "tensor/file_bytes.h"
+#include "tensor/ops.h"
+#include "tensor/safetensors.h"
 
 namespace {
 
@@ -35,6 +42,7 @@ using namespace ember;
 std::string data_dir;
 int64_t batches = 8;
 int64_t batch_size = 256;
+std::string dump_path;
 
 // 96 JPEGs of 300-500 pixels a side in 4 classes: smooth colour patterns with noise, quality 90.
 fs::path make_synthetic_set() {
@@ -98,7 +106,8 @@ void run_pipeline(benchmark::State& state, const std::string& root, bool train, 
   state.counters["img_per_s"] = benchmark::Counter(double(images), benchmark::Counter::kIsRate);
 }
 
-void register_cases() {
+// The image sets: the folders under --data, or the synthetic one.
+std::vector<std::pair<std::string, std::string>> image_sets() {
   std::vector<std::pair<std::string, std::string>> sets;  // name, folder
   if (data_dir.empty()) {
     sets.emplace_back("synthetic", make_synthetic_set().string());
@@ -107,6 +116,32 @@ void register_cases() {
       if (e.is_directory()) sets.emplace_back(e.path().filename().string(), e.path().string());
     std::sort(sets.begin(), sets.end());
   }
+  return sets;
+}
+
+void dump(const std::string& path) {
+  StateDict out;
+  for (const auto& [name, folder] : image_sets()) {
+    data::ImageFolderOptions o;
+    o.transform.train = false;
+    const data::ImageFolder set(folder, o);
+    for (int64_t i = 0; i < std::min<int64_t>(4, set.size()); ++i) {
+      const std::string& file = set.samples()[size_t(i)].path;
+      const data::RgbImage img = data::decode_image(read_regular_file(file), file);
+      out[name + "/decoded/" + std::to_string(i)] =
+          from_vector(std::vector<uint8_t>(img.pixels.begin(), img.pixels.end()), {img.height, img.width, 3});
+    }
+    std::vector<int64_t> first(size_t(std::min<int64_t>(16, set.size())));
+    std::iota(first.begin(), first.end(), int64_t{0});
+    out[name + "/eval"] = set.get_batch(first).images;
+    o.transform.dct_scaling = false;
+    out[name + "/eval_whole_decode"] = data::ImageFolder(folder, o).get_batch(first).images;
+  }
+  save_safetensors(path, out);
+}
+
+void register_cases() {
+  const auto sets = image_sets();
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<int> thread_counts = {1};
   if (cores > 1) thread_counts.push_back(cores);
@@ -131,7 +166,12 @@ int main(int argc, char** argv) {
     if (a.starts_with("--data=")) data_dir = a.substr(7);
     else if (a.starts_with("--batches=")) batches = std::stoll(a.substr(10));
     else if (a.starts_with("--batch=")) batch_size = std::stoll(a.substr(8));
+    else if (a.starts_with("--dump=")) dump_path = a.substr(7);
     else rest.push_back(argv[i]);
+  }
+  if (!dump_path.empty()) {
+    dump(dump_path);
+    return 0;
   }
   int n = int(rest.size());
   benchmark::Initialize(&n, rest.data());

@@ -10,6 +10,12 @@ the transforms ending in ToTensor and Normalize, each batch then cast to bfloat1
 workers running. The two alternate, case by case.
 
   bench/torchvision_data.py --bench build/bench/bench_data --data results/images [--batches 8]
+  bench/torchvision_data.py --bench build/bench/bench_data --data results/images --check
+
+--check compares pixels instead of timing: the first files of each set decoded whole by ember and by
+PIL (both libjpeg-turbo: expected bit-equal), and the evaluation pipeline's output (Resize 256,
+CenterCrop 224, normalised) of ember against torchvision's on PIL images, in units of 1/255 before
+normalisation. PIL resizes in 8 bits with rounding after each pass; ember in float, rounding once.
 
 Prints a Markdown table (images/s and the ratio ember / torchvision) and writes it with --out. PyTorch
 and torchvision are needed here only, never by the tests."""
@@ -58,6 +64,35 @@ def ember_rate(bench, root, set_name, train, workers, batches, batch_size):
     return runs[0]["img_per_s"]
 
 
+def check(bench, data):
+    """Prints ember's pixels against PIL's and torchvision's (see the file's description)."""
+    from safetensors.numpy import load_file
+    from PIL import Image
+    import numpy as np
+    dumped = Path("/tmp") / f"ember_pixels_{os.getpid()}.safetensors"
+    subprocess.run([bench, f"--data={data}", f"--dump={dumped}"], check=True)
+    ours = load_file(str(dumped))
+    dumped.unlink()
+    rows = ["| set | decode: files bit-equal to PIL's | eval vs torchvision: max, mean difference (1/255) | "
+            "the same, JPEGs decoded whole |", "| --- | --- | --- | --- |"]
+    tf = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor(),
+                             transforms.Normalize(MEAN, STD)])
+    std = np.array(STD, dtype=np.float64).reshape(3, 1, 1)
+    for root in sorted(p for p in Path(data).iterdir() if p.is_dir()):
+        folder = datasets.ImageFolder(str(root))
+        keys = sorted(k for k in ours if k.startswith(root.name + "/decoded/"))
+        equal = sum(np.array_equal(ours[k], np.asarray(Image.open(folder.samples[int(k.rsplit("/", 1)[1])][0]).convert("RGB")))
+                    for k in keys)
+        n = ours[root.name + "/eval"].shape[0]
+        theirs = np.stack([tf(Image.open(folder.samples[i][0]).convert("RGB")).numpy() for i in range(n)])
+        diffs = []
+        for key in ("eval", "eval_whole_decode"):
+            d = np.abs(ours[root.name + "/" + key].astype(np.float64) - theirs) * std * 255  # back to 0..255 units
+            diffs.append(f"{d.max():.2f}, {d.mean():.3f}")
+        rows.append(f"| {root.name} | {equal} of {len(keys)} | {diffs[0]} | {diffs[1]} |")
+    print("\n".join(rows))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bench", required=True, help="build/bench/bench_data")
@@ -65,7 +100,11 @@ def main():
     ap.add_argument("--batches", type=int, default=8)
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--check", action="store_true", help="compare pixels instead of timing")
     args = ap.parse_args()
+    if args.check:
+        check(args.bench, args.data)
+        return
     cores = os.cpu_count() or 1
     torch.set_num_threads(1)
     rows = ["| set | pipeline | workers | ember img/s | torchvision img/s | ember / torchvision |",

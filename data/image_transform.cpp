@@ -211,10 +211,11 @@ void transform_image(std::span<const uint8_t> bytes, const std::string& source, 
   const int scale = o.dct_scaling ? jpeg_scale_for(info, box.height, box.width, o.size, o.size) : 1;
   thread_local RgbImage image;  // its buffer reused from image to image
   decode_image_into(bytes, source, scale, image);
-  // The box in the decoded pixels (ceil(side / scale) of them a side).
-  const double sy = static_cast<double>(image.height) / static_cast<double>(info.height);
-  const double sx = static_cast<double>(image.width) / static_cast<double>(info.width);
-  const CropBox scaled{box.top * sy, box.left * sx, box.height * sy, box.width * sx};
+  // The box in the decoded pixels: pixel j of a JPEG decoded at 1/scale is source pixels
+  // [j * scale, (j + 1) * scale) (the DCT scales each 8 x 8 block to 8 / scale), so coordinates divide by
+  // scale exactly; only the last pixel of a side that scale does not divide covers less.
+  const double inv = 1.0 / static_cast<double>(scale);
+  const CropBox scaled{box.top * inv, box.left * inv, box.height * inv, box.width * inv};
   resample_to(image, scaled, o.size, o.size, flip, o.mean, o.stddev, slot);
 }
 

@@ -22,7 +22,10 @@ namespace ember::data {
 /// A box of an image in pixel coordinates: rows [top, top + height), columns [left, left + width).
 /// Fractional after a DCT-scaled decode divides it.
 struct CropBox {
-  double top = 0, left = 0, height = 0, width = 0;
+  double top = 0;     ///< first row
+  double left = 0;    ///< first column
+  double height = 0;  ///< rows
+  double width = 0;   ///< columns
   bool operator==(const CropBox&) const = default;  ///< Same box.
 };
 
@@ -53,9 +56,10 @@ struct SampleSlot {
 void resample_to(const RgbImage& image, const CropBox& box, int64_t out_h, int64_t out_w, bool flip,
                  const std::array<float, 3>& mean, const std::array<float, 3>& stddev, const SampleSlot& slot);
 
-/// ImageNet's normalisation (torchvision's reference scripts): mean and standard deviation per RGB
-/// channel of the training set, on [0, 1] values.
+/// ImageNet's normalisation (torchvision's reference scripts): the mean per RGB channel of the
+/// training set, on [0, 1] values.
 inline constexpr std::array<float, 3> kImageNetMean = {0.485f, 0.456f, 0.406f};
+/// And the standard deviation per RGB channel.
 inline constexpr std::array<float, 3> kImageNetStd = {0.229f, 0.224f, 0.225f};
 
 /// The whole per-image pipeline of a data set of image files.

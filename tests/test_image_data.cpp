@@ -310,6 +310,38 @@ TEST_CASE("resample_to: the separable passes equal the definition; flip mirrors 
   expect_error<ValueError>("box outside", [&] { resample_plain(img, {30, 0, 10, 10}, 4, 4); }, {"53 x 37 image"});
 }
 
+TEST_CASE("transform_image: a DCT-scaled decode puts an edge where the whole decode does, sides not a multiple of 8") {
+  // A step from black to white at column 700 of a 1001 x 600 JPEG. Evaluation at 64 (Resize 72) decodes
+  // it at 1/8; the column where each output row crosses half grey must match the whole decode's.
+  const int64_t h = 600, w = 1001;
+  std::vector<uint8_t> px(size_t(h * w * 3));
+  for (int64_t y = 0; y < h; ++y)
+    for (int64_t x = 0; x < w; ++x)
+      for (int c = 0; c < 3; ++c) px[size_t((y * w + x) * 3 + c)] = x < 700 ? 0 : 255;
+  const std::vector<uint8_t> jpeg = encode_jpeg(px, h, w, TJPF_RGB, TJSAMP_444, 95);
+  const auto crossing = [&](bool dct) {
+    ImageTransformOptions o;
+    o.train = false;
+    o.size = 64;
+    o.resize = 72;
+    o.dct_scaling = dct;
+    o.mean = {0, 0, 0};
+    o.stddev = {1, 1, 1};
+    std::vector<float> out(3 * 64 * 64);
+    RandomStream rs(0, 0);
+    transform_image(jpeg, "step.jpg", o, rs, {out.data(), DType::f32, 64 * 64, 64, 1});
+    const float* row = out.data() + 32 * 64;  // channel 0, the middle row
+    for (int64_t x = 1; x < 64; ++x)
+      if (row[x - 1] < 0.5f && row[x] >= 0.5f) return double(x - 1) + (0.5 - row[x - 1]) / (row[x] - row[x - 1]);
+    FAIL("no edge in the output");
+    return 0.0;
+  };
+  const CropBox box = resize_center_crop_box(h, w, 72, 64, 64);
+  CHECK(jpeg_scale_for(read_image_info(jpeg, "step.jpg"), box.height, box.width, 64, 64) == 8);
+  const double whole = crossing(false), scaled = crossing(true);
+  CHECK(std::abs(whole - scaled) < 0.25);  // output pixels; a box mapped by (decoded / source) sizes is 0.6 off
+}
+
 TEST_CASE("ImageFolder: classes sorted, files found recursively in torchvision's order, others left out") {
   TempDir dir;
   const std::vector<uint8_t> jpeg = encode_jpeg(pattern(32, 48, 3), 32, 48, TJPF_RGB, TJSAMP_420);

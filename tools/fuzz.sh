@@ -3,14 +3,14 @@
 # (coverage, ASan, UBSan) in build-fuzz/ and runs each for RUNS executions (default 10^6) on its
 # committed seed corpus. New inputs go to build-fuzz/corpus/<target>/, crashes to
 # build-fuzz/crashes/<target>-*; a crash's input belongs in a regression test. Not run in CI.
-#   tools/fuzz.sh [RUNS] [target...]     targets: safetensors idx cifar10 checkpoint (default: all)
+#   tools/fuzz.sh [RUNS] [target...]     targets: safetensors idx cifar10 checkpoint image (default: all)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 runs="${1:-1000000}"
 (($#)) && shift
 targets=("$@")
-((${#targets[@]})) || targets=(safetensors idx cifar10 checkpoint)
+((${#targets[@]})) || targets=(safetensors idx cifar10 checkpoint image)
 
 # clang and its libFuzzer/sanitizer runtime, beside the build's own packages.
 ./ember deps
