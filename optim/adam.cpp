@@ -5,13 +5,13 @@
 
 namespace ember::optim {
 
-template <double D>
+template <class D>
 GroupOptions AdamFamilyOptions<D>::to_map() const {
   return {{"lr", lr}, {"beta1", beta1}, {"beta2", beta2}, {"eps", eps}, {"weight_decay", weight_decay},
           {"amsgrad", amsgrad ? 1.0 : 0.0}};
 }
 
-template <double D>
+template <class D>
 AdamFamilyOptions<D> AdamFamilyOptions<D>::from(const GroupOptions& o) {
   AdamFamilyOptions a;
   a.lr = o.at("lr");
@@ -23,8 +23,8 @@ AdamFamilyOptions<D> AdamFamilyOptions<D>::from(const GroupOptions& o) {
   return a;
 }
 
-template struct AdamFamilyOptions<0.0>;
-template struct AdamFamilyOptions<1e-2>;
+template struct AdamFamilyOptions<AdamDefaults>;
+template struct AdamFamilyOptions<AdamWDefaults>;
 
 GroupOptions LAMBOptions::to_map() const {
   return {{"lr", lr}, {"beta1", beta1}, {"beta2", beta2}, {"eps", eps}, {"weight_decay", weight_decay}};

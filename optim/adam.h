@@ -7,23 +7,32 @@
 
 namespace ember::optim {
 
-/// Adam's and AdamW's hyperparameters with PyTorch's defaults, which differ only in weight_decay's
-/// (torch.optim.Adam: 0, torch.optim.AdamW: 1e-2): two types, so that `AdamW(params, {.lr = 3e-4})`
-/// keeps AdamW's decay.
-template <double kDefaultWeightDecay>
+/// The defaults that tell Adam's options from AdamW's: torch.optim.Adam's weight_decay is 0,
+/// torch.optim.AdamW's 1e-2. (Types, not a double template argument, which clang takes only from 18.)
+struct AdamDefaults {
+  static constexpr double weight_decay = 0.0;  ///< torch.optim.Adam's
+};
+/// AdamW's (see AdamDefaults).
+struct AdamWDefaults {
+  static constexpr double weight_decay = 1e-2;  ///< torch.optim.AdamW's
+};
+
+/// Adam's and AdamW's hyperparameters with PyTorch's defaults, which differ only in weight_decay's:
+/// two types, so that `AdamW(params, {.lr = 3e-4})` keeps AdamW's decay.
+template <class Defaults>
 struct AdamFamilyOptions {
   double lr = 1e-3;  ///< learning rate
   /// decay rates of the first and second moment averages @{
   double beta1 = 0.9, beta2 = 0.999;
   /// @}
   double eps = 1e-8;                            ///< added to the denominator's square root
-  double weight_decay = kDefaultWeightDecay;    ///< Adam: L2, added to the gradient; AdamW: decoupled
+  double weight_decay = Defaults::weight_decay;  ///< Adam: L2, added to the gradient; AdamW: decoupled
   bool amsgrad = false;                         ///< use the running maximum of the second moment (AMSGrad)
   GroupOptions to_map() const;  ///< The options as a param group's map ("beta1", "beta2", "amsgrad" as 0/1, ...).
   static AdamFamilyOptions from(const GroupOptions& o);  ///< The options a param group's map holds.
 };
-using AdamOptions = AdamFamilyOptions<0.0>;    ///< torch.optim.Adam's hyperparameters
-using AdamWOptions = AdamFamilyOptions<1e-2>;  ///< torch.optim.AdamW's hyperparameters
+using AdamOptions = AdamFamilyOptions<AdamDefaults>;    ///< torch.optim.Adam's hyperparameters
+using AdamWOptions = AdamFamilyOptions<AdamWDefaults>;  ///< torch.optim.AdamW's hyperparameters
 
 /// Adam (Kingma & Ba, 2015), torch.optim.Adam: per-parameter state "exp_avg", "exp_avg_sq"
 /// (and "max_exp_avg_sq" with amsgrad) and "step".
