@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "tensor/file_bytes.h"
-#include "tensor/ops.h"
+#include "data/image_batch.h"
 
 namespace ember::data {
 
@@ -18,18 +18,6 @@ bool is_image_file(const fs::path& p) {
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
   return ext == ".jpg" || ext == ".jpeg" || ext == ".png";
-}
-
-// Replacements tried for one example before giving up: a folder this damaged is not worth training on.
-constexpr int kMaxReplacements = 64;
-
-// The Philox key of an epoch: the loader's seed mixed with the epoch (splitmix64's finaliser), so each
-// (seed, epoch) has its own stream and an example's stream starts at its index.
-uint64_t epoch_key(uint64_t seed, int64_t epoch) {
-  uint64_t z = seed ^ (0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(epoch) + 1));
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
 }
 
 }  // namespace
@@ -69,43 +57,15 @@ ImageFolder::ImageFolder(std::string root, ImageFolderOptions options) : root_(s
 Batch ImageFolder::get_batch(const std::vector<int64_t>& indices) const { return get_epoch_batch(indices, 0, 0); }
 
 Batch ImageFolder::get_epoch_batch(const std::vector<int64_t>& indices, uint64_t seed, int64_t epoch) const {
-  const ImageTransformOptions& t = options_.transform;
-  const int64_t n = size(), batch = static_cast<int64_t>(indices.size());
-  for (int64_t i : indices)
-    if (i < 0 || i >= n)
-      throw IndexError("ImageFolder: index " + std::to_string(i) + " out of range for " + std::to_string(n) + " examples");
-  const Tensor images = t.channels_last ? Tensor::empty({batch, t.size, t.size, 3}, TensorOptions(t.dtype)).permute({0, 3, 1, 2})
-                                        : Tensor::empty({batch, 3, t.size, t.size}, TensorOptions(t.dtype));
-  const Strides& st = images.strides();
-  const uint64_t key = epoch_key(seed, epoch);
-  std::vector<int64_t> labels(static_cast<size_t>(batch));
-  for (int64_t b = 0; b < batch; ++b) {
-    const SampleSlot slot{static_cast<char*>(images.raw_data()) + b * st[0] * dtype_size(t.dtype), t.dtype, st[1], st[2],
-                          st[3]};
-    int64_t i = indices[static_cast<size_t>(b)];
-    for (int attempt = 1;; ++attempt) {
-      const Sample& s = samples_[static_cast<size_t>(i)];
-      RandomStream rs(key, static_cast<uint64_t>(i) << 12);  // 4096 Philox blocks per example: far more than drawn
-      std::string error;
-      try {
-        transform_image(read_regular_file(s.path), s.path, t, rs, slot);
-        labels[static_cast<size_t>(b)] = s.label;
-        break;
-      } catch (const DataError& e) {
-        if (!options_.skip_bad_images) throw;
-        error = e.what();
-      } catch (const IOError& e) {
-        if (!options_.skip_bad_images) throw;
-        error = e.what();
-      }
-      ++bad_images_;
-      if (attempt == kMaxReplacements)
-        throw DataError(root_ + ": " + std::to_string(kMaxReplacements) + " bad files in a row from " +
-                        samples_[static_cast<size_t>(indices[static_cast<size_t>(b)])].path + "; the last: " + error);
-      i = (i + 1) % n;
-    }
-  }
-  return {images, from_vector(labels, {batch})};
+  const ImageExamples examples{
+      size(),
+      [this](int64_t i) {
+        const std::string& path = samples_[static_cast<size_t>(i)].path;
+        return EncodedImage{read_regular_file(path), path};
+      },
+      [this](int64_t i) { return samples_[static_cast<size_t>(i)].label; },
+      "ImageFolder " + root_};
+  return make_image_batch(examples, indices, seed, epoch, options_.transform, options_.skip_bad_images, bad_images_);
 }
 
 }  // namespace ember::data
