@@ -9,7 +9,9 @@
 /// At construction each shard's headers are read once (the images are skipped, by seeking in a plain
 /// tar) to list the samples and read their labels. Reading stays sequential: an epoch's order (order())
 /// takes the shards in a shuffled order, each one's samples in file order, and each loader thread
-/// keeps its shard open and reads on from where it stopped. Shards are split across the ranks of a
+/// keeps its shard open and reads on from where it stopped. So the samples of a shard should be in
+/// random order, as WebDataset's writers make them: a shard of one class after another gives batches
+/// of one class. Shards are split across the ranks of a
 /// job (rank r takes every world_size-th of the epoch's shards), cut to the same number of samples on
 /// every rank so that they step together. Each example's crop and flip come from (loader seed,
 /// epoch, index), as ImageFolder's do. A bad image raises DataError naming the shard and the member,

@@ -1,6 +1,7 @@
-// ember's training program: one of the model zoo's networks on Fashion-MNIST, CIFAR-10 or an
-// ImageNet-style folder of JPEG/PNG files (`--dataset imagefolder --data DIR`: DIR/train and DIR/val,
-// top-1 and top-5 on val), with the Runner's MMEngine-style log, checkpoints and exact resume.
+// ember's training program: one of the model zoo's networks on Fashion-MNIST, CIFAR-10, an
+// ImageNet-style folder of JPEG/PNG files (`--dataset imagefolder --data DIR`: DIR/train and DIR/val) or
+// WebDataset tar shards (`--dataset webdataset --data PATTERN --val-data PATTERN`), top-1 and top-5 on
+// the validation images, with the Runner's MMEngine-style log, checkpoints and exact resume.
 // `train --help` lists every flag.
 // `--strategy ddp|zero1|zero2|zero3` trains data-parallel on every rank of a job (./ember launch -n N,
 // torchrun, srun, mpirun; alone, a world of one), --batch-size images per rank; the ZeRO stages
@@ -27,6 +28,7 @@
 #include "data/dataset.h"
 #include "data/distributed_sampler.h"
 #include "data/image_folder.h"
+#include "data/webdataset.h"
 #include "dist/distributed_data_parallel.h"
 #include "dist/init.h"
 #include "dist/zero_partition.h"
@@ -51,6 +53,7 @@ struct Flags {
   std::string model = "cnn";
   std::string dataset = "fashion-mnist";
   std::string data_dir;  // "": the data set's usual place
+  std::string val_data;  // --dataset webdataset: the validation shards
   int64_t epochs = 3;
   int64_t batch_size = 128;
   double lr = 0;  // 0: the optimizer's default below
@@ -73,7 +76,7 @@ struct Flags {
   int64_t val_samples = 0;
   int64_t max_iters = 0;
   bool augment = false;
-  int64_t image_size = 224;      // --dataset imagefolder: the crops' side
+  int64_t image_size = 224;      // --dataset imagefolder, webdataset: the crops' side
   int64_t resize = 0;            // and evaluation's shorter side before the center crop (0: size * 256 / 224)
   bool skip_bad_images = false;  // replace a bad file by the next good one instead of stopping
   bool deterministic = false;
@@ -111,7 +114,8 @@ struct DatasetSpec {
 
 DatasetSpec dataset_spec(const std::string& name) {
   if (name == "fashion-mnist") return {{1, 28, 10}, {0.2860f}, {0.3530f}, "/usr/share/datasets/fashion-mnist"};
-  if (name == "imagefolder") return {{3, 0, 0}, {}, {}, ""};  // the shape comes from the folders (load_image_folders)
+  // The image data sets: the shape comes from the files (load_image_sets).
+  if (name == "imagefolder" || name == "webdataset") return {{3, 0, 0}, {}, {}, ""};
   return {{3, 32, 10}, {0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}, ""};  // cifar10
 }
 
@@ -242,27 +246,49 @@ std::shared_ptr<data::TensorDataset> load_dataset(const std::string& name, const
   return d;
 }
 
-// --dataset imagefolder: DIR/train and DIR/val, torchvision's ImageNet pipelines (RandomResizedCrop and
-// flip for training, Resize and CenterCrop for validation), normalised with ImageNet's statistics.
-struct ImageFolders {
-  std::shared_ptr<data::ImageFolder> train, val;
+// --dataset imagefolder (DIR/train and DIR/val) or webdataset (--data and --val-data shard patterns):
+// torchvision's ImageNet pipelines (RandomResizedCrop and flip for training, Resize and CenterCrop for
+// validation), normalised with ImageNet's statistics. A WebDataset orders its own samples (shards
+// shuffled per epoch, split over the ranks): its samplers replace the loaders'.
+struct ImageSets {
+  std::shared_ptr<const data::Dataset> train, val;
+  data::Sampler train_sampler, val_sampler;  // empty for an image folder
   train::ImageShape shape;
 };
 
-ImageFolders load_image_folders(const Flags& f) {
-  data::ImageFolderOptions o;
-  o.transform.size = f.image_size;
-  o.transform.resize = f.resize > 0 ? f.resize : f.image_size * 256 / 224;
-  o.skip_bad_images = f.skip_bad_images;
-  const std::string root = f.data_dir;
-  ImageFolders d;
-  d.train = std::make_shared<data::ImageFolder>(root + "/train", o);
+ImageSets load_image_sets(const Flags& f, int rank, int world) {
+  data::ImageTransformOptions t;
+  t.size = f.image_size;
+  t.resize = f.resize > 0 ? f.resize : f.image_size * 256 / 224;
+  ImageSets d;
+  if (f.dataset == "imagefolder") {
+    data::ImageFolderOptions o{t, f.skip_bad_images};
+    auto train_set = std::make_shared<data::ImageFolder>(f.data_dir + "/train", o);
+    o.transform.train = false;
+    auto val_set = std::make_shared<data::ImageFolder>(f.data_dir + "/val", o);
+    if (val_set->classes() != train_set->classes())
+      throw ValueError("--data " + f.data_dir + ": val/ has " + std::to_string(val_set->classes().size()) +
+                       " class folders and train/ " + std::to_string(train_set->classes().size()) +
+                       ", or other names: they must be the same classes");
+    d.shape = {3, f.image_size, static_cast<int64_t>(train_set->classes().size())};
+    d.train = train_set;
+    d.val = val_set;
+    return d;
+  }
+  if (f.val_data.empty()) throw ValueError("--val-data is required for webdataset: the validation shards");
+  data::WebDatasetOptions o{t, f.skip_bad_images, true, rank, world};
+  auto train_set = std::make_shared<data::WebDataset>(f.data_dir, o);
   o.transform.train = false;
-  d.val = std::make_shared<data::ImageFolder>(root + "/val", o);
-  if (d.val->classes() != d.train->classes())
-    throw ValueError("--data " + root + ": val/ has " + std::to_string(d.val->classes().size()) + " class folders and train/ " +
-                     std::to_string(d.train->classes().size()) + ", or other names: they must be the same classes");
-  d.shape = {3, f.image_size, static_cast<int64_t>(d.train->classes().size())};
+  o.shuffle_shards = false;
+  auto val_set = std::make_shared<data::WebDataset>(f.val_data, o);
+  if (val_set->num_classes() > train_set->num_classes())
+    throw ValueError("--val-data " + f.val_data + " has label " + std::to_string(val_set->num_classes() - 1) +
+                     ", beyond the " + std::to_string(train_set->num_classes()) + " classes of --data " + f.data_dir);
+  d.shape = {3, f.image_size, train_set->num_classes()};
+  d.train_sampler = train_set->sampler(f.seed);
+  d.val_sampler = val_set->sampler(0);
+  d.train = train_set;
+  d.val = val_set;
   return d;
 }
 
@@ -353,17 +379,21 @@ int main(int argc, char** argv) {
                "MMEngine's format.", "train"};
   app.option_defaults()->always_capture_default();
   app.add_option("--model", f.model, "the network")->check(CLI::IsMember(train::model_names()));
-  app.add_option("--dataset", f.dataset, "the data set: a built-in one, or imagefolder (DIR/train and DIR/val, one "
-                 "folder of .jpg/.jpeg/.png files per class, as torchvision's ImageFolder)")
-      ->check(CLI::IsMember({"fashion-mnist", "cifar10", "imagefolder"}));
+  app.add_option("--dataset", f.dataset, "the data set: a built-in one, imagefolder (DIR/train and DIR/val, one "
+                 "folder of .jpg/.jpeg/.png files per class, as torchvision's ImageFolder) or webdataset (tar shards "
+                 "of .jpg/.jpeg/.png and .cls members: --data and --val-data are shard patterns)")
+      ->check(CLI::IsMember({"fashion-mnist", "cifar10", "imagefolder", "webdataset"}));
+  app.add_option("--val-data", f.val_data, "webdataset: the validation shards, a path or a brace pattern "
+                 "('val-{000000..000006}.tar')");
   app.add_option("--data", f.data_dir,
                  "data directory (default: /usr/share/datasets/fashion-mnist for fashion-mnist; required for the others)");
-  app.add_option("--image-size", f.image_size, "imagefolder: the side of the training crops and validation center "
-                 "crops")->check(whole_in<int64_t>(8, 4096));
-  app.add_option("--resize", f.resize, "imagefolder: validation resizes the shorter side to this before the center "
-                 "crop (0: image-size * 256 / 224)")->check(whole_in<int64_t>(0, 8192));
-  app.add_flag("--skip-bad-images", f.skip_bad_images, "imagefolder: replace a corrupt, truncated or non-image file by "
-               "the next good one and count it in the log (bad_images) instead of stopping");
+  app.add_option("--image-size", f.image_size, "imagefolder, webdataset: the side of the training crops and "
+                 "validation center crops")->check(whole_in<int64_t>(8, 4096));
+  app.add_option("--resize", f.resize, "imagefolder, webdataset: validation resizes the shorter side to this before "
+                 "the center crop (0: image-size * 256 / 224)")->check(whole_in<int64_t>(0, 8192));
+  app.add_flag("--skip-bad-images", f.skip_bad_images, "imagefolder, webdataset: replace a corrupt, truncated or "
+               "non-image file (or an unlabelled sample) by the next good one and count it in the log (bad_images) "
+               "instead of stopping");
   app.add_option("--epochs", f.epochs, "epochs to train")->check(whole_in<int64_t>(1));
   app.add_option("--batch-size", f.batch_size, "images per iteration (per rank with --strategy ddp or zero*)")->check(whole_in<int64_t>(1));
   app.add_option("--lr", f.lr, "base learning rate (0: 0.1 for sgd, 1e-3 for adamw and lamb)")->check(at_least(0));
@@ -492,25 +522,27 @@ int main(int argc, char** argv) {
     if (f.threads > 0) set_num_threads(capped_threads("--threads", f.threads));
     f.num_workers = capped_threads("--num-workers", f.num_workers);
     set_deterministic(f.deterministic);  // before the model: its initialisation draws numbers
-    const bool image_folder = f.dataset == "imagefolder";
+    const bool image_files = f.dataset == "imagefolder" || f.dataset == "webdataset";
     const DatasetSpec spec = dataset_spec(f.dataset);
     if (f.data_dir.empty()) f.data_dir = spec.default_dir;
     if (f.data_dir.empty()) throw ValueError("--data is required for " + f.dataset);
     if (f.work_dir.empty()) f.work_dir = "work_dirs/" + f.model + "_" + f.dataset;
     for (const char* flag : {"--train-samples", "--val-samples", "--augment"})
-      if (image_folder && app.count(flag))
-        throw ValueError(std::string(flag) + " applies to fashion-mnist and cifar10; imagefolder reads every file and "
-                         "augments with RandomResizedCrop and flips");
+      if (image_files && app.count(flag))
+        throw ValueError(std::string(flag) + " applies to fashion-mnist and cifar10; " + f.dataset +
+                         " reads every file and augments with RandomResizedCrop and flips");
     for (const char* flag : {"--image-size", "--resize", "--skip-bad-images"})
-      if (!image_folder && app.count(flag)) throw ValueError(std::string(flag) + " applies to --dataset imagefolder");
+      if (!image_files && app.count(flag)) throw ValueError(std::string(flag) + " applies to --dataset imagefolder or webdataset");
+    if (f.dataset != "webdataset" && app.count("--val-data")) throw ValueError("--val-data applies to --dataset webdataset");
 
     std::shared_ptr<const data::Dataset> train_set, val_set;
     train::ImageShape shape = spec.shape;
-    if (image_folder) {
-      const ImageFolders folders = load_image_folders(f);
-      train_set = folders.train;
-      val_set = folders.val;
-      shape = folders.shape;
+    ImageSets images;
+    if (image_files) {
+      images = load_image_sets(f, rank, world);
+      train_set = images.train;
+      val_set = images.val;
+      shape = images.shape;
     } else {
       train_set = load_dataset(f.dataset, f.data_dir, true, f.train_samples, "--train-samples");
       val_set = load_dataset(f.dataset, f.data_dir, false, f.val_samples, "--val-samples");
@@ -523,7 +555,7 @@ int main(int argc, char** argv) {
     loader.pin_memory = device.is_cuda();
     data::DataLoaderOptions val_loader = loader;
     loader.shuffle = true;
-    if (!image_folder) {  // an image folder crops, flips and normalises as it decodes
+    if (!image_files) {  // image files are cropped, flipped and normalised as they are decoded
       loader.transform = [&spec, augment = f.augment](data::Batch& b, Generator& gen) {
         Tensor x = b.images;
         if (augment) x = data::random_horizontal_flip(data::random_crop(x, spec.shape.size, 4, gen), 0.5, gen);
@@ -533,7 +565,10 @@ int main(int argc, char** argv) {
         b.images = data::normalize(b.images, spec.mean, spec.std);
       };
     }
-    if (group) {  // each rank its share of every epoch: the same shuffle everywhere, cut in world parts
+    if (images.train_sampler) {  // a WebDataset: its shard order, split over the ranks
+      loader.sampler = images.train_sampler;
+      val_loader.sampler = images.val_sampler;
+    } else if (group) {  // each rank its share of every epoch: the same shuffle everywhere, cut in world parts
       loader.sampler = data::distributed_sampler({rank, world, true, f.seed, false});
       val_loader.sampler = data::distributed_sampler({rank, world, false, 0, false});
     }
