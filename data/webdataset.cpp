@@ -150,6 +150,9 @@ WebDataset::WebDataset(std::vector<std::string> shards, WebDatasetOptions option
   if (options_.world_size < 1 || options_.rank < 0 || options_.rank >= options_.world_size)
     throw ValueError("WebDataset: rank " + std::to_string(options_.rank) + " is not in [0, " +
                      std::to_string(options_.world_size) + ")");
+  if (shards_.size() < static_cast<size_t>(options_.world_size))
+    throw ValueError("WebDataset: " + std::to_string(shards_.size()) + " shards for " +
+                     std::to_string(options_.world_size) + " ranks; every rank reads whole shards, so it needs at least one");
   for (size_t s = 0; s < shards_.size(); ++s) {
     shard_begin_.push_back(static_cast<int64_t>(samples_.size()));
     const std::string& shard = shards_[s];

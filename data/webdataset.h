@@ -58,8 +58,8 @@ class WebDataset : public Dataset {
   /// Lists the samples of `shards` (paths, or one brace pattern). DataError naming the shard and member
   /// for a shard that cannot be opened or read to its end (a tar cut mid-member, a corrupt header), a
   /// sample without an image or a .cls label, or a label that is not a non-negative decimal number
-  /// (unless skip_bad_images: such a sample is left out and counted); ValueError for no shards, bad
-  /// transform options, or a rank outside [0, world_size).
+  /// (unless skip_bad_images: such a sample is left out and counted); ValueError for no shards, fewer
+  /// shards than ranks, bad transform options, or a rank outside [0, world_size).
   explicit WebDataset(std::vector<std::string> shards, WebDatasetOptions options = {});
   /// The shards of a brace pattern (expand_braces).
   explicit WebDataset(const std::string& pattern, WebDatasetOptions options = {})

@@ -563,6 +563,118 @@ void check_learned(const std::string& output) {
   CHECK(c.top5.back() >= c.top1.back());
 }
 
+TEST_CASE("expand_braces: ranges zero-padded, alternatives, several braces first-slowest; bad patterns named") {
+  CHECK(expand_braces("train-{000000..000002}.tar") ==
+        std::vector<std::string>{"train-000000.tar", "train-000001.tar", "train-000002.tar"});
+  CHECK(expand_braces("{b,a}-{8..10}") == std::vector<std::string>{"b-8", "b-9", "b-10", "a-8", "a-9", "a-10"});
+  CHECK(expand_braces("plain.tar") == std::vector<std::string>{"plain.tar"});
+  expect_error<ValueError>("unclosed", [] { expand_braces("x-{1..3.tar"); }, {"x-{1..3.tar", "without its '}'"});
+  expect_error<ValueError>("down", [] { expand_braces("{3..1}"); }, {"{3..1}", "range"});
+  expect_error<ValueError>("letters", [] { expand_braces("{a..c}"); }, {"{a..c}"});
+  expect_error<ValueError>("too many", [] { expand_braces("{0..999}{0..9999}"); }, {"more than 1000000"});
+}
+
+TEST_CASE("WebDataset: samples grouped by key, labels, epochs shuffle whole shards, ranks split them evenly") {
+  TempDir dir;
+  const std::vector<std::string> shards = write_shards(dir.path, {4, 3, 5});
+  WebDatasetOptions o;
+  o.transform.size = 16;
+  const WebDataset wds(shards, o);
+  REQUIRE(wds.size() == 12);
+  CHECK(wds.num_classes() == 3);
+  CHECK(wds.samples()[5].key == "train/s1_1");
+  CHECK(wds.samples()[5].member == 4);  // after the folder entry and s1_0's three members
+  CHECK(wds.get_batch({11, 2, 0}).labels.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 0});
+  // An epoch: every sample once, each shard's samples together and in file order.
+  std::set<std::vector<int64_t>> orders;
+  for (int64_t epoch = 0; epoch < 6; ++epoch) {
+    const std::vector<int64_t> order = wds.order(7, epoch);
+    std::vector<int64_t> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<int64_t> all(12);
+    std::iota(all.begin(), all.end(), int64_t{0});
+    CHECK(sorted == all);
+    for (size_t i = 1; i < order.size(); ++i)
+      if (wds.samples()[size_t(order[i])].shard == wds.samples()[size_t(order[i - 1])].shard) CHECK(order[i] == order[i - 1] + 1);
+    orders.insert(order);
+  }
+  CHECK(orders.size() > 1);  // the shards' order changes with the epoch
+  // Two ranks: disjoint, each cut to the smaller share, the same count on both.
+  for (int64_t epoch = 0; epoch < 4; ++epoch) {
+    std::vector<int64_t> seen;
+    size_t length = 0;
+    for (int rank = 0; rank < 2; ++rank) {
+      WebDatasetOptions ro = o;
+      ro.rank = rank;
+      ro.world_size = 2;
+      const std::vector<int64_t> mine = WebDataset(shards, ro).order(7, epoch);
+      if (rank == 1) CHECK(mine.size() == length);
+      length = mine.size();
+      seen.insert(seen.end(), mine.begin(), mine.end());
+    }
+    CHECK(std::set<int64_t>(seen.begin(), seen.end()).size() == seen.size());
+    CHECK((length == 3 || length == 4 || length == 5));
+  }
+  WebDatasetOptions bad_rank = o;
+  bad_rank.rank = 2;
+  bad_rank.world_size = 2;
+  expect_error<ValueError>("rank", [&] { WebDataset w(shards, bad_rank); }, {"rank 2", "[0, 2)"});
+  WebDatasetOptions many = o;
+  many.world_size = 4;
+  expect_error<ValueError>("ranks > shards", [&] { WebDataset w(shards, many); }, {"3 shards for 4 ranks"});
+}
+
+TEST_CASE("WebDataset through the DataLoader: the same batches on any worker count and in any read order") {
+  TempDir dir;
+  WebDatasetOptions o;
+  o.transform.size = 16;
+  auto wds = std::make_shared<WebDataset>(write_shards(dir.path, {5, 6, 4}), o);
+  const auto run = [&](int workers) {
+    DataLoader loader(wds, {.batch_size = 4, .seed = 3, .num_workers = workers, .sampler = wds->sampler(3)});
+    std::vector<Batch> out;
+    for (int64_t epoch = 0; epoch < 2; ++epoch) {
+      loader.set_epoch(epoch);
+      for (Batch& b : loader) out.push_back(b);
+    }
+    return out;
+  };
+  const std::vector<Batch> serial = run(0), threaded = run(3);
+  REQUIRE(serial.size() == threaded.size());
+  for (size_t b = 0; b < serial.size(); ++b) {
+    CHECK(equal(serial[b].images, threaded[b].images));
+    CHECK(equal(serial[b].labels, threaded[b].labels));
+  }
+  // Backwards through a shard (the reader starts it again) gives the same examples.
+  const Batch forward = wds->get_epoch_batch({6, 7, 8}, 3, 1), backward = wds->get_epoch_batch({8, 7, 6}, 3, 1);
+  CHECK(equal(forward.images.select(0, 0), backward.images.select(0, 2)));
+}
+
+TEST_CASE("WebDataset: a cut tar, a sample without a label and a bad image are named, or skipped and counted") {
+  TempDir dir;
+  const std::vector<uint8_t> jpeg = encode_jpeg(pattern(32, 32, 3), 32, 32, TJPF_RGB, TJSAMP_420);
+  WebDatasetOptions o;
+  o.transform.size = 16;
+  // Cut in the middle of the second image's data.
+  const fs::path cut = dir.path / "cut.tar";
+  write_tar(cut, {{"a.jpg", jpeg}, {"a.cls", text_bytes("0")}, {"b.jpg", jpeg}, {"b.cls", text_bytes("1")}});
+  fs::resize_file(cut, 512 * 3 + jpeg.size() + 1024 + 200);
+  expect_error<DataError>("cut", [&] { WebDataset w({cut.string()}, o); }, {"cut.tar"});
+  const fs::path unlabelled = dir.path / "unlabelled.tar";
+  write_tar(unlabelled, {{"a.jpg", jpeg}, {"a.cls", text_bytes("0")}, {"b.jpg", jpeg}, {"c.jpg", jpeg}, {"c.cls", text_bytes("x1")}});
+  expect_error<DataError>("no label", [&] { WebDataset w({unlabelled.string()}, o); }, {"unlabelled.tar", "'b'", "no .cls label"});
+  const fs::path corrupt = dir.path / "corrupt.tar";
+  write_tar(corrupt, {{"a.jpg", text_bytes("not a jpeg")}, {"a.cls", text_bytes("0")}, {"b.jpg", jpeg}, {"b.cls", text_bytes("2")}});
+  const WebDataset strict({corrupt.string()}, o);
+  expect_error<DataError>("bad image", [&] { strict.get_batch({0}); }, {"corrupt.tar: sample 'a'", "neither a JPEG nor a PNG"});
+  o.skip_bad_images = true;
+  const WebDataset lenient({unlabelled.string(), corrupt.string()}, o);
+  CHECK(lenient.size() == 3);         // unlabelled's b (no label) and c (a bad label) left out
+  CHECK(lenient.bad_examples() == 2);
+  CHECK(lenient.get_batch({1}).labels.to_vector<int64_t>() == std::vector<int64_t>{2});  // corrupt's a, replaced by b
+  CHECK(lenient.bad_examples() == 3);
+  expect_error<ValueError>("no shards", [&] { WebDataset w(std::vector<std::string>{}, o); }, {"no shards"});
+}
+
 TEST_CASE("train --dataset imagefolder learns a generated folder; top-5 logged; a bad file stops it or is skipped") {
   if (train_program().empty()) return;  // built without CLI11
   TempDir dir;
