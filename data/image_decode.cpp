@@ -122,27 +122,31 @@ void decode_png(std::span<const uint8_t> bytes, const std::string& source, RgbIm
   if (err != 0) fail(source, std::string("corrupt or truncated PNG data (") + spng_strerror(err) + ")");
 }
 
+// The format the file's first bytes announce; DataError for an empty file or another format.
+ImageFormat format_of(std::span<const uint8_t> bytes, const std::string& source) {
+  if (bytes.empty()) fail(source, "the file is empty (0 bytes), not an image");
+  if (is_jpeg(bytes)) return ImageFormat::jpeg;
+  if (is_png(bytes)) return ImageFormat::png;
+  fail(source, "neither a JPEG nor a PNG file (it starts with neither's signature)");
+}
+
 }  // namespace
 
 ImageInfo read_image_info(std::span<const uint8_t> bytes, const std::string& source) {
-  if (bytes.empty()) fail(source, "the file is empty (0 bytes), not an image");
-  if (is_jpeg(bytes)) {
+  if (format_of(bytes, source) == ImageFormat::jpeg) {
     const JpegHeader h = jpeg_header(bytes, source);
     return {ImageFormat::jpeg, h.height, h.width};
   }
-  if (is_png(bytes)) {
-    spng_ihdr ihdr{};
-    png_context(bytes, source, ihdr);
-    return {ImageFormat::png, static_cast<int64_t>(ihdr.height), static_cast<int64_t>(ihdr.width)};
-  }
-  fail(source, "neither a JPEG nor a PNG file (it starts with neither's signature)");
+  spng_ihdr ihdr{};
+  png_context(bytes, source, ihdr);
+  return {ImageFormat::png, static_cast<int64_t>(ihdr.height), static_cast<int64_t>(ihdr.width)};
 }
 
 void decode_image_into(std::span<const uint8_t> bytes, const std::string& source, int scale, RgbImage& out) {
   if (scale != 1 && scale != 2 && scale != 4 && scale != 8)
     throw ValueError("decode_image: scale must be 1, 2, 4 or 8, got " + std::to_string(scale));
-  const ImageInfo info = read_image_info(bytes, source);
-  if (info.format == ImageFormat::png) {
+  // Each decoder reads and checks its header itself: no separate read_image_info pass.
+  if (format_of(bytes, source) == ImageFormat::png) {
     if (scale != 1) throw ValueError("decode_image: " + source + " is a PNG, decoded whole only; scale " + std::to_string(scale));
     decode_png(bytes, source, out);
   } else {

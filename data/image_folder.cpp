@@ -65,7 +65,7 @@ Batch ImageFolder::get_epoch_batch(const std::vector<int64_t>& indices, uint64_t
       },
       [this](int64_t i) { return samples_[static_cast<size_t>(i)].label; },
       "ImageFolder " + root_};
-  return make_image_batch(examples, indices, seed, epoch, options_.transform, options_.skip_bad_images, bad_images_);
+  return make_image_batch(examples, indices, seed, epoch, options_.transform, options_.skip_bad_images, bad_);
 }
 
 }  // namespace ember::data

@@ -61,7 +61,7 @@ class ImageFolder : public Dataset {
   const std::vector<Sample>& samples() const { return samples_; }          ///< Every example, in order.
   const ImageFolderOptions& options() const { return options_; }          ///< The settings.
   /// Bad files met so far and replaced (skip_bad_images), over every batch made, on any thread.
-  int64_t bad_examples() const override { return bad_images_.load(); }
+  int64_t bad_examples() const override { return bad_.load(); }
 
  private:
   std::string root_;
@@ -69,7 +69,7 @@ class ImageFolder : public Dataset {
   std::vector<std::string> classes_;
   std::map<std::string, int64_t> class_to_idx_;
   std::vector<Sample> samples_;
-  mutable std::atomic<int64_t> bad_images_{0};
+  mutable std::atomic<int64_t> bad_{0};
 };
 
 }  // namespace ember::data
