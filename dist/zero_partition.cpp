@@ -10,6 +10,7 @@
 #include "autograd/grad_mode.h"
 #include "dist/comm_thread.h"
 #include "dist/data_parallel_common.h"
+#include "nn/checkpoint.h"
 #include "tensor/ops.h"
 
 namespace ember::dist {
@@ -252,11 +253,19 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
   }
 
   void on_module_pre_forward(size_t k) {
+    if (nn::is_recomputing()) {
+      // In backward: the units worth prefetching precede this one, and the gradient hooks fetch them.
+      fetch(k);
+      return;
+    }
     if (autograd::GradMode::is_enabled()) fetching_order.push_back(k);
     fetch_with_prefetch(k, false);
   }
 
   void on_module_forward(size_t k, const Tensor& output) {
+    // A checkpoint's recompute runs in backward, just before the unit's own backward: the unit stays
+    // whole until its gradients are in (mark_ready), and the recompute's output gets none.
+    if (nn::is_recomputing()) return;
     if (gathered_scopes == 0) release(units[k]);
     if (!autograd::GradMode::is_enabled() || !output.defined() || !output.requires_grad()) return;
     std::weak_ptr<State> weak = weak_from_this();
@@ -376,9 +385,11 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
     for (size_t i = 0; i < params.size(); ++i)
       if (!ready[i]) names += (names.empty() ? "" : ", ") + params[i].first;
     reset_readiness();
+    // A unit prefetched but never used in this backward is released too: its gather holds the
+    // parameters from before the coming step, which its next use must not take as current.
     if (gathered_scopes == 0)
       for (Unit& u : units)
-        if (!u.persistent && u.whole) release(u);
+        if (!u.persistent && (u.whole || u.gather_ticket)) release(u);
     if (failure) std::rethrow_exception(failure);
     if (!complete)
       throw ValueError("ZeRO stage " + std::to_string(options.stage) + ": " + group->rank_text() +

@@ -32,6 +32,7 @@
 #include "dist/distributed_data_parallel.h"
 #include "dist/init.h"
 #include "dist/zero_partition.h"
+#include "nn/checkpoint.h"
 #include "data/transforms.h"
 #include "optim/adam.h"
 #include "optim/lr_scheduler.h"
@@ -84,6 +85,10 @@ struct Flags {
   bool tensorboard = false;
   bool nvtx = false;
   bool compile = false;
+  // --activation-checkpointing [TYPE...]: the module types whose calls are recomputed in backward
+  // (none given: the model's blocks).
+  bool activation_checkpointing = false;
+  std::vector<std::string> checkpoint_modules;
   int64_t compile_warmup = train::CompileOptions{}.warmup_steps;
   std::string precision = "fp32";
   std::string strategy = "none";
@@ -431,6 +436,12 @@ int main(int argc, char** argv) {
   app.add_flag("--compile", f.compile,
                "capture each training step after warm-up and replay it (CUDA graphs; MMEngine's compile=True): one "
                "launch per step; turns off --locate-nonfinite's module search");
+  // Read after parsing: an option bound to a variable and given no value counts as not given here.
+  CLI::Option* checkpointing = app.add_option("--activation-checkpointing",
+                 "recompute the activations of these module types in backward instead of keeping them (MMEngine's "
+                 "activation_checkpointing list, e.g. Bottleneck or Block); alone: the model's blocks (ResNet's "
+                 "BasicBlock/Bottleneck, ViT's Block)")
+      ->type_name("TYPE")->type_size(1)->expected(0, CLI::detail::expected_max_vector_size)->allow_extra_args();
   app.add_option("--compile-warmup", f.compile_warmup, "eager steps per batch shape before --compile captures it")
       ->check(CLI::PositiveNumber);
   app.add_flag("--tensorboard", f.tensorboard,
@@ -500,6 +511,12 @@ int main(int argc, char** argv) {
       if (app.count(knob) && (!f.strategy.starts_with("zero") || (std::string(knob).starts_with("--stage3") && f.strategy != "zero3")))
         throw ValueError(std::string(knob) + " applies to --strategy " +
                          (std::string(knob).starts_with("--stage3") ? "zero3" : "zero1, zero2 or zero3") + ", not " + f.strategy);
+    f.activation_checkpointing = checkpointing->count() > 0;
+    for (const std::string& type : checkpointing->results())
+      if (!type.empty()) f.checkpoint_modules.push_back(type);
+    if (f.activation_checkpointing && f.compile)
+      throw ValueError("--activation-checkpointing with --compile: a captured step cannot replay the random numbers "
+                       "of a recompute; use one of them");
     Device device = Device::parse(f.device);
     std::shared_ptr<dist::ProcessGroup> group;  // --strategy ddp, zero*
     if (f.strategy != "none") {
@@ -577,6 +594,14 @@ int main(int argc, char** argv) {
 
     manual_seed(f.seed);
     auto model = train::make_model(f.model, shape);
+    std::string checkpointed;  // for the header line
+    if (f.activation_checkpointing) {
+      const std::vector<std::string> types =
+          f.checkpoint_modules.empty() ? nn::default_checkpoint_modules(*model) : f.checkpoint_modules;
+      const int64_t n = nn::apply_activation_checkpointing(*model, types);
+      for (const std::string& t : types) checkpointed += (checkpointed.empty() ? "" : "/") + t;
+      checkpointed = "; activation checkpointing of " + std::to_string(n) + " " + checkpointed + " modules";
+    }
     model->to(device);  // before the optimizer sees the parameters
     train::PrecisionOptions po;
     po.precision = train::parse_precision(f.precision);
@@ -625,7 +650,7 @@ int main(int argc, char** argv) {
               << (f.lr > 0 ? f.lr : default_lr(f.optimizer)) << ", " << f.epochs << " epochs of "
               << train_loader->size() << " iterations on " << device.str() << " in " << f.precision << ", "
               << get_num_threads() << " threads" << (f.deterministic ? ", deterministic" : "") << ", CPU GEMM "
-              << cpu_gemm_name() << "; work dir " << f.work_dir
+              << cpu_gemm_name() << checkpointed << "; work dir " << f.work_dir
               << (group ? "; " + f.strategy + " on " + std::to_string(world) + " ranks (" + group->backend_name() + "), global batch " +
                               std::to_string(f.batch_size * world)
                         : std::string())

@@ -176,7 +176,20 @@ class Module : public std::enable_shared_from_this<Module> {
 class UnaryModule : public Module {
  public:
   /// forward(x) with the forward hooks (and a profiler range) around it: how a module is called.
-  Tensor operator()(const Tensor& x) {
+  /// With activation checkpointing on, the whole call is one nn::checkpoint region.
+  Tensor operator()(const Tensor& x) { return checkpointed_ ? checkpointed_call(x) : call(x); }
+
+  /// Turns activation checkpointing of this module's calls on or off (nn/checkpoint.h): its
+  /// activations are recomputed in backward instead of kept.
+  void set_activation_checkpointing(bool on) { checkpointed_ = on; }
+  bool activation_checkpointing() const { return checkpointed_; }  ///< Whether calls are checkpointed.
+
+ protected:
+  /// The module's computation on x, which a subclass defines (no hooks run here: callers use m(x)).
+  virtual Tensor forward(const Tensor& x) = 0;
+
+ private:
+  Tensor call(const Tensor& x) {
     if (!has_forward_hooks() && !nvtx::enabled()) return forward(x);
     std::optional<nvtx::ModuleScope> range;
     if (nvtx::enabled()) range.emplace(range_label());
@@ -185,10 +198,9 @@ class UnaryModule : public Module {
     if (has_forward_hooks()) run_forward_hooks(x, y);
     return y;
   }
+  Tensor checkpointed_call(const Tensor& x);  // call(x) as a checkpoint region (nn/checkpoint.cpp)
 
- protected:
-  /// The module's computation on x, which a subclass defines (no hooks run here: callers use m(x)).
-  virtual Tensor forward(const Tensor& x) = 0;
+  bool checkpointed_ = false;
 };
 
 /// Runs its children in order; children are named "0", "1", ...

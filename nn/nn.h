@@ -3,6 +3,7 @@
 #pragma once
 
 #include "nn/attention.h"
+#include "nn/checkpoint.h"
 #include "nn/conv.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"

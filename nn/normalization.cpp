@@ -3,6 +3,7 @@
 #include "nn/normalization.h"
 
 #include "autograd/grad_mode.h"
+#include "nn/checkpoint.h"
 #include "nn/primitives/normalization.h"
 #include "tensor/autocast.h"
 
@@ -77,7 +78,7 @@ Tensor batch_norm(const Tensor& input_in, const Tensor& running_mean_in, const T
     in.push_back(running_var);
   }
   std::vector<Tensor> out = run(BatchNorm(training, weight.defined(), bias.defined(), eps), in);
-  if (training && running_mean.defined()) {
+  if (training && running_mean.defined() && !nn::is_recomputing()) {  // once per step: not again in a recompute
     // In the statistics' f32 and rounded once into 16-bit running statistics.
     NoGradGuard no_grad;
     const double m = static_cast<double>(per_channel);

@@ -1196,7 +1196,7 @@ TEST_CASE("train program: --help lists every flag; bad input gives one line and 
                            "--seed", "--work-dir", "--resume", "--log-interval", "--save-interval", "--train-samples",
                            "--val-samples", "--precision", "--init-scale", "--growth-factor", "--backoff-factor",
                            "--growth-interval", "--loss-scale-window", "--hysteresis", "--min-loss-scale",
-                           "--deterministic", "--no-locate-nonfinite", "--tensorboard"})
+                           "--deterministic", "--no-locate-nonfinite", "--tensorboard", "--activation-checkpointing"})
     CHECK_MESSAGE(help.output.find(std::string(flag) + " ") != std::string::npos, flag);
   CHECK(help.output.find("--epochs INT:>=1=3") != std::string::npos);  // the default beside the flag
 
@@ -1301,6 +1301,45 @@ TEST_CASE("train program: a short run, stopped at --max-iters and resumed, ends 
                                       split.path.string());
   CHECK(bad.exit_code == 1);
   CHECK(bad.output.find("absent.safetensors") != std::string::npos);
+}
+
+TEST_CASE("train program: --activation-checkpointing logs the same losses and ends with the same weights, in less memory" *
+          doctest::skip(train_program().empty() || !has_fashion_mnist())) {
+  TempDir plain_dir, checkpointed_dir;
+  const std::string common = "--model resnet18 --train-samples 48 --val-samples 16 --epochs 1 --batch-size 16 "
+                             "--num-workers 0 --log-interval 1 --work-dir ";
+  const CommandResult plain = run_train(common + plain_dir.path.string());
+  const CommandResult checkpointed = run_train(common + checkpointed_dir.path.string() + " --activation-checkpointing");
+  REQUIRE_MESSAGE(plain.exit_code == 0, plain.output);
+  REQUIRE_MESSAGE(checkpointed.exit_code == 0, checkpointed.output);
+  CHECK(checkpointed.output.find("activation checkpointing of 8 BasicBlock modules") != std::string::npos);
+  // Each train line's loss and gradient norm, and its memory figure.
+  const auto fields = [](const std::string& out, const std::string& key) {
+    std::vector<std::string> found;
+    for (size_t at = out.find("Epoch(train)"); at != std::string::npos; at = out.find("Epoch(train)", at + 1)) {
+      const size_t line_end = out.find('\n', at);
+      const size_t k = out.find(key + ": ", at);
+      if (k < line_end) found.push_back(out.substr(k, out.find(' ', k + key.size() + 2) - k));
+    }
+    return found;
+  };
+  for (const char* key : {"loss", "grad_norm"}) {
+    CHECK(fields(plain.output, key).size() == 3);
+    CHECK(fields(checkpointed.output, key) == fields(plain.output, key));
+  }
+  const auto memory = [&](const std::string& out) { return std::stod(fields(out, "memory").back().substr(8)); };
+  CHECK(memory(checkpointed.output) < memory(plain.output));
+  check_bit_equal(load_checkpoint(checkpointed_dir / "epoch_1.safetensors").model,
+                  load_checkpoint(plain_dir / "epoch_1.safetensors").model, "weights");
+
+  const auto fails = [](const CommandResult& r, const std::string& text) {
+    CHECK(r.exit_code == 1);
+    CHECK_MESSAGE(r.output.find(text) != std::string::npos, r.output);
+  };
+  fails(run_train(common + plain_dir.path.string() + " --activation-checkpointing Blok"),
+        "ResNet has no module of type \"Blok\" (its module types: AdaptiveAvgPool2d, BasicBlock,");
+  fails(run_train("--model mlp --activation-checkpointing"), "no default module types for a Sequential");
+  fails(run_train("--activation-checkpointing --compile"), "--activation-checkpointing with --compile");
 }
 
 TEST_CASE("train program: --tensorboard writes the log's scalars as event files, a resumed run its own" *

@@ -8,6 +8,7 @@
 #include "dist/data_parallel.h"
 #include "dist/distributed_data_parallel.h"
 #include "dist/zero_optimizer.h"
+#include "nn/checkpoint.h"
 #include "nn/loss.h"
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
@@ -241,10 +242,12 @@ TEST_CASE("ZeRO: stages 1, 2 and 3 train the MLP and SmallCNN as one process ove
 }
 
 // Rank r trains through DataParallel under `strategy`: one loop whatever the strategy, against one
-// process over the global batch with the same AdamW and clipping.
-std::string data_parallel_equals_one_process(int rank, int world, int port, Strategy strategy) {
+// process over the global batch with the same AdamW and clipping. With `checkpointing`, the MLP's
+// Linear layers recompute their activations in backward (ZeRO-3 gathers their units again there).
+std::string data_parallel_equals_one_process(int rank, int world, int port, Strategy strategy, bool checkpointing) {
   auto pg = join_group(rank, world, port);
   auto model = make_model("mlp", 7 + rank);  // the construction broadcasts rank 0's weights
+  if (checkpointing && nn::apply_activation_checkpointing(*model, {"Linear"}) != 3) return "not 3 Linear layers";
   DataParallelOptions options{.strategy = strategy};
   options.zero = knobs(1);
   options.zero.stage = ZeroOptions{}.stage;  // left to the strategy
@@ -293,7 +296,17 @@ TEST_CASE("DataParallel: one loop for DDP and ZeRO 1-3, each equal to one proces
   for (const Strategy strategy : {Strategy::ddp, Strategy::zero1, Strategy::zero2, Strategy::zero3}) {
     INFO(strategy_name(strategy));
     check_all_passed(run_ranks(2, [&](int rank, int w, int port) {
-      return data_parallel_equals_one_process(rank, w, port, strategy);
+      return data_parallel_equals_one_process(rank, w, port, strategy, false);
+    }, milliseconds(60000)));
+  }
+}
+
+TEST_CASE("DataParallel with activation checkpointing: DDP and ZeRO 1-3 each equal to one process without it") {
+  if (!has_gloo()) return;
+  for (const Strategy strategy : {Strategy::ddp, Strategy::zero1, Strategy::zero2, Strategy::zero3}) {
+    INFO(strategy_name(strategy));
+    check_all_passed(run_ranks(2, [&](int rank, int w, int port) {
+      return data_parallel_equals_one_process(rank, w, port, strategy, true);
     }, milliseconds(60000)));
   }
 }

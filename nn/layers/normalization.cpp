@@ -2,6 +2,7 @@
 #include "nn/layers/normalization.h"
 
 #include "autograd/grad_mode.h"
+#include "nn/checkpoint.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/init.h"
@@ -46,7 +47,7 @@ std::string BatchNorm2d::extra_repr() const {
 Tensor BatchNorm2d::forward(const Tensor& x) {
   if (x.dim() != 4) throw ShapeError("BatchNorm2d: expected a 4-D input, got " + to_string(x.shape()));
   const bool use_batch_stats = is_training() || !running_mean.defined();
-  if (is_training() && num_batches_tracked.defined()) {
+  if (is_training() && num_batches_tracked.defined() && !is_recomputing()) {  // once per step
     NoGradGuard ng;
     add_(num_batches_tracked, 1);
   }
