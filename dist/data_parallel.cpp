@@ -73,6 +73,8 @@ void DataParallel::zero_grad() {
     optimizer_->zero_grad();
 }
 
+NoSync DataParallel::no_sync() { return zero_ ? zero_->partition().no_sync() : ddp_->no_sync(); }
+
 Tensor DataParallel::clip_grad_norm_(double max_norm) {
   if (zero_) return zero_->clip_grad_norm_(max_norm);
   // DDP's gradients are the average already, equal on every rank: the local norm is the global one.

@@ -73,7 +73,11 @@ class DataParallel : public nn::UnaryModule {
   /// Steps the optimizer with the averaged gradients (under ZeRO: this rank's pieces, then the
   /// updated parameters are gathered).
   void step(const optim::StepInputs& inputs = {});
-  void zero_grad();  ///< Sets the gradients to none.
+  void zero_grad();  ///< Sets the gradients to none (and forgets what no_sync() kept).
+  /// Gradient accumulation: while the guard lives, backward keeps its gradients for the next one,
+  /// which averages the sum (DDP's and ZeroPartition's no_sync(): at ZeRO stages 2 and 3 the
+  /// shards still take each backward's average, adding them up).
+  NoSync no_sync();
   /// Clips the whole model's gradient, across the ranks, to a 2-norm of max_norm; returns the norm
   /// before clipping, the same on every rank.
   Tensor clip_grad_norm_(double max_norm);

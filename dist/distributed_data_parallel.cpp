@@ -167,12 +167,6 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   }
 };
 
-DistributedDataParallel::NoSync::NoSync(NoSync&& other) noexcept = default;
-
-DistributedDataParallel::NoSync::~NoSync() {
-  if (state_) state_->sync = previous_;
-}
-
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::UnaryModule> module, std::shared_ptr<ProcessGroup> group,
                                                  DDPOptions options)
     : module_(std::move(module)), state_(std::make_shared<State>()) {
@@ -237,11 +231,7 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
   return y;
 }
 
-DistributedDataParallel::NoSync DistributedDataParallel::no_sync() {
-  const bool previous = state_->sync;
-  state_->sync = false;
-  return NoSync(state_, previous);
-}
+NoSync DistributedDataParallel::no_sync() { return NoSync(state_, &state_->sync); }
 
 std::vector<DistributedDataParallel::Bucket> DistributedDataParallel::buckets() const {
   std::vector<Bucket> out;

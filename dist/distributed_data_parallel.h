@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/no_sync.h"
 #include "dist/process_group.h"
 #include "nn/module.h"
 
@@ -62,19 +63,7 @@ class DistributedDataParallel : public nn::UnaryModule {
 
   /// Gradient accumulation: while the guard lives, backward only accumulates into the buckets; the
   /// first backward after it averages the sum (PyTorch's no_sync()).
-  class NoSync {
-   public:
-    ~NoSync();
-    NoSync(NoSync&&) noexcept;  ///< Moves the guard (the one moved from does nothing at destruction).
-    NoSync(const NoSync&) = delete;
-    NoSync& operator=(const NoSync&) = delete;
-
-   private:
-    friend class DistributedDataParallel;
-    NoSync(std::shared_ptr<State> state, bool previous) : state_(std::move(state)), previous_(previous) {}
-    std::shared_ptr<State> state_;  // null once moved from
-    bool previous_;
-  };
+  using NoSync = dist::NoSync;
   NoSync no_sync();  ///< A guard that turns the averaging off while it lives.
 
   /// A bucket, as buckets() lists them in launch order: the dotted names of its parameters, its

@@ -29,6 +29,9 @@ void ZeroOptimizer::step(const optim::StepInputs& inputs) {
   partition_.gather_updated_parameters();
 }
 
-void ZeroOptimizer::zero_grad() { inner_->zero_grad(); }
+void ZeroOptimizer::zero_grad() {
+  inner_->zero_grad();
+  partition_.zero_grad();
+}
 
 }  // namespace ember::dist

@@ -74,6 +74,12 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
   std::vector<std::pair<size_t, int64_t>> piece_at;  // each piece's unit and offset in the unit's shard
   std::vector<nn::HookHandle> hooks;
 
+  // Gradient accumulation. sync: false under no_sync(). carried: the gradients of earlier backwards
+  // of this step are held, at stage 1 unreduced in the units' buffers, at stages 2 and 3 averaged
+  // in the shards, where each backward adds its own.
+  bool sync = true;
+  bool carried = false;
+
   // Per backward (the thread running backward only).
   bool started = false;
   std::vector<bool> ready;
@@ -287,6 +293,7 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
     for (Unit& u : units) {
       u.loose.assign(u.members.size(), Tensor());
       if (options.stage == 1) {
+        if (carried) continue;  // this backward adds to them
         zero_(u.grads);
         for (size_t j = 0; j < u.members.size(); ++j) {
           const Tensor& p = params[u.members[j]].second;
@@ -310,7 +317,9 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
 
   // The post-accumulate-grad hook of parameter i.
   void on_gradient(size_t i) {
-    if (!started) {
+    // Stage 1 under no_sync: the gradient stays in its buffer for the step's last backward, as DDP's.
+    const bool keep = options.stage == 1 && !sync;
+    if (!started && !keep) {
       started = true;
       std::weak_ptr<State> weak = weak_from_this();
       autograd::queue_callback([weak] {
@@ -327,6 +336,10 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
         copy_(view, p.grad());
         p.set_grad(view);
       }
+      if (keep) {
+        carried = true;
+        return;
+      }
     } else if (options.contiguous_gradients) {
       if (!u.grads.defined()) u.grads = zeros({u.shard * ranks}, TensorOptions(p.dtype()).with_device(p.device()));
       Tensor slot = u.grads.narrow(0, u.offsets[j], p.numel());
@@ -340,7 +353,7 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
   }
 
   void mark_ready(size_t i) {
-    if (ready[i]) return;
+    if (ready[i] || (options.stage == 1 && !sync)) return;
     ready[i] = true;
     Unit& u = units[unit_of[i]];
     if (--u.pending == 0 && !u.persistent && gathered_scopes == 0) release(u);  // its backward is over
@@ -364,14 +377,19 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
     const Tensor grads = u.grads, shard_grads = u.shard_grads;
     if (options.stage > 1) u.grads = Tensor();  // freed once the reduction is done with it
     const int64_t start = rank * u.shard;
-    const size_t ticket = comm.post([this, grads, shard_grads, start] {
+    const bool add = options.stage > 1 && carried;  // onto the earlier backwards' averages
+    const size_t ticket = comm.post([this, grads, shard_grads, start, add] {
+      Tensor own = grads.narrow(0, start, shard_grads.numel());
       if (options.reduce_scatter) {
-        group->reduce_scatter(shard_grads, grads, ReduceOp::avg);
+        own = add ? empty(shard_grads.shape(), TensorOptions(shard_grads.dtype()).with_device(shard_grads.device()))
+                  : shard_grads;
+        group->reduce_scatter(own, grads, ReduceOp::avg);
       } else {
         group->all_reduce(grads, ReduceOp::avg);
-        Tensor out = shard_grads;
-        if (out.raw_data() != grads.narrow(0, start, out.numel()).raw_data()) copy_(out, grads.narrow(0, start, out.numel()));
       }
+      Tensor out = shard_grads;  // a handle the ops can write through (the captured one is const)
+      if (add) add_(out, own);
+      else if (own.raw_data() != out.raw_data()) copy_(out, own);
     }, grads.device());
     if (!options.overlap_comm) comm.wait(ticket);
   }
@@ -379,6 +397,7 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
   // The autograd callback: waits for every reduction, then gives each piece its averaged gradient.
   void end_of_backward() {
     started = false;
+    carried = !sync;  // stages 2 and 3: the shards hold this backward's averages for the next
     const std::exception_ptr failure = comm.drain();
     const bool complete = next_launch == units.size();
     std::string names;
@@ -490,6 +509,10 @@ ZeroPartition::ZeroPartition(nn::Module& module, std::shared_ptr<ProcessGroup> g
 ZeroPartition::~ZeroPartition() {
   for (nn::HookHandle& h : state_->hooks) h.remove();
 }
+
+NoSync ZeroPartition::no_sync() { return NoSync(state_, &state_->sync); }
+
+void ZeroPartition::zero_grad() { state_->carried = false; }
 
 const std::vector<Tensor>& ZeroPartition::pieces() const { return state_->pieces; }
 const std::vector<ZeroPartition::PieceInfo>& ZeroPartition::piece_info() const { return state_->piece_info; }

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/no_sync.h"
 #include "dist/process_group.h"
 #include "nn/module.h"
 
@@ -82,6 +83,16 @@ class ZeroPartition {
     int64_t offset;    ///< where the piece starts in the flattened parameter, in elements
   };
   const std::vector<PieceInfo>& piece_info() const;  ///< What each of pieces() holds, in the same order.
+
+  /// Gradient accumulation: while the guard lives, each backward's gradients are kept for the next,
+  /// and the first backward after it gives the pieces the average of the sum. Stage 1 keeps them
+  /// unreduced in its whole gradient buffers and communicates nothing, as DDP's no_sync; stages 2 and
+  /// 3 still reduce-scatter each backward and add the averages up in this rank's shard, as DeepSpeed
+  /// does: holding whole gradients until the last backward would undo what these stages save.
+  NoSync no_sync();
+  /// Forgets what no_sync() kept: the next backward begins a new step (ZeroOptimizer::zero_grad and
+  /// train::TrainingPrecision::zero_grad call it, so a step cut short leaves nothing behind).
+  void zero_grad();
 
   /// After the optimizer stepped the pieces: every rank's updated shard all-gathered into the whole
   /// parameters (all units at stages 1 and 2, the persistent ones at stage 3; the others are gathered

@@ -85,6 +85,7 @@ struct Flags {
   bool tensorboard = false;
   bool nvtx = false;
   bool compile = false;
+  int64_t accumulate = 1;  // batches per optimizer step
   // --activation-checkpointing [TYPE...]: the module types whose calls are recomputed in backward
   // (none given: the model's blocks).
   bool activation_checkpointing = false;
@@ -205,6 +206,7 @@ std::vector<std::string> apply_deepspeed_config(const CLI::App& app, Flags& f) {
   }
   take(app, "--clip-grad", f.clip_grad, ds.gradient_clipping, "gradient_clipping");
   take(app, "--batch-size", f.batch_size, ds.micro_batch_size, "train_micro_batch_size_per_gpu");
+  take(app, "--accumulate", f.accumulate, ds.gradient_accumulation_steps, "gradient_accumulation_steps");
   take(app, "--optimizer", f.optimizer, ds.optimizer, "optimizer.type");
   take(app, "--lr", f.lr, ds.lr, "optimizer.params.lr");
   take(app, "--weight-decay", f.weight_decay, ds.weight_decay, "optimizer.params.weight_decay");
@@ -213,12 +215,13 @@ std::vector<std::string> apply_deepspeed_config(const CLI::App& app, Flags& f) {
   return ds.warnings;
 }
 
-// DeepSpeed's train_batch_size = micro batch x accumulation steps (1) x ranks.
+// DeepSpeed's train_batch_size = micro batch x accumulation steps x ranks.
 void check_deepspeed_batch(const Flags& f, int world) {
-  if (f.ds_train_batch_size && *f.ds_train_batch_size != f.batch_size * world)
+  const int64_t global = f.batch_size * f.accumulate * world;
+  if (f.ds_train_batch_size && *f.ds_train_batch_size != global)
     throw ValueError(f.deepspeed_config + ": train_batch_size " + std::to_string(*f.ds_train_batch_size) +
-                     " is not the batch per rank " + std::to_string(f.batch_size) + " x " + std::to_string(world) +
-                     " ranks = " + std::to_string(f.batch_size * world));
+                     " is not the batch per rank " + std::to_string(f.batch_size) + " x " + std::to_string(f.accumulate) +
+                     " accumulation steps x " + std::to_string(world) + " ranks = " + std::to_string(global));
 }
 
 // Stepped once per optimizer step: an optional linear warmup from lr/1000 (MMEngine's usual
@@ -400,6 +403,10 @@ int main(int argc, char** argv) {
                "non-image file (or an unlabelled sample) by the next good one and count it in the log (bad_images) "
                "instead of stopping");
   app.add_option("--epochs", f.epochs, "epochs to train")->check(whole_in<int64_t>(1));
+  app.add_option("--accumulate", f.accumulate,
+                 "gradient accumulation: batches per optimizer step, each loss divided by it (MMEngine's "
+                 "accumulative_counts); iterations, --log-interval, --max-iters and the schedule count steps")
+      ->check(whole_in<int64_t>(1, int64_t(1) << 20));
   app.add_option("--batch-size", f.batch_size, "images per iteration (per rank with --strategy ddp or zero*)")->check(whole_in<int64_t>(1));
   app.add_option("--lr", f.lr, "base learning rate (0: 0.1 for sgd, 1e-3 for adamw and lamb)")->check(at_least(0));
   app.add_option("--optimizer", f.optimizer, "optimizer")->check(CLI::IsMember({"sgd", "adamw", "lamb"}));
@@ -621,7 +628,7 @@ int main(int argc, char** argv) {
     }
     auto precision = std::make_shared<train::TrainingPrecision>(
         po, *model, [&f](std::vector<Tensor> params) { return make_optimizer(f, std::move(params)); });
-    auto scheduler = make_scheduler(f, precision->optimizer(), schedule_iterations(f.epochs, train_loader->size(), f.max_iters));
+    auto scheduler = make_scheduler(f, precision->optimizer(), schedule_iterations(f.epochs, train_loader->size() / f.accumulate, f.max_iters));
 
     train::RunnerOptions ro;
     ro.epochs = f.epochs;
@@ -629,6 +636,7 @@ int main(int argc, char** argv) {
     ro.save_interval = f.save_interval;
     ro.keep_checkpoints = f.keep_checkpoints;
     ro.clip_grad_norm = f.clip_grad;
+    ro.accumulate = f.accumulate;
     ro.locate_nonfinite = !f.no_locate_nonfinite;
     ro.work_dir = f.work_dir;
     ro.tensorboard = f.tensorboard;
@@ -648,11 +656,13 @@ int main(int argc, char** argv) {
       std::cout << "train: " << f.model << " (" << model->num_parameters() << " parameters) on " << f.dataset << " ("
               << train_set->size() << " train / " << val_set->size() << " val images), " << f.optimizer << " lr "
               << (f.lr > 0 ? f.lr : default_lr(f.optimizer)) << ", " << f.epochs << " epochs of "
-              << train_loader->size() << " iterations on " << device.str() << " in " << f.precision << ", "
+              << train_loader->size() / f.accumulate << " iterations"
+              << (f.accumulate > 1 ? " (steps of " + std::to_string(f.accumulate) + " batches)" : std::string())
+              << " on " << device.str() << " in " << f.precision << ", "
               << get_num_threads() << " threads" << (f.deterministic ? ", deterministic" : "") << ", CPU GEMM "
               << cpu_gemm_name() << checkpointed << "; work dir " << f.work_dir
               << (group ? "; " + f.strategy + " on " + std::to_string(world) + " ranks (" + group->backend_name() + "), global batch " +
-                              std::to_string(f.batch_size * world)
+                              std::to_string(f.batch_size * f.accumulate * world)
                         : std::string())
               << std::endl;
 

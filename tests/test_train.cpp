@@ -699,6 +699,58 @@ TEST_CASE("Runner: N iterations straight equal N/2, a resume in a fresh process 
   }
 }
 
+TEST_CASE("Runner: accumulate counts steps, logs the step's batch, and resumes between steps bit for bit") {
+  // 36 images in batches of 8: 5 batches an epoch, 2 steps of 2 (the fifth batch is skipped).
+  TempDir straight_dir, split_dir, other_dir;
+  std::ostringstream console;
+  RunnerOptions o = options(straight_dir.path.string(), 3, console);
+  o.accumulate = 2;
+  o.log_interval = 1;
+  Run straight(1, 0, 3);
+  const RunSummary full = straight.runner(o).run();
+  CHECK(full.iterations == 6);
+  CHECK(console.str().find("Epoch(train)  [3][2/2]") != std::string::npos);
+  const auto logged = logged_values(straight_dir.path.string());
+  REQUIRE(logged.size() >= 6);
+  CHECK(logged.front()["global_batch"] == 16);
+
+  // Stopped after step 3 (the first of epoch 2) and resumed in a fresh state.
+  RunnerOptions first_half = o;
+  first_half.work_dir = split_dir.path.string();
+  first_half.max_iters = 3;
+  Run before(1, 2, 3);
+  CHECK(before.runner(first_half).run().stopped_early);
+  Run after(99, 1, 3);
+  manual_seed(12345);
+  RunnerOptions second_half = o;
+  second_half.work_dir = split_dir.path.string();
+  second_half.resume = "";
+  CHECK(after.runner(second_half).run().iterations == 6);
+  check_bit_equal(after.model->state_dict(), straight.model->state_dict(), "weights");
+  check_bit_equal(after.optimizer->state_dict(), straight.optimizer->state_dict(), "optimizer");
+  const auto a = logged_values(straight_dir.path.string()), b = logged_values(split_dir.path.string());
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK_MESSAGE(a[i] == b[i], a[i].dump(), " vs ", b[i].dump());
+
+  // A checkpoint after 3 batches of an epoch cannot go on in steps of 2.
+  RunnerOptions single = options(other_dir.path.string(), 3, console);
+  single.max_iters = 3;
+  Run three(1, 0, 3);
+  three.runner(single).run();
+  RunnerOptions resumed = o;
+  resumed.work_dir = other_dir.path.string();
+  resumed.resume = "";
+  Run refused(1, 0, 3);
+  expect_error<ValueError>("mid-step", [&] { refused.runner(resumed).run(); },
+                           {"after batch 3 of epoch 1", "not the end of a step of accumulate 2"});
+  expect_error<ValueError>("too many", [&] {
+    RunnerOptions big = options("", 1, console);
+    big.accumulate = 6;
+    Run r(1, 0, 1);
+    r.runner(big);
+  }, {"accumulate must be from 1 to the train loader's 5 batches", "got 6"});
+}
+
 TEST_CASE("Runner: amp_fp16 and naive_fp16 resume bit for bit, loss scale, skips and masters included") {
   for (const Precision precision : {Precision::amp_fp16, Precision::naive_fp16}) {
     CAPTURE(precision_name(precision));
@@ -1196,7 +1248,7 @@ TEST_CASE("train program: --help lists every flag; bad input gives one line and 
                            "--seed", "--work-dir", "--resume", "--log-interval", "--save-interval", "--train-samples",
                            "--val-samples", "--precision", "--init-scale", "--growth-factor", "--backoff-factor",
                            "--growth-interval", "--loss-scale-window", "--hysteresis", "--min-loss-scale",
-                           "--deterministic", "--no-locate-nonfinite", "--tensorboard", "--activation-checkpointing"})
+                           "--deterministic", "--no-locate-nonfinite", "--tensorboard", "--activation-checkpointing", "--accumulate"})
     CHECK_MESSAGE(help.output.find(std::string(flag) + " ") != std::string::npos, flag);
   CHECK(help.output.find("--epochs INT:>=1=3") != std::string::npos);  // the default beside the flag
 
@@ -1342,6 +1394,21 @@ TEST_CASE("train program: --activation-checkpointing logs the same losses and en
   fails(run_train("--activation-checkpointing --compile"), "--activation-checkpointing with --compile");
 }
 
+TEST_CASE("train program: --accumulate steps once per K batches and logs the step's global batch" *
+          doctest::skip(train_program().empty() || !has_fashion_mnist())) {
+  TempDir dir;
+  const CommandResult r = run_train("--model mlp --train-samples 320 --val-samples 64 --epochs 1 --batch-size 32 "
+                                    "--accumulate 4 --num-workers 0 --log-interval 1 --work-dir " + dir.path.string());
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(r.output.find("1 epochs of 2 iterations (steps of 4 batches)") != std::string::npos);
+  CHECK(r.output.find("Epoch(train)  [1][2/2]") != std::string::npos);
+  CHECK(r.output.find("global_batch: 128") != std::string::npos);
+  const CommandResult bad = run_train("--model mlp --train-samples 64 --batch-size 32 --accumulate 3 --epochs 1");
+  CHECK(bad.exit_code == 1);
+  CHECK_MESSAGE(bad.output.find("accumulate must be from 1 to the train loader's 2 batches per epoch, got 3") !=
+                    std::string::npos, bad.output);
+}
+
 TEST_CASE("train program: --tensorboard writes the log's scalars as event files, a resumed run its own" *
           doctest::skip(train_program().empty() || !has_fashion_mnist())) {
   TempDir dir;
@@ -1420,6 +1487,7 @@ TEST_CASE("DeepSpeed config: the committed example maps onto ZeRO-2, naive_fp16 
   CHECK(c.loss_scaler.hysteresis == 2);
   CHECK(c.gradient_clipping.value_or(0) == 1.0);
   CHECK(c.micro_batch_size.value_or(0) == 64);
+  CHECK(c.gradient_accumulation_steps.value_or(0) == 1);
   CHECK(c.optimizer.value_or("") == "adamw");
   CHECK(c.lr.value_or(0) == 0.001);
   CHECK(c.weight_decay.value_or(0) == 0.01);
@@ -1442,7 +1510,8 @@ TEST_CASE("DeepSpeed config: unknown keys and \"auto\" are warnings; what ember 
     const std::string m = message_of<ValueError>([&] { parse(text); });
     CHECK_MESSAGE(m.find(expected) != std::string::npos, m);
   };
-  refused(R"({"gradient_accumulation_steps": 4})", "\"gradient_accumulation_steps\" is 4");
+  CHECK(parse(R"({"gradient_accumulation_steps": 4})").gradient_accumulation_steps.value_or(0) == 4);
+  refused(R"({"gradient_accumulation_steps": 0})", "\"gradient_accumulation_steps\" is 0");
   refused(R"({"zero_optimization": {"stage": 5}})", "\"zero_optimization.stage\" is 5; expected a whole number in [0, 3]");
   refused(R"({"zero_optimization": {"reduce_bucket_size": 2.5}})", "\"zero_optimization.reduce_bucket_size\" is 2.5");
   refused(R"({"zero_optimization": {"offload_optimizer": {"device": "nvme"}}})", "zero_optimization.offload_optimizer");

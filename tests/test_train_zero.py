@@ -161,11 +161,12 @@ def a_deepspeed_config_becomes_the_strategy_precision_and_knobs():
         code, _, err = run([TRAIN, "--deepspeed-config", str(example), "--strategy", "zero3", *flags])
         assert code != 0 and "--strategy zero3 disagrees with the DeepSpeed config's zero_optimization.stage zero2" in err, err
         odd = Path(wd, "odd.json")
-        odd.write_text('{"zero_optimization": {"stage": 1}, "steps_per_print": 5, "train_batch_size": 100}')
+        odd.write_text('{"zero_optimization": {"stage": 1}, "steps_per_print": 5, "train_batch_size": 100, '
+                       '"gradient_accumulation_steps": 2}')
         code, _, err = run([sys.executable, str(ROOT / "tools" / "launch.py"), "-n", "2", "--timeout", "60", TRAIN,
                             "--deepspeed-config", str(odd), "--batch-size", "32", *flags])
         assert code != 0 and "\"steps_per_print\" is not a setting ember knows" in err, err
-        assert "train_batch_size 100 is not the batch per rank 32 x 2 ranks = 64" in err, err
+        assert "train_batch_size 100 is not the batch per rank 32 x 2 accumulation steps x 2 ranks = 128" in err, err
 
 
 if __name__ == "__main__":

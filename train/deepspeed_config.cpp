@@ -201,9 +201,7 @@ DeepSpeedConfig parse_deepspeed_config(const std::string& text, const std::strin
       throw ValueError(source + ": \"gradient_clipping\" must be >= 0, got " + std::to_string(*c.gradient_clipping));
     c.micro_batch_size = top.integer("train_micro_batch_size_per_gpu", 1, kElements);
     c.train_batch_size = top.integer("train_batch_size", 1, kElements);
-    if (const auto steps = top.integer("gradient_accumulation_steps", 1, kElements); steps && *steps != 1)
-      throw ValueError(source + ": \"gradient_accumulation_steps\" is " + std::to_string(*steps) +
-                       ": ember steps after every batch (1 only); raise the batch per rank instead");
+    c.gradient_accumulation_steps = top.integer("gradient_accumulation_steps", 1, kElements);
     if (auto optimizer = top.section("optimizer")) read_optimizer(*optimizer, c);
   }
   return c;

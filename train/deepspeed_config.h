@@ -11,7 +11,7 @@
 ///   gradient_clipping    -> the gradient norm's bound
 ///   train_micro_batch_size_per_gpu -> the batch per rank; train_batch_size, when given, must equal
 ///                        it times gradient_accumulation_steps times the ranks
-///   gradient_accumulation_steps -> 1 only (ember steps after every batch)
+///   gradient_accumulation_steps -> the batches per optimizer step (train --accumulate)
 ///   optimizer {type: SGD, AdamW or Lamb; params: lr, weight_decay, momentum (SGD), betas and eps at
 ///                        ember's defaults}
 /// A key it does not know becomes a warning naming it; a value it cannot honour is a ValueError
@@ -41,6 +41,7 @@ struct DeepSpeedConfig {
   std::optional<double> gradient_clipping;    ///< the bound of the gradient 2-norm
   std::optional<int64_t> micro_batch_size;    ///< per rank
   std::optional<int64_t> train_batch_size;    ///< over every rank
+  std::optional<int64_t> gradient_accumulation_steps;  ///< batches per optimizer step
   std::optional<std::string> optimizer;       ///< "sgd", "adamw" or "lamb" (train's names)
   /// the optimizer's params @{
   std::optional<double> lr, weight_decay, momentum;

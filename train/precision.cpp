@@ -109,6 +109,7 @@ std::unique_ptr<amp::Autocast> TrainingPrecision::autocast(Device device) const 
 void TrainingPrecision::zero_grad() {
   if (masters_) masters_->zero_grad();
   else optimizer_->zero_grad();
+  if (zero_) zero_->zero_grad();
 }
 
 Tensor TrainingPrecision::grad_norm(double clip_grad_norm) {
@@ -118,10 +119,15 @@ Tensor TrainingPrecision::grad_norm(double clip_grad_norm) {
   return total;
 }
 
-StepOutcome TrainingPrecision::backward_and_step(const Tensor& loss, double clip_grad_norm) {
+void TrainingPrecision::backward(const Tensor& loss) {
+  if (grad_scaler_) grad_scaler_->scale(loss).backward();
+  else if (loss_scaler_) loss_scaler_->scale(loss).backward();
+  else loss.backward();
+}
+
+StepOutcome TrainingPrecision::step(double clip_grad_norm) {
   StepOutcome out;
   if (grad_scaler_) {
-    grad_scaler_->scale(loss).backward();
     grad_scaler_->unscale_(*optimizer_);
     if (zero_) zero_->agree_on_overflow(grad_scaler_->found_inf(*optimizer_));
     out.grad_norm = grad_norm(clip_grad_norm);
@@ -134,11 +140,8 @@ StepOutcome TrainingPrecision::backward_and_step(const Tensor& loss, double clip
   if (masters_) {
     Tensor inv_scale;
     if (loss_scaler_) {
-      loss_scaler_->scale(loss).backward();
       NoGradGuard no_grad;
       inv_scale = reciprocal(loss_scaler_->scale_tensor().to(DType::f64)).to(DType::f32);
-    } else {
-      loss.backward();
     }
     out.skipped = masters_->unscale_grads(inv_scale);
     if (zero_) {
@@ -151,13 +154,17 @@ StepOutcome TrainingPrecision::backward_and_step(const Tensor& loss, double clip
     if (loss_scaler_) loss_scaler_->update(out.skipped);
     return out;
   }
-  loss.backward();
   out.grad_norm = grad_norm(clip_grad_norm);  // the same on every rank under ZeRO: so is the decision
   NoGradGuard no_grad;
   out.skipped = logical_not(optim::is_finite(out.grad_norm)).to(DType::f32);
   optimizer_->step(optim::StepInputs{out.skipped, Tensor()});
   if (zero_) zero_->gather_updated_parameters();
   return out;
+}
+
+StepOutcome TrainingPrecision::backward_and_step(const Tensor& loss, double clip_grad_norm) {
+  backward(loss);
+  return step(clip_grad_norm);
 }
 
 Tensor TrainingPrecision::loss_scale() const {

@@ -80,8 +80,14 @@ class TrainingPrecision {
   void zero_grad();
   /// Runs backward of `loss` (scaled where the mode scales), the unscale and overflow check, the norm
   /// (gradients clipped to clip_grad_norm when > 0), the step (skipped on the device on an overflow
-  /// or a non-finite norm) and the loss-scale update.
+  /// or a non-finite norm) and the loss-scale update: backward(loss), then step(clip_grad_norm).
   StepOutcome backward_and_step(const Tensor& loss, double clip_grad_norm);
+  /// Gradient accumulation, a step in parts: backward of one micro-batch's `loss` (scaled where the
+  /// mode scales; the loss scale stays the same until step()), its gradients added to the earlier ones.
+  void backward(const Tensor& loss);
+  /// The rest of the step over the gradients the backwards since zero_grad() added up: the unscale
+  /// and overflow check (once for them all), the norm and clipping, the step and the scale update.
+  StepOutcome step(double clip_grad_norm);
   /// Whether the loss is scaled (amp_fp16 with its scaler enabled, naive_fp16).
   bool scales_loss() const { return (grad_scaler_ && grad_scaler_->is_enabled()) || loss_scaler_; }
   /// The current loss scale (0-dim float32 on the device); 1 in the modes that do not scale.

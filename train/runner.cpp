@@ -122,6 +122,12 @@ Runner::Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<TrainingP
     throw ValueError("Runner: tensorboard needs a work_dir to write its event files in");
   if (!(opts_.clip_grad_norm >= 0)) throw ValueError("Runner: clip_grad_norm must be >= 0, got " + std::to_string(opts_.clip_grad_norm));
   if (train_loader_->size() == 0) throw ValueError("Runner: the train loader yields no batch");
+  if (opts_.accumulate < 1 || opts_.accumulate > train_loader_->size())
+    throw ValueError("Runner: accumulate must be from 1 to the train loader's " + std::to_string(train_loader_->size()) +
+                     " batches per epoch, got " + std::to_string(opts_.accumulate));
+  if (opts_.compile && opts_.accumulate > 1)
+    throw ValueError("Runner: compile (a captured step) with accumulate " + std::to_string(opts_.accumulate) +
+                     ": a step of several batches is not captured; drop one of them");
   for (const Tensor& p : model_->parameters())
     if (!(p.device() == opts_.device))
       throw DeviceError("Runner: a model parameter is on " + p.device().str() + ", the run on " + opts_.device.str() +
@@ -202,8 +208,22 @@ std::vector<double> Runner::over_ranks(std::vector<double> values, dist::ReduceO
 }
 
 std::vector<Tensor> Runner::step(const Tensor& images, const Tensor& labels) {
+  begin_step();
+  return end_step(micro_step(images, labels, true));
+}
+
+void Runner::begin_step() {
   precision_->zero_grad();
   if (locator_) locator_->begin_step(opts_.device);
+}
+
+Tensor Runner::micro_step(const Tensor& images, const Tensor& labels, bool last) {
+  // Before the step's last batch, the data-parallel wrappers keep the gradients for it.
+  std::optional<dist::NoSync> keep;
+  if (!last) {
+    if (auto* ddp = dynamic_cast<dist::DistributedDataParallel*>(model_.get())) keep.emplace(ddp->no_sync());
+    else if (precision_->zero()) keep.emplace(precision_->zero()->no_sync());
+  }
   Tensor loss;
   {
     const auto autocast = precision_->autocast(opts_.device);
@@ -211,16 +231,27 @@ std::vector<Tensor> Runner::step(const Tensor& images, const Tensor& labels) {
     loss = cross_entropy((*model_)(images).to(DType::f32), labels);
   }
   if (locator_) locator_->check_forward(loss);
+  if (opts_.accumulate > 1) loss = div(loss, Scalar(static_cast<double>(opts_.accumulate)));
   const autograd::BackwardObserverGuard observing(locator_ ? locator_->backward_observer() : nullptr);
-  const StepOutcome outcome = precision_->backward_and_step(loss, opts_.clip_grad_norm);
+  precision_->backward(loss);
+  return loss;
+}
+
+std::vector<Tensor> Runner::end_step(const Tensor& loss) {
+  const autograd::BackwardObserverGuard observing(locator_ ? locator_->backward_observer() : nullptr);
+  const StepOutcome outcome = precision_->step(opts_.clip_grad_norm);
   return {loss, outcome.grad_norm, outcome.skipped};
 }
 
-void Runner::train_iteration(const data::Batch& batch, Window& window, Window& epoch_window, double data_time,
-                             double started) {
-  const Tensor images = batch.images.to(opts_.device, batch.images.is_pinned()).to(precision_->input_dtype());
-  const Tensor labels = batch.labels.to(opts_.device, batch.labels.is_pinned());
-  const std::vector<Tensor> stepped = compiled_ ? (*compiled_)({images, labels}) : step(images, labels);
+std::pair<Tensor, Tensor> Runner::on_device(const data::Batch& batch) const {
+  return {batch.images.to(opts_.device, batch.images.is_pinned()).to(precision_->input_dtype()),
+          batch.labels.to(opts_.device, batch.labels.is_pinned())};
+}
+
+int64_t Runner::steps_per_epoch() const { return train_loader_->size() / opts_.accumulate; }
+
+void Runner::finish_iteration(const std::vector<Tensor>& stepped, Window& window, Window& epoch_window,
+                              double data_time, double started) {
   const Tensor& loss = stepped[0];
   const StepOutcome outcome{stepped[1], stepped[2]};
   log_nonfinite_->add(locator_ ? locator_->end_step() : NonFiniteStep{}, loss, outcome.skipped, iteration_ + 1);
@@ -266,8 +297,8 @@ void Runner::log_train(Window& window, const Window& epoch_window, int64_t batch
       {"loss", v[0] / n},
       {"grad_norm", v[1] / n},
   };
-  if (opts_.group)  // data parallel: the images one optimizer step sees, over every rank
-    fields.push_back({"global_batch", static_cast<double>(global_batch()), FieldFormat::integer});
+  if (opts_.group || opts_.accumulate > 1)  // the images one optimizer step sees, over every rank
+    fields.push_back({"global_batch", static_cast<double>(global_batch() * opts_.accumulate), FieldFormat::integer});
   if (scales) fields.push_back({"loss_scale", v[8]});
   fields.push_back({"skipped_steps", static_cast<double>(skipped_steps_), FieldFormat::integer});
   // Every rank counts the bad files its own share met and replaced.
@@ -278,7 +309,7 @@ void Runner::log_train(Window& window, const Window& epoch_window, int64_t batch
     fields.push_back({"nonfinite_step", static_cast<double>(bad->iteration), FieldFormat::integer});
     fields.push_back({"nonfinite", bad->where});
   }
-  log_->write({"train", epoch_ + 1, batch_index + 1, train_loader_->size()}, iteration_, fields);
+  log_->write({"train", epoch_ + 1, batch_index + 1, steps_per_epoch()}, iteration_, fields);
   window = Window(opts_.device);
   *log_nonfinite_ = NonFiniteWindow(opts_.device);
 }
@@ -299,7 +330,7 @@ RunSummary Runner::run() {
   open_log();
 
   RunSummary summary;
-  const int64_t iters_per_epoch = train_loader_->size();
+  const int64_t iters_per_epoch = steps_per_epoch();
   int64_t total_iters = 0;  // for the eta: the run stops at max_iters or the last epoch
   if (__builtin_mul_overflow(opts_.epochs, iters_per_epoch, &total_iters)) total_iters = std::numeric_limits<int64_t>::max();
   if (opts_.max_iters > 0) total_iters = std::min(opts_.max_iters, total_iters);
@@ -312,13 +343,32 @@ RunSummary Runner::run() {
     train_loader_->set_position({epoch_, next_batch_});
     Window epoch_window(opts_.device);
     bool stop_at_epoch_end = false;
-    double started = now_seconds();
+    double started = now_seconds();  // the step's start
+    double waited = started;         // since when the next batch was awaited
+    double data_time = 0;            // the step's wait for its batches
     const double epoch_started = started;
+    int64_t micro = 0;               // batches of the current step done
+    Tensor step_loss;                // their divided losses' sum
     while (auto batch = train_loader_->next()) {
-      const double data_time = now_seconds() - started;
-      const int64_t batch_index = train_loader_->position().batch - 1;
-      const double lr = precision_->optimizer().param_groups().front().lr();  // the lr this step uses
-      train_iteration(*batch, *log_window_, epoch_window, data_time, started);
+      data_time += now_seconds() - waited;
+      const auto [images, labels] = on_device(*batch);
+      std::vector<Tensor> stepped;
+      if (opts_.accumulate == 1) {
+        stepped = compiled_ ? (*compiled_)({images, labels}) : step(images, labels);
+      } else {
+        if (micro == 0) begin_step();
+        const Tensor loss = micro_step(images, labels, micro + 1 == opts_.accumulate);
+        step_loss = micro == 0 ? loss.detach() : add(step_loss, loss.detach());
+        if (++micro < opts_.accumulate) {
+          waited = now_seconds();
+          continue;
+        }
+        micro = 0;
+        stepped = end_step(step_loss);
+      }
+      const int64_t batch_index = train_loader_->position().batch / opts_.accumulate - 1;  // the step's, in the epoch
+      const double lr = precision_->optimizer().param_groups().front().lr();  // the lr this step used
+      finish_iteration(stepped, *log_window_, epoch_window, data_time, started);
       const bool log_line = (batch_index + 1) % opts_.log_interval == 0 || batch_index + 1 == iters_per_epoch;
       if (log_line) {
         const double per_iter = (now_seconds() - run_started) / static_cast<double>(iteration_ - first_iteration);
@@ -332,7 +382,9 @@ RunSummary Runner::run() {
           break;
         }
       }
-      started = now_seconds();
+      if (batch_index + 1 == iters_per_epoch) break;  // the batches left do not fill a step: skipped
+      started = waited = now_seconds();
+      data_time = 0;
     }
     const double epoch_seconds = now_seconds() - epoch_started;
     if (stopped) {
@@ -478,10 +530,15 @@ void Runner::restore(const Checkpoint& c) {
                        "global batch that divides it");
     batch = images / global_batch();
   }
-  if (c.loader.epoch != c.epoch || batch >= train_loader_->size())
+  if (c.loader.epoch != c.epoch || batch >= steps_per_epoch() * opts_.accumulate)
     throw ValueError("Runner: checkpoint position epoch " + std::to_string(c.loader.epoch) + ", batch " +
-                     std::to_string(batch) + " does not fit a loader of " +
-                     std::to_string(train_loader_->size()) + " batches per epoch at epoch " + std::to_string(c.epoch));
+                     std::to_string(batch) + " does not fit a loader of " + std::to_string(train_loader_->size()) +
+                     " batches per epoch (" + std::to_string(steps_per_epoch()) + " steps of " +
+                     std::to_string(opts_.accumulate) + ") at epoch " + std::to_string(c.epoch));
+  if (batch % opts_.accumulate != 0)
+    throw ValueError("Runner: the checkpoint stopped after batch " + std::to_string(batch) + " of epoch " +
+                     std::to_string(c.epoch + 1) + ", which is not the end of a step of accumulate " +
+                     std::to_string(opts_.accumulate) + " batches: resume with an accumulate that divides it");
   if (c.scheduler.empty() != !scheduler_)
     throw ValueError(std::string("Runner: the checkpoint ") + (scheduler_ ? "has no" : "has a") +
                      " scheduler state but this run " + (scheduler_ ? "has a scheduler" : "has none"));

@@ -56,6 +56,14 @@ struct RunnerOptions {
   int64_t save_interval = 1;     ///< epochs between epoch_N checkpoints; 0: none
   int64_t keep_checkpoints = 3;  ///< epoch_N files kept, newest first; 0: all
   double clip_grad_norm = 0;     ///< max 2-norm of all gradients together; 0: no clipping
+  /// Gradient accumulation (MMEngine's accumulative_counts, DeepSpeed's gradient_accumulation_steps):
+  /// each optimizer step takes this many batches of the train loader, each loss divided by it, so a
+  /// step equals one over a batch that many times larger. Iterations, log_interval, max_iters and the
+  /// schedule count steps; an epoch has loader batches / accumulate of them (the last batches that
+  /// do not fill a step are skipped); checkpoints fall between steps. Data parallel: the ranks
+  /// average only at each step's last batch (no_sync before it; ZeRO stages 2 and 3 add each batch's
+  /// average into their shards). ValueError below 1, above the loader's batches, or with compile.
+  int64_t accumulate = 1;
   /// Name the module and op that first made a non-finite value in a bad step (forward hooks and a
   /// check of every backward node: a few percent of a step, measured in README.md); off, the log
   /// line still gives the step.
@@ -75,7 +83,7 @@ struct RunnerOptions {
   /// Data parallel: the group of the job, whose every rank runs a Runner over its own share of the
   /// data (the model a dist::DistributedDataParallel). Rank 0 alone prints and writes files; the
   /// logged loss is the mean over the ranks, memory the largest rank's, accuracy over every rank's
-  /// share, and train lines add global_batch (the per-rank batch x the ranks). Checkpoints hold the
+  /// share, and train lines add global_batch (the per-rank batch x the ranks x accumulate). Checkpoints hold the
   /// wrapped module's state, so plain one-process runs resume them. Null: one process.
   std::shared_ptr<dist::ProcessGroup> group;
   /// Capture each iteration's step (forward, backward, unscale, clipping, optimizer step) after
@@ -143,12 +151,23 @@ class Runner {
   struct Window;  ///< sums of the logged values since the last log line (or the epoch's start)
 
  private:
-  // The device work of one step: zero_grad, forward, loss, backward, unscale, clipping, step;
-  // returns {loss, grad_norm, skipped}.
+  // The device work of one step on one batch: zero_grad, forward, loss, backward, unscale,
+  // clipping, step; returns {loss, grad_norm, skipped}.
   std::vector<Tensor> step(const Tensor& images, const Tensor& labels);
-  // One step on `batch`, which took `data_time` s to arrive; the iteration began at `started`.
-  void train_iteration(const data::Batch& batch, Window& window, Window& epoch_window, double data_time,
-                       double started);
+  // A step in parts (accumulation): begin_step (zero_grad), micro_step on each batch (forward, loss
+  // over opts_.accumulate, backward; without averaging over the ranks unless `last`; returns the
+  // divided loss), end_step with the divided losses' sum (unscale, clipping, step).
+  void begin_step();
+  Tensor micro_step(const Tensor& images, const Tensor& labels, bool last);
+  std::vector<Tensor> end_step(const Tensor& loss);
+  // The images and labels of `batch` on the device, the images in the precision's input dtype.
+  std::pair<Tensor, Tensor> on_device(const data::Batch& batch) const;
+  // Books a finished step ({loss, grad_norm, skipped}) whose batches took `data_time` s to arrive;
+  // the step began at `started`.
+  void finish_iteration(const std::vector<Tensor>& stepped, Window& window, Window& epoch_window, double data_time,
+                        double started);
+  // Optimizer steps per epoch: the loader's batches over opts_.accumulate.
+  int64_t steps_per_epoch() const;
   // Reads the windows' device sums (one synchronisation), takes skipped steps back from the
   // schedule, writes the log line and restarts `window`.
   void log_train(Window& window, const Window& epoch_window, int64_t batch_index, double lr, double eta);
@@ -163,7 +182,7 @@ class Runner {
   std::string last_checkpoint() const;
   // Whether run() stops after this iteration at the request of request_stop() (on any rank).
   bool stop_agreed(bool log_line) const;
-  // The images one optimizer step sees, over every rank.
+  // The images of one loader batch over every rank (a step sees opts_.accumulate times as many).
   int64_t global_batch() const;
   // Whether this process writes the work dir's files: rank 0 of a data-parallel job, or the one process.
   bool writes_files() const;
