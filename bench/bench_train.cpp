@@ -12,6 +12,11 @@
 // of the job that launched it; cases train/<device>/<precision>/<strategy>/<model>/<batch per rank>).
 // --compile: the step captured after 3 eager warm-up steps and replayed (train::CompiledStep; CUDA
 // graphs on a GPU), cases train/<device>/<precision>/compiled/<model>/<batch>.
+// --activation-checkpointing: the ResNets' and ViTs' blocks recomputed in backward (nn/checkpoint.h),
+// cases train/<device>/<precision>/checkpointed/<model>/<batch>; the other models are left out.
+// Every case also reports step_peak_MiB: the allocator's peak over the timed steps (the model, its
+// gradients and optimizer state included), on either device. With --batch, the CPU runs the
+// ImageNet-sized cases too (slow: for memory figures).
 // Data-parallel cases run a fixed number of steps (the ranks must step together), report img_per_s
 // over every rank, peak_MiB of the largest rank, and how much of the communication backward hides:
 //   backward_ms        backward under the strategy (its reductions included)
@@ -38,6 +43,7 @@
 #include "dist/distributed_data_parallel.h"
 #include "dist/init.h"
 #include "dist/ring_all_reduce.h"
+#include "nn/checkpoint.h"
 #include "nn/loss.h"
 #include "optim/sgd.h"
 #include "tensor/ops.h"
@@ -84,6 +90,7 @@ struct Options {
   std::optional<int64_t> batch;
   std::string strategy = "none";
   bool compile = false;
+  bool checkpointing = false;
 };
 
 const std::vector<std::string> kStrategies = {"none", "ddp", "zero1", "zero2", "zero3"};
@@ -121,6 +128,8 @@ std::optional<Options> parse_flags(int& argc, char** argv) {
       }
     } else if (a == "--compile") {
       o.compile = true;
+    } else if (a == "--activation-checkpointing") {
+      o.checkpointing = true;
     } else if (a.rfind("--batch=", 0) == 0) {
       char* end = nullptr;
       const long long b = std::strtoll(a.c_str() + 8, &end, 10);
@@ -132,6 +141,11 @@ std::optional<Options> parse_flags(int& argc, char** argv) {
     } else {
       argv[kept++] = argv[i];
     }
+  }
+  if (o.compile && o.checkpointing) {
+    std::fprintf(stderr, "bench_train: --compile and --activation-checkpointing: a captured step cannot replay a "
+                         "recompute's random numbers\n");
+    return std::nullopt;
   }
   argc = kept;
   return o;
@@ -213,9 +227,11 @@ void measure_overlap(benchmark::State& state, const Workload& work, ember::Devic
 
 template <class Time>
 void train_case(benchmark::State& state, const Workload& work, ember::train::Precision precision,
-                ember::Device device, int64_t batch, const std::string& strategy, bool compile, const Time& time) {
+                ember::Device device, int64_t batch, const std::string& strategy, bool compile, bool checkpointing,
+                const Time& time) {
   ember::manual_seed(0);
   auto model = ember::train::make_model(work.model, work.image);
+  if (checkpointing) ember::nn::apply_activation_checkpointing(*model, ember::nn::default_checkpoint_modules(*model));
   model->to(device);
   model->train();
   ember::train::PrecisionOptions options;
@@ -263,8 +279,9 @@ void train_case(benchmark::State& state, const Workload& work, ember::train::Pre
   }
   const double world = g_group ? g_group->size() : 1;
   state.counters["img_per_s"] = static_cast<double>(batch) * world * static_cast<double>(state.iterations()) / total;
-  state.counters["peak_MiB"] = over_ranks_max(
-      device.is_cuda() ? static_cast<double>(ember::backend::max_memory_allocated(device)) / (1 << 20) : process_peak_mib());
+  const double step_peak_mib = static_cast<double>(ember::backend::max_memory_allocated(device)) / (1 << 20);
+  state.counters["step_peak_MiB"] = over_ranks_max(step_peak_mib);
+  state.counters["peak_MiB"] = over_ranks_max(device.is_cuda() ? step_peak_mib : process_peak_mib());
   // The overlap is measured in float32 storage (the 16-bit modes would need their casts on the copy too).
   if (g_group && mode.input_dtype() == ember::DType::f32) measure_overlap(state, work, device, *run, images, labels, strategy, mode);
 }
@@ -273,21 +290,23 @@ void train_case(benchmark::State& state, const Workload& work, ember::train::Pre
 // `registered`. `batch`: --batch, else the device's default for workloads without their own.
 void register_device(const char* device_name, ember::Device device, const std::vector<Workload>& workloads,
                      const std::vector<ember::train::Precision>& precisions, std::optional<int64_t> batch_flag,
-                     int64_t default_batch, const std::string& strategy, bool compile,
+                     int64_t default_batch, const std::string& strategy, bool compile, bool checkpointing,
                      std::set<ember::train::Precision>& registered) {
   for (const ember::train::Precision p : precisions) {
     if (!runs_on(p, device)) continue;
     registered.insert(p);
     for (const Workload& work : workloads) {
+      if (checkpointing && !work.model.starts_with("resnet") && !work.model.starts_with("vit")) continue;
       const int64_t batch = batch_flag.value_or(work.batch.value_or(default_batch));
       const std::string name = std::string("train/") + device_name + "/" + ember::train::precision_name(p) + "/" +
-                               (strategy == "none" ? "" : strategy + "/") + (compile ? "compiled/" : "") + work.name +
+                               (strategy == "none" ? "" : strategy + "/") + (compile ? "compiled/" : "") + (checkpointing ? "checkpointed/" : "") + work.name +
                                "/" + std::to_string(batch);
       auto* b = bench::register_case(name, [=](benchmark::State& s) {
-        if (device.is_cpu()) return train_case(s, work, p, device, batch, strategy, compile, bench::WallTimer{});
+        if (device.is_cpu())
+          return train_case(s, work, p, device, batch, strategy, compile, checkpointing, bench::WallTimer{});
 #if defined(EMBER_BENCH_CUDA)
         const bench::CudaEventTimer timer;
-        train_case(s, work, p, device, batch, strategy, compile, timer);
+        train_case(s, work, p, device, batch, strategy, compile, checkpointing, timer);
 #endif
       });
       if (g_group) b->Iterations(kDataParallelSteps);
@@ -323,17 +342,18 @@ int main(int argc, char** argv) {
   const bool cpu_cases = !g_group || g_group->device().is_cpu();  // a data-parallel job runs on its group's device
   std::vector<Workload> cpu_workloads = kCifarWorkloads;
   cpu_workloads.insert(cpu_workloads.end(), kFashionWorkloads.begin(), kFashionWorkloads.end());
+  if (options->batch) cpu_workloads.insert(cpu_workloads.end(), kImageNetWorkloads.begin(), kImageNetWorkloads.end());
   if (cpu_cases)
     register_device("cpu", ember::kCPU, cpu_workloads,
                   chosen ? options->precisions : std::vector{ember::train::Precision::fp32}, options->batch, 16,
-                  options->strategy, options->compile, registered);
+                  options->strategy, options->compile, options->checkpointing, registered);
 #if defined(EMBER_BENCH_CUDA)
   if (ember::backend::cuda_device_count() > 0 && (!g_group || g_group->device().is_cuda())) {
     std::vector<Workload> gpu_workloads = kCifarWorkloads;
     gpu_workloads.insert(gpu_workloads.end(), kImageNetWorkloads.begin(), kImageNetWorkloads.end());
     register_device("cuda", g_group ? g_group->device() : ember::Device(ember::DeviceType::cuda, 0), gpu_workloads,
                     chosen ? options->precisions : all,
-                    options->batch, 256, options->strategy, options->compile, registered);
+                    options->batch, 256, options->strategy, options->compile, options->checkpointing, registered);
   }
 #endif
   for (const ember::train::Precision p : options->precisions)
