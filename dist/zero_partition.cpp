@@ -42,6 +42,10 @@ void check_zero_options(const ZeroOptions& o) {
   positive("reduce_bucket_size", o.reduce_bucket_size);
   positive("allgather_bucket_size", o.allgather_bucket_size);
   positive("stage3_prefetch_bucket_size", o.stage3_prefetch_bucket_size);
+  if (o.min_num_params < 0) throw ValueError("ZeRO: min_num_params must be >= 0, got " + std::to_string(o.min_num_params));
+  if (o.stage != 3 && (o.min_num_params > 0 || !o.wrap_module_types.empty()))
+    throw ValueError("ZeRO: a wrap policy (min_num_params, wrap_module_types) decides stage 3's units; stage " +
+                     std::to_string(o.stage) + " has none");
   if (o.stage3_param_persistence_threshold < 0)
     throw ValueError("ZeRO: stage3_param_persistence_threshold must be >= 0, got " +
                      std::to_string(o.stage3_param_persistence_threshold));
@@ -69,6 +73,8 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
   std::vector<std::pair<std::string, Tensor>> params;  // those requiring grad, in registration order
   std::vector<size_t> unit_of, slot_of;  // each parameter's unit and its place among the unit's members
   std::vector<Unit> units;  // in reduction order: the last registered parameters first
+  std::vector<const nn::Module*> unit_owner;  // stage 3: the wrapped module each unit belongs to
+  std::vector<const nn::Module*> group_owner;  // the same while the units are built
   std::vector<Tensor> pieces;
   std::vector<PieceInfo> piece_info;
   std::vector<std::pair<size_t, int64_t>> piece_at;  // each piece's unit and offset in the unit's shard
@@ -87,6 +93,7 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
   // Stage 3: the units in the order the last training forward fetched them, and this one's so far.
   std::vector<size_t> forward_order, fetching_order;
   size_t gathered_scopes = 0;  // live Gathered guards
+  int64_t gathers = 0;         // units gathered so far (stage 3)
 
   CommThread comm;
 
@@ -97,19 +104,38 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
     for (size_t i = 0; i < params.size(); ++i) index_of[params[i].second.impl()] = i;
     std::vector<std::vector<size_t>> groups;  // in registration order
     if (options.stage == 3) {
-      // One unit per module that owns parameters (a module's own, not its children's), split by dtype.
+      // One unit per wrapped module (wrapped_modules): the parameters of its subtree that no wrapped
+      // module below it holds, split by dtype.
+      const std::vector<std::shared_ptr<nn::Module>> modules = module.modules();  // depth first, the root first
+      std::vector<size_t> parent(modules.size(), 0);
+      std::unordered_map<const nn::Module*, size_t> position;
+      for (size_t m = 0; m < modules.size(); ++m) position[modules[m].get()] = m;
+      for (size_t m = 0; m < modules.size(); ++m)
+        for (const auto& [name, child] : modules[m]->named_children()) parent[position.at(child.get())] = m;
+      // Each module's own parameters (a shared one with the first module that has it).
+      std::vector<std::vector<size_t>> own(modules.size());
       std::vector<bool> taken(params.size(), false);
-      for (const auto& m : module.modules()) {
-        std::map<DType, std::vector<size_t>> by_dtype;
-        for (const Tensor& p : m->parameters(/*recurse=*/false)) {
+      for (size_t m = 0; m < modules.size(); ++m)
+        for (const Tensor& p : modules[m]->parameters(/*recurse=*/false)) {
           const auto it = index_of.find(p.impl());
           if (it == index_of.end() || taken[it->second]) continue;  // frozen, or shared and owned already
           taken[it->second] = true;
-          by_dtype[p.dtype()].push_back(it->second);
+          own[m].push_back(it->second);
         }
-        for (auto& [dtype, members] : by_dtype) groups.push_back(std::move(members));
+      const std::vector<bool> wrapped = wrapped_modules(modules, parent, own);
+      std::vector<std::map<DType, std::vector<size_t>>> by_owner(modules.size());
+      for (size_t m = 0; m < modules.size(); ++m) {
+        size_t owner = m;
+        while (!wrapped[owner]) owner = parent[owner];
+        for (size_t i : own[m]) by_owner[owner][params[i].second.dtype()].push_back(i);
       }
+      for (size_t m = 0; m < modules.size(); ++m)
+        for (auto& [dtype, members] : by_owner[m]) {
+          groups.push_back(std::move(members));
+          group_owner.push_back(modules[m].get());
+        }
       std::reverse(groups.begin(), groups.end());
+      std::reverse(group_owner.begin(), group_owner.end());
     } else {
       // Reverse registration order, up to reduce_bucket_size elements of one dtype per unit.
       std::vector<size_t> current;
@@ -129,6 +155,7 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
     }
     unit_of.assign(params.size(), 0);
     slot_of.assign(params.size(), 0);
+    unit_owner = std::move(group_owner);
     for (auto& members : groups) {
       Unit u;
       u.members = std::move(members);
@@ -144,6 +171,35 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
       u.persistent = options.stage < 3 || u.numel <= options.stage3_param_persistence_threshold;
       units.push_back(std::move(u));
     }
+  }
+
+  // Stage 3: which of `modules` (depth first, the root first) own a unit, by the wrap policy. Without
+  // one, every module with parameters of its own (its unit: those). With min_num_params, as FSDP's
+  // size_based_auto_wrap_policy: from the leaves up, a module whose subtree holds at least that many
+  // elements not in a wrapped module below it; with wrap_module_types, each module of those types. The
+  // root always (it takes the rest). Only a UnaryModule is called, so only one can gather its unit.
+  std::vector<bool> wrapped_modules(const std::vector<std::shared_ptr<nn::Module>>& modules,
+                                    const std::vector<size_t>& parent, const std::vector<std::vector<size_t>>& own) {
+    std::vector<bool> wrapped(modules.size(), false);
+    const bool policy = options.min_num_params > 0 || !options.wrap_module_types.empty();
+    std::vector<int64_t> unwrapped(modules.size(), 0);  // elements of the subtree not in a wrapped module below
+    for (size_t m = modules.size(); m-- > 0;) {  // children come after their parent: from the leaves up
+      for (size_t i : own[m]) unwrapped[m] += params[i].second.numel();
+      const bool callable = dynamic_cast<const nn::UnaryModule*>(modules[m].get()) != nullptr;
+      const auto& types = options.wrap_module_types;
+      const bool by_type = std::find(types.begin(), types.end(), modules[m]->name()) != types.end();
+      if (by_type && !callable)
+        throw ValueError("ZeRO wrap_module_types: the modules of type \"" + modules[m]->name() +
+                         "\" are not called (not a UnaryModule), so they cannot gather their parameters");
+      if (!policy) wrapped[m] = !own[m].empty();
+      else wrapped[m] = m == 0 || by_type || (callable && options.min_num_params > 0 && unwrapped[m] >= options.min_num_params);
+      if (m > 0 && !wrapped[m]) unwrapped[parent[m]] += unwrapped[m];
+    }
+    wrapped[0] = true;
+    for (const std::string& type : options.wrap_module_types)
+      if (std::none_of(modules.begin(), modules.end(), [&](const auto& mod) { return mod->name() == type; }))
+        throw ValueError("ZeRO wrap_module_types: the model has no module of type \"" + type + "\"");
+    return wrapped;
   }
 
   // Moves every parameter into its unit's flat buffer and cuts out this rank's shard and pieces.
@@ -223,6 +279,7 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
     Unit& u = units[k];
     if (u.whole || u.gather_ticket) return;
     const uint64_t version = u.full.storage()->version();
+    ++gathers;
     u.full.storage()->restore_memory();
     u.gather_ticket = post_gather(u.full, u.own, u.shard, version);
   }
@@ -482,17 +539,11 @@ ZeroPartition::ZeroPartition(nn::Module& module, std::shared_ptr<ProcessGroup> g
     if (auto self = weak.lock()) self->on_root_forward(y);
   }));
   if (s.options.stage == 3) {
-    // Each unit is whole around its module's calls; the units follow the modules' own parameters.
-    std::unordered_map<const TensorImpl*, size_t> unit_by_param;
-    for (size_t i = 0; i < s.params.size(); ++i) unit_by_param[s.params[i].second.impl()] = s.unit_of[i];
+    // Each unit is whole around its wrapped module's calls.
     for (const auto& m : module.modules()) {
       std::vector<size_t> owned;
-      for (const Tensor& p : m->parameters(/*recurse=*/false)) {
-        const auto it = unit_by_param.find(p.impl());
-        if (it == unit_by_param.end() || s.units[it->second].persistent) continue;
-        if (std::find(owned.begin(), owned.end(), it->second) == owned.end()) owned.push_back(it->second);
-        unit_by_param.erase(it);
-      }
+      for (size_t k = 0; k < s.units.size(); ++k)
+        if (s.unit_owner[k] == m.get() && !s.units[k].persistent) owned.push_back(k);
       if (owned.empty()) continue;
       s.hooks.push_back(m->register_forward_pre_hook([weak, owned](nn::Module&, const Tensor&) {
         if (auto self = weak.lock())
@@ -509,6 +560,8 @@ ZeroPartition::ZeroPartition(nn::Module& module, std::shared_ptr<ProcessGroup> g
 ZeroPartition::~ZeroPartition() {
   for (nn::HookHandle& h : state_->hooks) h.remove();
 }
+
+int64_t ZeroPartition::unit_gathers() const { return state_->gathers; }
 
 NoSync ZeroPartition::no_sync() { return NoSync(state_, &state_->sync); }
 

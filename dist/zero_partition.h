@@ -12,7 +12,8 @@
 ///            all-gathered back into every rank's parameters.
 ///   stage 2  + gradients: a unit's gradient buffer lives only from its first gradient until it is
 ///            reduce-scattered during backward; between steps a rank holds its shard's gradients.
-///   stage 3  + parameters: units follow the modules (each module's own parameters); a unit is
+///   stage 3  + parameters: units follow the modules (each module's own parameters, or the modules
+///            the wrap policy picks: ZeroOptions::min_num_params, wrap_module_types); a unit is
 ///            whole only from its module's forward pre-hook to its forward hook, and again from the
 ///            gradient of its output to the end of its backward (all-gathered, the next units in the
 ///            order of the previous forward prefetched, then the memory released); units of at most
@@ -49,6 +50,15 @@ struct ZeroOptions {
   bool reduce_scatter = true;                        ///< false: all-reduce the unit, keep the own shard
   int64_t stage3_prefetch_bucket_size = 50'000'000;  ///< elements gathered ahead of use (stage 3)
   int64_t stage3_param_persistence_threshold = 100'000;  ///< units this small stay whole (stage 3)
+  /// Stage 3's wrap policy (FSDP's auto_wrap_policy), which decides the units: with neither knob,
+  /// every module with parameters of its own is a unit of those. min_num_params > 0: FSDP's
+  /// size_based_auto_wrap_policy, from the leaves up a module becomes a unit once its subtree holds
+  /// that many elements no unit below it took; wrap_module_types: every module of these types
+  /// (Module::name(): "Block", "Bottleneck") is a unit of its subtree. The model itself takes the rest.
+  /// A unit is gathered for its module's forward and backward: fewer, larger units mean fewer
+  /// all-gathers and more memory held whole at a time.
+  int64_t min_num_params = 0;
+  std::vector<std::string> wrap_module_types;  ///< see min_num_params
   /// Optimizer state, float32 masters and the step in host memory (train::TrainingPrecision does it:
   /// the partition itself only holds parameters and gradients). Nothing moves on a CPU run.
   bool offload_optimizer = false;
@@ -138,6 +148,9 @@ class ZeroPartition {
     int64_t gradients = 0;   ///< bytes of gradients
   };
   Memory memory() const;  ///< The bytes this rank holds now.
+  /// Stage 3: how many times a unit was gathered since construction (each gather is one or more
+  /// all_gather calls of at most allgather_bucket_size elements); 0 at stages 1 and 2.
+  int64_t unit_gathers() const;
 
   int stage() const;                    ///< The ZeRO stage: 1, 2 or 3.
   const ZeroOptions& options() const;   ///< The settings it was built with.

@@ -93,6 +93,7 @@ struct Flags {
   int64_t compile_warmup = train::CompileOptions{}.warmup_steps;
   std::string precision = "fp32";
   std::string strategy = "none";
+  std::string sharding_strategy = "FULL_SHARD";  // --strategy fsdp: FSDP's ShardingStrategy by its name
   double dist_timeout = 600;  // seconds: each collective's bound (PyTorch's default, 10 minutes)
   dist::ZeroOptions zero;     // --strategy zero<stage>: DeepSpeed's zero_optimization knobs
   std::optional<bool> overlap_comm;  // unset: DeepSpeed's default (on at stage 3 only)
@@ -460,8 +461,19 @@ int main(int argc, char** argv) {
   app.add_option("--strategy", f.strategy,
                  "none: one process; ddp: data parallel over the job's ranks (DistributedDataParallel, every rank "
                  "its share of each epoch); zero1, zero2, zero3: data parallel with ZeRO's stages (optimizer state, "
-                 "+ gradients, + parameters sharded over the ranks)")
-      ->check(CLI::IsMember({"none", "ddp", "zero1", "zero2", "zero3"}));
+                 "+ gradients, + parameters sharded over the ranks); fsdp: FSDP's names for them (--sharding-strategy), "
+                 "its units chosen by size (--wrap-min-num-params, 1e7 unless --wrap-module-types)")
+      ->check(CLI::IsMember({"none", "ddp", "zero1", "zero2", "zero3", "fsdp"}));
+  app.add_option("--sharding-strategy", f.sharding_strategy,
+                 "fsdp: FULL_SHARD (zero3: parameters, gradients and optimizer state sharded), SHARD_GRAD_OP (zero2: "
+                 "parameters whole), NO_SHARD (ddp)")
+      ->check(CLI::IsMember({"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"}));
+  app.add_option("--wrap-min-num-params", f.zero.min_num_params,
+                 "zero3, fsdp: FSDP's size_based_auto_wrap_policy: from the leaves up, a module whose subtree holds this "
+                 "many parameter elements not yet in a unit becomes a unit (gathered for its forward and backward)")
+      ->check(whole_in<int64_t>(1, int64_t(1) << 40));
+  app.add_option("--wrap-module-types", f.zero.wrap_module_types,
+                 "zero3, fsdp: every module of these types (Block, Bottleneck, ...) is a unit of its subtree");
   app.add_option("--dist-timeout", f.dist_timeout, "ddp, zero: seconds before a collective that gets no answer fails")
       ->check(number_in(0.1, 86400.0));
   const auto elements = whole_in<int64_t>(1, int64_t(1) << 40);
@@ -512,12 +524,25 @@ int main(int argc, char** argv) {
     if (f.device.empty()) f.device = has_gpu ? "cuda" : "cpu";
     if (f.device == "cuda" && !has_gpu)
       throw DeviceError("--device cuda: no CUDA device is available (no GPU is visible, or ember was built without CUDA)");
+    const std::string strategy_shown = f.strategy == "fsdp" ? "fsdp " + f.sharding_strategy : f.strategy;
+    if (app.count("--sharding-strategy") && f.strategy != "fsdp")
+      throw ValueError("--sharding-strategy applies to --strategy fsdp, not " + f.strategy);
+    if (f.strategy == "fsdp") {  // FSDP's spellings of ZeRO's stages, with its defaults
+      f.strategy = f.sharding_strategy == "FULL_SHARD" ? "zero3" : f.sharding_strategy == "SHARD_GRAD_OP" ? "zero2" : "ddp";
+      if (f.strategy == "zero3") {
+        if (!app.count("--stage3-param-persistence-threshold")) f.zero.stage3_param_persistence_threshold = 0;
+        if (!app.count("--wrap-min-num-params") && f.zero.wrap_module_types.empty()) f.zero.min_num_params = 10'000'000;
+      }
+    }
     for (const char* knob : {"--reduce-bucket-size", "--allgather-bucket-size", "--overlap-comm", "--contiguous-gradients",
                              "--reduce-scatter", "--offload-optimizer", "--stage3-prefetch-bucket-size",
-                             "--stage3-param-persistence-threshold"})
-      if (app.count(knob) && (!f.strategy.starts_with("zero") || (std::string(knob).starts_with("--stage3") && f.strategy != "zero3")))
+                             "--stage3-param-persistence-threshold", "--wrap-min-num-params", "--wrap-module-types"}) {
+      const bool stage3_only = std::string(knob).starts_with("--stage3") || std::string(knob).starts_with("--wrap");
+      if (app.count(knob) && (!f.strategy.starts_with("zero") || (stage3_only && f.strategy != "zero3")))
         throw ValueError(std::string(knob) + " applies to --strategy " +
-                         (std::string(knob).starts_with("--stage3") ? "zero3" : "zero1, zero2 or zero3") + ", not " + f.strategy);
+                         (stage3_only ? "zero3 (or fsdp FULL_SHARD)" : "zero1, zero2, zero3 or fsdp") + ", not " +
+                         strategy_shown);
+    }
     f.activation_checkpointing = checkpointing->count() > 0;
     for (const std::string& type : checkpointing->results())
       if (!type.empty()) f.checkpoint_modules.push_back(type);
@@ -648,7 +673,7 @@ int main(int argc, char** argv) {
     ro.group = group;
     ro.info = {{"model", f.model},         {"dataset", f.dataset},     {"optimizer", f.optimizer},
                {"scheduler", f.scheduler}, {"precision", f.precision},
-               {"deterministic", f.deterministic ? "true" : "false"}, {"strategy", f.strategy}};
+               {"deterministic", f.deterministic ? "true" : "false"}, {"strategy", strategy_shown}};
     std::shared_ptr<nn::UnaryModule> trained = model;
     if (f.strategy == "ddp") trained = std::make_shared<dist::DistributedDataParallel>(model, group);
     train::Runner runner(trained, precision, scheduler, train_loader, val, ro);  // checks the work dir first
@@ -661,7 +686,7 @@ int main(int argc, char** argv) {
               << " on " << device.str() << " in " << f.precision << ", "
               << get_num_threads() << " threads" << (f.deterministic ? ", deterministic" : "") << ", CPU GEMM "
               << cpu_gemm_name() << checkpointed << "; work dir " << f.work_dir
-              << (group ? "; " + f.strategy + " on " + std::to_string(world) + " ranks (" + group->backend_name() + "), global batch " +
+              << (group ? "; " + strategy_shown + (strategy_shown == f.strategy ? "" : " (" + f.strategy + ")") + " on " + std::to_string(world) + " ranks (" + group->backend_name() + "), global batch " +
                               std::to_string(f.batch_size * f.accumulate * world)
                         : std::string())
               << std::endl;

@@ -92,6 +92,29 @@ def zero_trains_as_ddp_and_resumes_mid_epoch_bit_for_bit():
 
 
 @case
+def fsdp_with_wrapped_blocks_checkpointing_and_accumulation_trains_as_ddp():
+    # A ViT whose blocks are FSDP units (and recompute their activations), 2 steps of 2 batches of 12
+    # per rank: the logged losses, norms and accuracy equal DDP's with one batch of 24 per step.
+    vit = common(model="vit_tiny", train_samples="192", val_samples="96", log_interval="2")
+    with tempfile.TemporaryDirectory() as wd:
+        ddp = trajectory(train(2, "ddp", "--epochs", "1", "--work-dir", wd, *vit))
+    with tempfile.TemporaryDirectory() as wd:
+        code, out, err = run([sys.executable, str(ROOT / "tools" / "launch.py"), "-n", "2", "--timeout",
+                              str(RUN_LIMIT_S - 10), TRAIN, "--strategy", "fsdp", "--wrap-module-types", "Block",
+                              "--activation-checkpointing", "--batch-size", str(GLOBAL_BATCH // 4), "--accumulate", "2",
+                              "--epochs", "1", "--work-dir", wd, *vit])
+        assert code == 0, f"exit status {code}: {err}"
+        assert "fsdp FULL_SHARD (zero3) on 2 ranks (gloo), global batch 48" in out, out
+        assert "activation checkpointing of 12 Block modules" in out, out
+        fsdp = trajectory(out)
+    assert len(fsdp) == len(ddp) > 2, f"{fsdp}\n{ddp}"
+    for a, b in zip(fsdp, ddp):  # the same to the 4 digits logged, but for a last-digit rounding
+        assert a[:2] == b[:2] and (a[0] == "val" or a[2] == b[2]), f"{a} vs {b}"  # val batches are of --batch-size
+        for (name, x), (_, y) in zip(a[3], b[3]):
+            assert abs(float(x) - float(y)) <= 1.5e-4 * max(1.0, abs(float(y))), f"{name}: fsdp {a} vs ddp {b}"
+
+
+@case
 def a_sharded_checkpoint_resumes_on_other_ranks_stages_and_one_process_as_ddps_does():
     with tempfile.TemporaryDirectory() as root:
         saved = {}
@@ -139,9 +162,12 @@ def a_killed_rank_makes_the_other_fail_within_the_timeout_and_the_sharded_checkp
 @case
 def knobs_that_do_not_apply_and_lamb_are_refused_by_name():
     code, _, err = run([TRAIN, "--strategy", "ddp", "--reduce-bucket-size", "100", *common()])
-    assert code != 0 and "--reduce-bucket-size applies to --strategy zero1, zero2 or zero3, not ddp" in err, err
+    assert code != 0 and "--reduce-bucket-size applies to --strategy zero1, zero2, zero3 or fsdp, not ddp" in err, err
     code, _, err = run([TRAIN, "--strategy", "zero2", "--stage3-prefetch-bucket-size", "100", *common()])
-    assert code != 0 and "--stage3-prefetch-bucket-size applies to --strategy zero3, not zero2" in err, err
+    assert code != 0 and "--stage3-prefetch-bucket-size applies to --strategy zero3 (or fsdp FULL_SHARD), not zero2" in err, err
+    code, _, err = run([TRAIN, "--strategy", "fsdp", "--sharding-strategy", "SHARD_GRAD_OP", "--wrap-module-types", "Block",
+                        *common()])
+    assert code != 0 and "--wrap-module-types applies to --strategy zero3 (or fsdp FULL_SHARD), not fsdp SHARD_GRAD_OP" in err, err
     code, _, err = run([sys.executable, str(ROOT / "tools" / "launch.py"), "-n", "1", "--timeout", "60", TRAIN,
                         "--strategy", "zero1", *common(optimizer="lamb")])
     assert code != 0 and "LAMB" in err and "SGD, Adam or AdamW" in err, err

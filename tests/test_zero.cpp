@@ -15,6 +15,7 @@
 #include "dist/zero_optimizer.h"
 #include "nn/checkpoint.h"
 #include "nn/loss.h"
+#include "nn/models/vit.h"
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
 #include "optim/lr_scheduler.h"
@@ -382,6 +383,47 @@ std::string accumulation_equals_large_batch(int rank, int world, int port, const
   return failures;
 }
 
+// Rank r trains a two-block ViT under ZeRO-3 with `options`' wrap policy, against one process over
+// the global batch; every step must gather each unit once for forward and once for backward.
+std::string wrapped_zero3_equals_one_process(int rank, int world, int port, const ZeroOptions& options,
+                                             size_t expected_units) {
+  auto pg = join_group(rank, world, port);
+  const auto vit = [](uint64_t seed) {
+    manual_seed(seed);
+    return std::make_shared<nn::VisionTransformer>(nn::ViTOptions{16, 4, 1, 10, 32, 2, 2});
+  };
+  auto model = vit(7 + rank);
+  ZeroOptimizer zero(*model, pg, sgd, options);
+  auto reference = vit(7);
+  auto ref_opt = sgd(reference->parameters());
+  const size_t units = zero.partition().units().size();
+  if (units != expected_units)
+    return std::to_string(units) + " units, expected " + std::to_string(expected_units);
+  for (int step = 0; step < kSteps; ++step) {
+    const Batch batch = global_batch({1, 16, 16}, kGlobalBatch, step);
+    const Batch mine = shard(batch, rank, world);
+    const int64_t before = zero.partition().unit_gathers();
+    cross_entropy((*model)(mine.x), mine.y).backward();
+    zero.step();
+    zero.zero_grad();
+    const int64_t gathers = zero.partition().unit_gathers() - before;
+    if (rank == 0 && step == 0)
+      std::printf("ZeRO-3 ViT, %zu units: %lld unit gathers per step\n", units, static_cast<long long>(gathers));
+    std::fflush(stdout);
+    if (gathers != 2 * static_cast<int64_t>(units))
+      return "step " + std::to_string(step) + ": " + std::to_string(gathers) + " unit gathers for " + std::to_string(units) + " units";
+    for (int r = 0; r < world; ++r) {
+      const Batch part = shard(batch, r, world);
+      div(cross_entropy((*reference)(part.x), part.y), Scalar(static_cast<double>(world))).backward();
+    }
+    ref_opt->step();
+    ref_opt->zero_grad();
+  }
+  const auto whole = zero.partition().gathered();
+  const double diff = max_difference(model->parameters(), reference->parameters());
+  return diff <= kTolerance ? "" : "parameters differ from one process by " + std::to_string(diff);
+}
+
 TEST_CASE("DataParallel with activation checkpointing: DDP and ZeRO 1-3 each equal to one process without it") {
   if (!has_gloo()) return;
   for (const Strategy strategy : {Strategy::ddp, Strategy::zero1, Strategy::zero2, Strategy::zero3}) {
@@ -390,6 +432,26 @@ TEST_CASE("DataParallel with activation checkpointing: DDP and ZeRO 1-3 each equ
       return data_parallel_equals_one_process(rank, w, port, strategy, true);
     }, milliseconds(60000)));
   }
+}
+
+TEST_CASE("ZeRO-3 wrap policies: a ViT's blocks as units by type or by size; two gathers per unit and step, as one process") {
+  if (!has_gloo()) return;
+  ZeroOptions by_type = knobs(3);
+  by_type.allgather_bucket_size = 1 << 20;
+  by_type.wrap_module_types = {"Block"};
+  ZeroOptions by_size = by_type;
+  by_size.wrap_module_types.clear();
+  by_size.min_num_params = 10'000;  // a block holds 12.7 k elements, its MLP 8.4 k
+  ZeroOptions per_module = by_size;
+  per_module.min_num_params = 0;    // no policy: every module with parameters of its own
+  for (const auto& [options, units] : {std::pair{by_type, size_t{3}}, {by_size, size_t{3}}, {per_module, size_t{16}}}) {
+    check_all_passed(run_ranks(2, [&](int rank, int w, int port) {
+      return wrapped_zero3_equals_one_process(rank, w, port, options, units);
+    }, milliseconds(60000)));
+  }
+  ZeroOptions stage2 = by_type;
+  stage2.stage = 2;
+  expect_error<ValueError>("policy at stage 2", [&] { check_zero_options(stage2); }, {"wrap policy", "stage 2 has none"});
 }
 
 TEST_CASE("Runner accumulation: 3 batches of 2 per step equal batches of 6 in every precision mode, alone and on 2 ranks") {
