@@ -37,11 +37,16 @@ void check_bit_equal(const Tensor& got, const Tensor& want, const std::string& w
   CHECK(values(got) == values(want));
 }
 
+// A float32 leaf that requires grad on `device`.
+Tensor leaf(const Shape& shape, double bound, uint64_t seed, Device device = kCPU) {
+  return uniform_f64(shape, -bound, bound, seed).to(DType::f32).to(device).detach().requires_grad_();
+}
+
 // A two-layer region with dropout between, on parameters the test owns.
 struct Region {
-  Tensor w1 = uniform_f64({32, 16}, -0.3, 0.3, 1).to(DType::f32).detach().requires_grad_();
-  Tensor b1 = uniform_f64({32}, -0.1, 0.1, 2).to(DType::f32).detach().requires_grad_();
-  Tensor w2 = uniform_f64({8, 32}, -0.3, 0.3, 3).to(DType::f32).detach().requires_grad_();
+  explicit Region(Device device = kCPU)
+      : w1(leaf({32, 16}, 0.3, 1, device)), b1(leaf({32}, 0.1, 2, device)), w2(leaf({8, 32}, 0.3, 3, device)) {}
+  Tensor w1, b1, w2;
 
   Tensor operator()(const Tensor& x) const { return linear(dropout(gelu(linear(x, w1, b1)), 0.3), w2); }
   std::vector<Tensor> params() const { return {w1, b1, w2}; }
@@ -83,18 +88,17 @@ Outcome model_step(nn::UnaryModule& model, const Tensor& images, const Tensor& l
   return run_once([&] { return cross_entropy(model(images), labels); }, params, 7);
 }
 
-}  // namespace
-
-TEST_CASE("checkpoint: a region with dropout gives the loss and gradients of the run without it, fp32 and bf16 autocast") {
-  const Region region;
-  const Tensor x = uniform_f64({4, 16}, -1, 1, 9).to(DType::f32).detach().requires_grad_();
+// On `device`: a region with dropout, checkpointed or not, in float32 and under bf16 autocast.
+void check_region_with_dropout(Device device) {
+  const Region region(device);
+  const Tensor x = leaf({4, 16}, 1, 9, device);
   std::vector<Tensor> leaves = region.params();
   leaves.push_back(x);
   for (const bool autocast : {false, true}) {
-    const std::string mode = autocast ? "bf16 autocast" : "fp32";
+    const std::string mode = std::string(autocast ? "bf16 autocast" : "fp32") + " on " + device.str();
     auto loss = [&](bool checkpointed) {
       std::optional<amp::Autocast> region_autocast;
-      if (autocast) region_autocast.emplace(DeviceType::cpu, DType::bf16);
+      if (autocast) region_autocast.emplace(device.type, DType::bf16);
       const Tensor y = checkpointed ? nn::checkpoint([&](const Tensor& in) { return region(in); }, x) : region(x);
       return sum(y.to(DType::f32) * y.to(DType::f32));
     };
@@ -104,6 +108,14 @@ TEST_CASE("checkpoint: a region with dropout gives the loss and gradients of the
     // The masks matter: another seed gives another loss, so equal losses are not a coincidence.
     CHECK(values(run_once([&] { return loss(true); }, leaves, 6).loss) != values(plain.loss));
   }
+}
+
+}  // namespace
+
+TEST_SUITE("cpu") {
+
+TEST_CASE("checkpoint: a region with dropout gives the loss and gradients of the run without it, fp32 and bf16 autocast") {
+  check_region_with_dropout(kCPU);
 }
 
 TEST_CASE("checkpoint: parameters get gradients when no input requires grad; autograd::grad; retain_graph") {
@@ -264,4 +276,10 @@ TEST_CASE("checkpoint: misuse is named") {
   // Outside grad mode the function just runs, and nothing is kept.
   NoGradGuard no_grad;
   CHECK_FALSE(nn::checkpoint([&](const Tensor& in) { return linear(in, w); }, x).requires_grad());
+}
+
+}  // TEST_SUITE("cpu")
+
+EMBER_CUDA_TEST_CASE("cuda checkpoint: a region with dropout gives the run's loss and gradients on CUDA, fp32 and bf16") {
+  check_region_with_dropout(Device{DeviceType::cuda, 0});
 }

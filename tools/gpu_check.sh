@@ -18,10 +18,12 @@
 #   test     events created on their stream's device (test_tensor), collectives and DDP refused in a
 #            capture, a failed capture's gradients dropped, eager and captured steps equal bit for bit
 #            (test_compiled_step), the GEMM workspace made before a capture, uint8 atomics and split
-#            reductions (ops), NCCL at world size 1 ordered after a side stream (test_dist, test_zero)
+#            reductions (ops), NCCL at world size 1 ordered after a side stream (test_dist, test_zero),
+#            a checkpointed region's recompute replaying dropout's Philox draws on CUDA (test_checkpoint)
 #   dist     the NCCL group's own store keys and the comm thread's stream ordering (DDP and ZeRO)
 #   compile  graphs that keep what the step dropped, workspaces freed with their graphs and streams
-#   bench    the folded broadcast matmul (bench_train's ViT and ResNet steps), the split reductions
+#   bench    the folded broadcast matmul (bench_train's ViT and ResNet steps), the split reductions,
+#            the step peaks of ResNet-50 and ViT-B/16 with their blocks checkpointed
 # Multi-GPU paths (an event recorded on cuda:k, one context per rank) need two GPUs: none of these.
 # Usage: tools/gpu_check.sh [--bundle FILE] OUTDIR [STEP...]   (no step: all of them, in that order)
 #   --bundle FILE: run a build made on another machine and packed by tools/gpu_bundle.sh (carried to
@@ -277,6 +279,13 @@ step_bench() {
       --benchmark_min_time="${EMBER_GPU_CHECK_MIN_TIME:-0.1}" --benchmark_out="$OUT/bench/bench_$name.json" \
       --benchmark_out_format=json || { rc=$?; log "bench_$name exited $rc"; }
   done
+  # Activation checkpointing's memory and time on the ImageNet-sized steps (step_peak_MiB beside the
+  # plain cases' in bench_train.json).
+  log "bench_train --activation-checkpointing on the 224 px steps (at most 120 s)"
+  timeout --kill-after=10 120 "$BUILD_DIR/bench/bench_train" --activation-checkpointing --precision=fp32,amp_bf16 \
+    --benchmark_filter='^train/cuda/(fp32|amp_bf16)/checkpointed/(resnet50_224_nhwc|vit_b16_224)/' \
+    --benchmark_min_time="${EMBER_GPU_CHECK_MIN_TIME:-0.1}" --benchmark_out="$OUT/bench/bench_train_checkpointed.json" \
+    --benchmark_out_format=json || { rc=$?; log "bench_train --activation-checkpointing exited $rc"; }
   return "$rc"
 }
 
