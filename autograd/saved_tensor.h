@@ -29,6 +29,7 @@ using PackHook = std::function<std::shared_ptr<PackedTensor>(const Tensor& saved
 /// nest: the innermost one applies, and the previous one returns at destruction.
 class SavedTensorHooks {
  public:
+  /// Installs `pack` on this thread; ValueError for an empty hook.
   explicit SavedTensorHooks(PackHook pack);
   ~SavedTensorHooks();
   SavedTensorHooks(const SavedTensorHooks&) = delete;
