@@ -5,6 +5,11 @@ import subprocess
 import time
 
 
+class SkipCase(Exception):
+    """Raised by a case that cannot run in this build or on this machine: reported as skipped, with
+    the reason."""
+
+
 class Cases(list):
     def case(self, fn):
         """Decorator: registers fn as a case."""
@@ -25,14 +30,18 @@ class Cases(list):
 
     def run(self):
         """Runs every case; returns the exit status (1 when any failed)."""
-        failed = 0
+        failed = skipped = 0
         for fn in self:
             start = time.monotonic()
             try:
                 fn()
                 print(f"ok      {fn.__name__} ({time.monotonic() - start:.2f} s)")
+            except SkipCase as e:
+                skipped += 1
+                print(f"skipped {fn.__name__}: {e}")
             except (AssertionError, subprocess.SubprocessError, OSError) as e:
                 failed += 1
                 print(f"FAILED  {fn.__name__}: {type(e).__name__}: {e}")
-        print(f"[doctest] test cases: {len(self)} | {len(self) - failed} passed | {failed} failed | 0 skipped")
+        passed = len(self) - failed - skipped
+        print(f"[doctest] test cases: {len(self)} | {passed} passed | {failed} failed | {skipped} skipped")
         return 1 if failed else 0
