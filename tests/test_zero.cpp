@@ -444,7 +444,9 @@ TEST_CASE("ZeRO-3 wrap policies: a ViT's blocks as units by type or by size; two
   by_size.min_num_params = 10'000;  // a block holds 12.7 k elements, its MLP 8.4 k
   ZeroOptions per_module = by_size;
   per_module.min_num_params = 0;    // no policy: every module with parameters of its own
-  for (const auto& [options, units] : {std::pair{by_type, size_t{3}}, {by_size, size_t{3}}, {per_module, size_t{16}}}) {
+  for (const auto& policy : {std::pair{by_type, size_t{3}}, {by_size, size_t{3}}, {per_module, size_t{16}}}) {
+    const ZeroOptions& options = policy.first;  // named, not bound: a lambda may capture them
+    const size_t units = policy.second;
     check_all_passed(run_ranks(2, [&](int rank, int w, int port) {
       return wrapped_zero3_equals_one_process(rank, w, port, options, units);
     }, milliseconds(60000)));
