@@ -74,7 +74,6 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
   std::vector<size_t> unit_of, slot_of;  // each parameter's unit and its place among the unit's members
   std::vector<Unit> units;  // in reduction order: the last registered parameters first
   std::vector<const nn::Module*> unit_owner;  // stage 3: the wrapped module each unit belongs to
-  std::vector<const nn::Module*> group_owner;  // the same while the units are built
   std::vector<Tensor> pieces;
   std::vector<PieceInfo> piece_info;
   std::vector<std::pair<size_t, int64_t>> piece_at;  // each piece's unit and offset in the unit's shard
@@ -103,6 +102,7 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
     std::unordered_map<const TensorImpl*, size_t> index_of;
     for (size_t i = 0; i < params.size(); ++i) index_of[params[i].second.impl()] = i;
     std::vector<std::vector<size_t>> groups;  // in registration order
+    std::vector<const nn::Module*> group_owner;  // stage 3: each group's wrapped module
     if (options.stage == 3) {
       // One unit per wrapped module (wrapped_modules): the parameters of its subtree that no wrapped
       // module below it holds, split by dtype.

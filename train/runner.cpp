@@ -238,7 +238,6 @@ Tensor Runner::micro_step(const Tensor& images, const Tensor& labels, bool last)
 }
 
 std::vector<Tensor> Runner::end_step(const Tensor& loss) {
-  const autograd::BackwardObserverGuard observing(locator_ ? locator_->backward_observer() : nullptr);
   const StepOutcome outcome = precision_->step(opts_.clip_grad_norm);
   return {loss, outcome.grad_norm, outcome.skipped};
 }
@@ -353,8 +352,8 @@ RunSummary Runner::run() {
       data_time += now_seconds() - waited;
       const auto [images, labels] = on_device(*batch);
       std::vector<Tensor> stepped;
-      if (opts_.accumulate == 1) {
-        stepped = compiled_ ? (*compiled_)({images, labels}) : step(images, labels);
+      if (compiled_) {  // one batch a step (the constructor refuses accumulate with compile)
+        stepped = (*compiled_)({images, labels});
       } else {
         if (micro == 0) begin_step();
         const Tensor loss = micro_step(images, labels, micro + 1 == opts_.accumulate);
