@@ -20,7 +20,7 @@ ZeroOptimizer::ZeroOptimizer(nn::Module& module, std::shared_ptr<ProcessGroup> g
 
 Tensor ZeroOptimizer::clip_grad_norm_(double max_norm) {
   const Tensor total = partition_.total_norm(optim::total_grad_norm(partition_.pieces()));
-  optim::clip_grads_to_norm_(partition_.pieces(), total, max_norm);
+  optim::clip_grads_to_norm_(partition_.pieces(), total.to(partition_.pieces().front().device()), max_norm);  // offloaded: to the host
   return total;
 }
 

@@ -46,6 +46,12 @@ void check_zero_options(const ZeroOptions& o) {
   if (o.stage != 3 && (o.min_num_params > 0 || !o.wrap_module_types.empty()))
     throw ValueError("ZeRO: a wrap policy (min_num_params, wrap_module_types) decides stage 3's units; stage " +
                      std::to_string(o.stage) + " has none");
+  if (o.offload_param && o.stage != 3)
+    throw ValueError("ZeRO: offload_param moves stage 3's parameter shards to the host; stage " + std::to_string(o.stage) +
+                     " keeps whole parameters on every rank");
+  if (o.offload_param && !o.offload_optimizer)
+    throw ValueError("ZeRO: offload_param keeps the parameter shards on the host, where the optimizer then steps them: "
+                     "set offload_optimizer too");
   if (o.stage3_param_persistence_threshold < 0)
     throw ValueError("ZeRO: stage3_param_persistence_threshold must be >= 0, got " +
                      std::to_string(o.stage3_param_persistence_threshold));
@@ -59,8 +65,9 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
     bool persistent = true;        // whole between uses (always at stages 1 and 2)
     Tensor full;                   // the whole parameters; released between uses unless persistent
     Tensor own;                    // this rank's shard: a view of full when persistent, else its own memory
+                                   // (offload_param: always its own, on the host)
     Tensor grads;                  // this backward's gradients (stage 1: always, with .grad views)
-    Tensor shard_grads;            // this rank's shard of the averaged gradients
+    Tensor shard_grads;            // this rank's shard of the averaged gradients (offload_param: on the host)
     std::vector<Tensor> loose;     // without contiguous_gradients: the gradients until the unit is reduced
     size_t pending = 0;            // members whose gradient has not arrived in this backward
     size_t gather_ticket = 0;      // stage 3: the gather that makes full whole (0: none posted)
@@ -202,6 +209,13 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
     return wrapped;
   }
 
+  // offload_param: `n` zeros in host memory, page-locked when the group serves a GPU, so that the
+  // copies between it and the device run asynchronously on the communication thread's stream.
+  Tensor host_buffer(int64_t n, DType dtype) const {
+    Tensor t = zeros({n}, TensorOptions(dtype));
+    return group->device().is_cuda() ? pin_memory(t) : t;
+  }
+
   // Moves every parameter into its unit's flat buffer and cuts out this rank's shard and pieces.
   void place_parameters() {
     autograd::NoGradGuard no_grad;
@@ -217,16 +231,19 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
         rebind(p, u.full, u.offsets[j]);
       }
       u.own = u.full.narrow(0, rank * u.shard, u.shard);
-      if (!u.persistent) {
+      if (options.offload_param) {
+        Tensor host = host_buffer(u.shard, first.dtype());
+        u.own = copy_(host, u.own);
+      } else if (!u.persistent) {
         u.own = u.own.clone();
-        release(u);
       }
+      if (!u.persistent) release(u);
       u.loose.assign(u.members.size(), Tensor());
       if (options.stage == 1) {  // the whole gradients stay; the average of this rank's shard lands in place
         u.grads = zeros({u.shard * ranks}, opts);
         u.shard_grads = u.grads.narrow(0, rank * u.shard, u.shard);
       } else {
-        u.shard_grads = zeros({u.shard}, opts);
+        u.shard_grads = options.offload_param ? host_buffer(u.shard, first.dtype()) : zeros({u.shard}, opts);
       }
     }
     // Pieces in parameter order.
@@ -260,7 +277,8 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
   }
 
   // Posts the gather of every rank's shard into `full`, in calls of at most allgather_bucket_size
-  // elements; `version` (when set) is put back afterwards, for tensors saved for backward.
+  // elements; `version` (when set) is put back afterwards, for tensors saved for backward. An
+  // offloaded shard is first copied from the host into this rank's slot, and gathered from there.
   size_t post_gather(const Tensor& full, const Tensor& own, int64_t shard, std::optional<uint64_t> version) {
     const int64_t chunk = std::max<int64_t>(1, options.allgather_bucket_size / ranks);
     return comm.post([this, full, own, shard, chunk, version] {
@@ -268,7 +286,9 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
         const int64_t n = std::min(chunk, shard - at);
         std::vector<Tensor> outputs;
         for (int r = 0; r < ranks; ++r) outputs.push_back(full.narrow(0, r * shard + at, n));
-        group->all_gather(outputs, own.narrow(0, at, n));
+        Tensor input = own.narrow(0, at, n);
+        if (options.offload_param) input = copy_(outputs[rank], input, /*non_blocking=*/true);
+        group->all_gather(outputs, input);
       }
       if (version) full.storage()->restore_version(*version);
     }, full.device());
@@ -438,14 +458,15 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
     const size_t ticket = comm.post([this, grads, shard_grads, start, add] {
       Tensor own = grads.narrow(0, start, shard_grads.numel());
       if (options.reduce_scatter) {
-        own = add ? empty(shard_grads.shape(), TensorOptions(shard_grads.dtype()).with_device(shard_grads.device()))
-                  : shard_grads;
+        // Into the shard itself, unless it is added to or lives on the host (offload_param).
+        own = add || options.offload_param ? empty(shard_grads.shape(), TensorOptions(grads.dtype()).with_device(grads.device()))
+                                           : shard_grads;
         group->reduce_scatter(own, grads, ReduceOp::avg);
       } else {
         group->all_reduce(grads, ReduceOp::avg);
       }
       Tensor out = shard_grads;  // a handle the ops can write through (the captured one is const)
-      if (add) add_(out, own);
+      if (add) add_(out, own.to(out.device()));
       else if (own.raw_data() != out.raw_data()) copy_(out, own);
     }, grads.device());
     if (!options.overlap_comm) comm.wait(ticket);
@@ -575,9 +596,10 @@ ProcessGroup& ZeroPartition::process_group() const { return *state_->group; }
 
 void ZeroPartition::gather_updated_parameters() {
   State& s = *state_;
-  if (s.ranks == 1) return;
+  const bool offload = s.options.offload_param;  // the shards on the host: copied into full even on one rank
+  if (s.ranks == 1 && !offload) return;
   for (State::Unit& u : s.units)
-    if (u.persistent) s.post_gather(u.full, u.own.clone(), u.shard, std::nullopt);  // own aliases full: gather a copy
+    if (u.persistent) s.post_gather(u.full, offload ? u.own : u.own.clone(), u.shard, std::nullopt);  // else own aliases full
   if (const auto failure = s.comm.drain()) std::rethrow_exception(failure);
 }
 
@@ -588,7 +610,7 @@ void ZeroPartition::agree_on_overflow(const Tensor& found_inf) const {
 Tensor ZeroPartition::total_norm(const Tensor& local_norm) const {
   if (state_->ranks == 1) return local_norm;
   autograd::NoGradGuard no_grad;
-  Tensor squares = mul(local_norm, local_norm);
+  Tensor squares = mul(local_norm, local_norm).to(state_->group->device());  // offloaded: from the host
   state_->group->all_reduce(squares, ReduceOp::sum);
   return sqrt(squares);
 }
@@ -625,9 +647,13 @@ ZeroPartition::Memory ZeroPartition::memory() const {
   Memory m;
   for (const auto& u : state_->units) {
     if (!u.full.storage()->is_released()) m.parameters += bytes_of(u.full);
-    if (!u.persistent) m.parameters += bytes_of(u.own);
     m.gradients += bytes_of(u.grads);
-    if (state_->options.stage > 1) m.gradients += bytes_of(u.shard_grads);  // at stage 1 a view of grads
+    if (state_->options.offload_param) {
+      m.offloaded += bytes_of(u.own) + bytes_of(u.shard_grads);
+    } else {
+      if (!u.persistent) m.parameters += bytes_of(u.own);
+      if (state_->options.stage > 1) m.gradients += bytes_of(u.shard_grads);  // at stage 1 a view of grads
+    }
     for (const Tensor& g : u.loose) m.gradients += bytes_of(g);
   }
   return m;

@@ -20,6 +20,11 @@
 ///            stage3_param_persistence_threshold elements stay whole.
 /// The optimizer (any ember optimizer, or naive AMP's masters over them) steps pieces(): 1-D views
 /// into the shards, whose .grad after each backward is the gradient averaged over the ranks.
+/// With offload_param (stage 3, DeepSpeed's offload_param to "cpu") the shards and their averaged
+/// gradients live in host memory (page-locked when the model is on a GPU), so the optimizer steps
+/// them there: each gather first copies this rank's shard from the host into its slot of the unit,
+/// and each reduction copies its average back, both on the communication thread's stream, so they
+/// overlap compute as the collectives do. On a CPU group the same copies run host to host.
 ///
 /// Collectives run on one communication thread in the order they are posted, which is the same on
 /// every rank: reductions in the units' fixed order (the last registered parameters first),
@@ -62,6 +67,9 @@ struct ZeroOptions {
   /// Optimizer state, float32 masters and the step in host memory (train::TrainingPrecision does it:
   /// the partition itself only holds parameters and gradients). Nothing moves on a CPU run.
   bool offload_optimizer = false;
+  /// Stage 3: this rank's parameter shards and their gradients in host memory (see the file's
+  /// description); the optimizer then steps on the host, so offload_optimizer must be set too.
+  bool offload_param = false;
   bool find_unused_parameters = false;  ///< as DistributedDataParallel's
   bool broadcast_buffers = true;        ///< rank 0's buffers before each forward
 };
@@ -142,10 +150,11 @@ class ZeroPartition {
   std::vector<Unit> units() const;  ///< The units, in reduction order.
 
   /// The bytes this rank holds now for parameters (whole and sharded) and for gradients (the
-  /// units' buffers and the averaged shards).
+  /// units' buffers and the averaged shards), and what offload_param keeps in host memory.
   struct Memory {
-    int64_t parameters = 0;  ///< bytes of parameters
-    int64_t gradients = 0;   ///< bytes of gradients
+    int64_t parameters = 0;  ///< bytes of parameters, but for offloaded shards
+    int64_t gradients = 0;   ///< bytes of gradients, but for offloaded shards
+    int64_t offloaded = 0;   ///< offload_param: bytes of the shards and their gradients in host memory
   };
   Memory memory() const;  ///< The bytes this rank holds now.
   /// Stage 3: how many times a unit was gathered since construction (each gather is one or more

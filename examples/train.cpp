@@ -183,6 +183,7 @@ std::vector<std::string> apply_deepspeed_config(const CLI::App& app, Flags& f) {
   knob("contiguous_gradients", "--contiguous-gradients", f.zero.contiguous_gradients, ds.zero.contiguous_gradients);
   knob("reduce_scatter", "--reduce-scatter", f.zero.reduce_scatter, ds.zero.reduce_scatter);
   knob("offload_optimizer", "--offload-optimizer", f.zero.offload_optimizer, ds.zero.offload_optimizer);
+  knob("offload_param", "--offload-param", f.zero.offload_param, ds.zero.offload_param);
   knob("stage3_prefetch_bucket_size", "--stage3-prefetch-bucket-size", f.zero.stage3_prefetch_bucket_size,
        ds.zero.stage3_prefetch_bucket_size);
   knob("stage3_param_persistence_threshold", "--stage3-param-persistence-threshold",
@@ -487,6 +488,9 @@ int main(int argc, char** argv) {
   app.add_option("--reduce-scatter", f.zero.reduce_scatter, "zero: reduce-scatter gradients (false: all-reduce)");
   app.add_flag("--offload-optimizer", f.zero.offload_optimizer,
                "zero: keep the optimizer state and float32 masters in host memory and step there (a GPU run)");
+  app.add_flag("--offload-param", f.zero.offload_param,
+               "zero3: keep this rank's parameter shards and their gradients in host memory, copied to the device "
+               "for each use (needs --offload-optimizer)");
   app.add_option("--stage3-prefetch-bucket-size", f.zero.stage3_prefetch_bucket_size,
                  "zero3: parameter elements gathered ahead of use")->check(elements);
   app.add_option("--stage3-param-persistence-threshold", f.zero.stage3_param_persistence_threshold,
@@ -535,9 +539,10 @@ int main(int argc, char** argv) {
       }
     }
     for (const char* knob : {"--reduce-bucket-size", "--allgather-bucket-size", "--overlap-comm", "--contiguous-gradients",
-                             "--reduce-scatter", "--offload-optimizer", "--stage3-prefetch-bucket-size",
+                             "--reduce-scatter", "--offload-optimizer", "--offload-param", "--stage3-prefetch-bucket-size",
                              "--stage3-param-persistence-threshold", "--wrap-min-num-params", "--wrap-module-types"}) {
-      const bool stage3_only = std::string(knob).starts_with("--stage3") || std::string(knob).starts_with("--wrap");
+      const std::string name = knob;
+      const bool stage3_only = name.starts_with("--stage3") || name.starts_with("--wrap") || name == "--offload-param";
       if (app.count(knob) && (!f.strategy.starts_with("zero") || (stage3_only && f.strategy != "zero3")))
         throw ValueError(std::string(knob) + " applies to --strategy " +
                          (stage3_only ? "zero3 (or fsdp FULL_SHARD)" : "zero1, zero2, zero3 or fsdp") + ", not " +

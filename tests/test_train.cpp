@@ -1515,7 +1515,8 @@ TEST_CASE("DeepSpeed config: unknown keys and \"auto\" are warnings; what ember 
   refused(R"({"zero_optimization": {"stage": 5}})", "\"zero_optimization.stage\" is 5; expected a whole number in [0, 3]");
   refused(R"({"zero_optimization": {"reduce_bucket_size": 2.5}})", "\"zero_optimization.reduce_bucket_size\" is 2.5");
   refused(R"({"zero_optimization": {"offload_optimizer": {"device": "nvme"}}})", "zero_optimization.offload_optimizer");
-  refused(R"({"zero_optimization": {"offload_param": {"device": "cpu"}}})", "ember does not offload parameters");
+  refused(R"({"zero_optimization": {"offload_param": {"device": "nvme"}}})", "zero_optimization.offload_param\" is {\"device\":\"nvme\"}: ember offloads the parameters");
+  CHECK(parse(R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu", "pin_memory": true}}})").zero.offload_param);
   CHECK(parse(R"({"zero_optimization": {"offload_optimizer": {"device": "cpu", "pin_memory": true}}})").zero.offload_optimizer);
   refused(R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})", "fp16 and bf16 are both enabled");
   refused(R"({"optimizer": {"type": "Adagrad"}})", "optimizer type \"Adagrad\"");

@@ -3,7 +3,8 @@
 bit; its sharded checkpoints resume bit for bit on the same ranks (mid-epoch, data position
 included) and on any other number of ranks, stage, or one process, exactly as DDP's checkpoint of
 the same state does; every CPU precision mode trains under every stage; a rank killed mid-epoch
-makes the other fail within the timeout, naming it, with the last checkpoint still loadable; knobs
+makes the other fail within the timeout, naming it, with the last checkpoint still loadable; zero3
+with the parameters and the optimizer offloaded trains as zero3 does; knobs
 that do not apply and LAMB are refused; a DeepSpeed JSON config maps onto the strategy, precision
 and knobs. Fashion-MNIST from /usr/share/datasets/fashion-mnist
 (skipped without it). Every run is bounded by a timeout.
@@ -117,6 +118,20 @@ def fsdp_with_wrapped_blocks_checkpointing_and_accumulation_trains_as_ddp():
 
 
 @case
+def zero3_with_parameters_and_optimizer_offloaded_trains_as_zero3_does():
+    # On the CPU the offloaded shards are host copies apart from the whole parameters: the same path
+    # as a GPU's, and the same numbers, bit for bit in the logged lines.
+    with tempfile.TemporaryDirectory() as wd:
+        plain = trajectory(train(2, "zero3", "--epochs", "1", "--work-dir", wd, *common()))
+    with tempfile.TemporaryDirectory() as wd:
+        offloaded = trajectory(train(2, "zero3", "--offload-optimizer", "--offload-param", "--epochs", "1",
+                                     "--work-dir", wd, *common()))
+    assert offloaded == plain and len(plain) > 2, f"{offloaded}\n!= {plain}"
+    code, _, err = run([TRAIN, "--strategy", "zero3", "--offload-param", *common()])
+    assert code != 0 and "offload_param keeps the parameter shards on the host" in err and "offload_optimizer" in err, err
+
+
+@case
 def a_vit_too_large_for_one_process_fails_by_name_alone_and_trains_sharded_with_checkpointing():
     # ViT-B/16 (86 M parameters) with AdamW: 1.4 GB of fp32 training state. Every process gets the
     # same data limit (RLIMIT_DATA, as `ulimit -d`). Measured on the CI machine's kind at one thread:
@@ -195,6 +210,8 @@ def knobs_that_do_not_apply_and_lamb_are_refused_by_name():
     assert code != 0 and "--reduce-bucket-size applies to --strategy zero1, zero2, zero3 or fsdp, not ddp" in err, err
     code, _, err = run([TRAIN, "--strategy", "zero2", "--stage3-prefetch-bucket-size", "100", *common()])
     assert code != 0 and "--stage3-prefetch-bucket-size applies to --strategy zero3 (or fsdp FULL_SHARD), not zero2" in err, err
+    code, _, err = run([TRAIN, "--strategy", "zero2", "--offload-optimizer", "--offload-param", *common()])
+    assert code != 0 and "--offload-param applies to --strategy zero3 (or fsdp FULL_SHARD), not zero2" in err, err
     code, _, err = run([TRAIN, "--strategy", "fsdp", "--sharding-strategy", "SHARD_GRAD_OP", "--wrap-module-types", "Block",
                         *common()])
     assert code != 0 and "--wrap-module-types applies to --strategy zero3 (or fsdp FULL_SHARD), not fsdp SHARD_GRAD_OP" in err, err

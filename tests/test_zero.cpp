@@ -120,7 +120,9 @@ std::string zero_equals_one_process(int rank, int world, int port, const std::st
 // Rank r trains one SmallCNN under `precision` with DDP and another under ZeRO `stage`, from the same
 // weights, on the same shards, and compares them (measured: equal, bit for bit, in every mode); in step 1 rank 0's batch is NaN, so every rank
 // must skip that step in both.
-std::string zero_equals_ddp(int rank, int world, int port, train::Precision precision, int stage, bool offload = false) {
+// offload: the optimizer (and with offload_params, at stage 3, the parameter shards) on the host.
+std::string zero_equals_ddp(int rank, int world, int port, train::Precision precision, int stage, bool offload = false,
+                            bool offload_params = false) {
   auto pg = join_group(rank, world, port);
   train::PrecisionOptions po;
   po.precision = precision;
@@ -137,6 +139,7 @@ std::string zero_equals_ddp(int rank, int world, int port, train::Precision prec
   po.zero_group = pg;
   po.zero = knobs(stage, "cnn");
   po.zero.offload_optimizer = offload;
+  po.zero.offload_param = offload_params;
   auto zero_precision = std::make_shared<train::TrainingPrecision>(po, *zero_model, factory);
 
   for (int step = 0; step < kSteps; ++step) {
@@ -558,6 +561,60 @@ TEST_CASE("ZeRO: offload_optimizer steps on the host as the device does; modes w
   }));
 }
 
+TEST_CASE("ZeRO-3 offload_param: host shards step and skip as DDP does; whole parameters copied from them") {
+  if (!has_gloo()) return;
+  // On a CPU run the shards' host copies are real copies (host to host), on the same path as a GPU's.
+  for (const auto precision : {train::Precision::fp32, train::Precision::amp_bf16, train::Precision::naive_fp16}) {
+    INFO(train::precision_name(precision));
+    check_all_passed(run_ranks(2, [&](int rank, int w, int port) { return zero_equals_ddp(rank, w, port, precision, 3, true, true); },
+                               milliseconds(60000)));
+  }
+  // Persistent units too (the MLP's are all under the default threshold), on 1 and 2 ranks: bit for
+  // bit the ZeRO-3 run without offload; the shards and their gradients in their own memory, counted
+  // as offloaded, and the whole parameters released between uses unless persistent.
+  for (const int64_t threshold : {int64_t(0), ZeroOptions{}.stage3_param_persistence_threshold})
+    for (int world : {1, 2}) {
+      INFO("persistence threshold ", threshold, ", ", world, " ranks");
+      check_all_passed(run_ranks(world, [threshold](int rank, int w, int port) -> std::string {
+        auto pg = join_group(rank, w, port);
+        ZeroOptions options = knobs(3);
+        options.stage3_param_persistence_threshold = threshold;
+        auto plain_model = make_model("mlp", 3);
+        ZeroOptimizer plain(*plain_model, pg, sgd, options);
+        options.offload_param = options.offload_optimizer = true;
+        auto model = make_model("mlp", 3);
+        ZeroOptimizer offloaded(*model, pg, sgd, options);
+        for (const Tensor& piece : offloaded.partition().pieces())
+          for (const Tensor& p : model->parameters())
+            if (piece.storage().get() == p.storage().get()) return std::string("a piece shares memory with a whole parameter");
+        for (int step = 0; step < kSteps; ++step) {
+          const Batch mine = shard(global_batch({20}, kGlobalBatch, step), rank, w);
+          for (auto* run : {&plain, &offloaded}) {
+            auto& m = run == &plain ? *plain_model : *model;
+            cross_entropy(m(mine.x), mine.y).backward();
+            run->clip_grad_norm_(0.5);
+            run->step();
+            run->zero_grad();
+          }
+        }
+        const auto memory = offloaded.partition().memory(), plain_memory = plain.partition().memory();
+        int64_t shard_bytes = 0;
+        for (const auto& unit : offloaded.partition().units()) shard_bytes += unit.padded / w * 4;
+        if (memory.offloaded != 2 * shard_bytes)
+          return "offloaded " + std::to_string(memory.offloaded) + " bytes, expected shards and gradients of " +
+                 std::to_string(2 * shard_bytes);
+        const int64_t whole = threshold == 0 ? 0 : plain_memory.parameters;  // persistent: whole on the device
+        if (memory.parameters != whole || memory.gradients != 0)
+          return "device memory: parameters " + std::to_string(memory.parameters) + " (expected " + std::to_string(whole) +
+                 "), gradients " + std::to_string(memory.gradients);
+        const auto a = plain.partition().gathered();
+        const auto b = offloaded.partition().gathered();
+        const double diff = max_difference(model->parameters(), plain_model->parameters());
+        return diff == 0 ? "" : "parameters differ from ZeRO-3 without offload by " + std::to_string(diff);
+      }, milliseconds(60000)));
+    }
+}
+
 TEST_CASE("ZeRO: LAMB, which needs whole parameters, is refused by name") {
   if (!has_gloo()) return;
   check_all_passed(run_ranks(1, [](int rank, int world, int port) -> std::string {
@@ -735,12 +792,14 @@ TEST_CASE("Sharded checkpoints: pieces put together whole; gaps, overlaps, missi
 // Rank r trains the MLP under ZeRO `stage` with AdamW, saves a sharded checkpoint, loads it whole and
 // compares every logical tensor with a one-process run over the global batch; then restores it into
 // ZeRO at another stage and checks that saving again gives back the same logical state, bit for bit.
+// Stage 4: stage 3 with the parameters and the optimizer offloaded, restored into the same.
 std::string sharded_checkpoint_is_the_logical_state(int rank, int world, int port, int stage, const std::string& path) {
   auto pg = join_group(rank, world, port);
   const auto factory = [](std::vector<Tensor> params) { return adamw(std::move(params)); };
   train::PrecisionOptions po;
   po.zero_group = pg;
-  po.zero = knobs(stage);
+  po.zero = knobs(std::min(stage, 3));
+  po.zero.offload_param = po.zero.offload_optimizer = stage == 4;
   auto model = make_model("mlp", 7);
   train::TrainingPrecision tp(po, *model, factory);
   auto reference = make_model("mlp", 7);
@@ -771,7 +830,7 @@ std::string sharded_checkpoint_is_the_logical_state(int rank, int world, int por
   }
   // Restored at another stage, the state saves back the same.
   train::PrecisionOptions other = po;
-  other.zero.stage = stage % 3 + 1;
+  if (stage < 4) other.zero.stage = stage % 3 + 1;
   auto restored_model = make_model("mlp", 99);
   train::TrainingPrecision restored(other, *restored_model, factory);
   train::restore_sharded_state(loaded, restored, *restored_model);
@@ -792,8 +851,8 @@ TEST_CASE("Sharded checkpoints written by 1, 3 and 4 ranks at every stage hold t
   if (!has_gloo()) return;
   const TempDir dir;
   for (int world : {1, 3, 4})
-    for (int stage : {1, 2, 3}) {
-      INFO(world, " ranks, stage ", stage);
+    for (int stage : {1, 2, 3, 4}) {
+      INFO(world, " ranks, stage ", stage == 4 ? "3 offloaded" : std::to_string(stage));
       const std::string path = dir / ("w" + std::to_string(world) + "s" + std::to_string(stage) + ".safetensors");
       check_all_passed(run_ranks(world, [&](int rank, int w, int port) {
         return sharded_checkpoint_is_the_logical_state(rank, w, port, stage, path);
@@ -813,6 +872,14 @@ TEST_CASE("ZeRO: bad knobs name the knob and the value") {
   o.stage3_param_persistence_threshold = -1;
   CHECK(message_of<ValueError>([&] { check_zero_options(o); }).find("stage3_param_persistence_threshold") !=
         std::string::npos);
+  o = {};
+  o.stage = 2;
+  o.offload_param = o.offload_optimizer = true;
+  CHECK(message_of<ValueError>([&] { check_zero_options(o); }).find("offload_param moves stage 3's parameter shards to the host; stage 2") !=
+        std::string::npos);
+  o.stage = 3;
+  o.offload_optimizer = false;
+  CHECK(message_of<ValueError>([&] { check_zero_options(o); }).find("set offload_optimizer too") != std::string::npos);
 }
 
 }  // TEST_SUITE
@@ -827,9 +894,12 @@ NCCL_TEST_CASE("NCCL, one rank: DDP and ZeRO stages 1-3 on CUDA train the SmallC
   const Device gpu(DeviceType::cuda, 0);
   const auto factory = [](std::vector<Tensor> params) { return adamw(std::move(params)); };
   for (const auto precision : {train::Precision::fp32, train::Precision::amp_bf16, train::Precision::naive_fp16})
-    for (int stage : {0, 1, 2, 3, 4}) {  // 0: DDP; 4: ZeRO-2 with the optimizer offloaded to the host
-      if (stage == 4 && precision == train::Precision::amp_bf16) continue;
-      INFO(train::precision_name(precision), ", ", stage == 0 ? "DDP" : stage == 4 ? "ZeRO-2 offloaded" : "ZeRO-" + std::to_string(stage));
+    // 0: DDP; 4: ZeRO-2 with the optimizer offloaded to the host; 5: ZeRO-3 with the parameter
+    // shards there too (pinned, copied on the communication stream).
+    for (int stage : {0, 1, 2, 3, 4, 5}) {
+      if (stage >= 4 && precision == train::Precision::amp_bf16) continue;
+      INFO(train::precision_name(precision), ", ",
+           stage == 0 ? "DDP" : stage == 4 ? "ZeRO-2 offloaded" : stage == 5 ? "ZeRO-3 offload_param" : "ZeRO-" + std::to_string(stage));
       train::PrecisionOptions po;
       po.precision = precision;
       auto plain = make_model("cnn", 7);
@@ -839,9 +909,10 @@ NCCL_TEST_CASE("NCCL, one rank: DDP and ZeRO stages 1-3 on CUDA train the SmallC
       model->to(gpu);
       if (stage > 0) {
         po.zero_group = pg;
-        po.zero = knobs(stage == 4 ? 2 : stage, "cnn");
+        po.zero = knobs(stage == 4 ? 2 : stage == 5 ? 3 : stage, "cnn");
         po.zero.overlap_comm = true;
-        po.zero.offload_optimizer = stage == 4;
+        po.zero.offload_optimizer = stage >= 4;
+        po.zero.offload_param = stage == 5;
       }
       train::TrainingPrecision tp(po, *model, factory);
       std::shared_ptr<nn::UnaryModule> run = model;
@@ -866,7 +937,7 @@ NCCL_TEST_CASE("NCCL, one rank: DDP and ZeRO stages 1-3 on CUDA train the SmallC
       // rounding): an fp16 parameter may land one unit in the last place (2^-10 of its magnitude)
       // apart, as measured on an H100 (3.05e-5 at parameters below 0.0625).
       double tolerance = kTolerance;
-      if (stage == 4 && precision == train::Precision::naive_fp16)
+      if (stage >= 4 && precision == train::Precision::naive_fp16)
         for (const Tensor& p : plain->parameters())
           tolerance = std::max(tolerance, std::ldexp(max(abs(p.to(DType::f32))).item<double>(), -10));
       CHECK(diff <= tolerance);

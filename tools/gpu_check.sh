@@ -286,6 +286,16 @@ step_bench() {
     --benchmark_filter='^train/cuda/(fp32|amp_bf16)/checkpointed/(resnet50_224_nhwc|vit_b16_224)/' \
     --benchmark_min_time="${EMBER_GPU_CHECK_MIN_TIME:-0.1}" --benchmark_out="$OUT/bench/bench_train_checkpointed.json" \
     --benchmark_out_format=json || { rc=$?; log "bench_train --activation-checkpointing exited $rc"; }
+  # ZeRO-3 with the parameter shards in pinned host memory (offload_param): the NCCL case of the cuda
+  # suite checks its numbers; this run shows what it costs, beside zero3 without it (one rank).
+  local offload
+  for offload in "" "--offload-optimizer --offload-param"; do
+    log "train --strategy zero3 $offload (at most 90 s)"
+    # shellcheck disable=SC2086  # the flags are words
+    timeout --kill-after=10 90 "$BUILD_DIR/examples/train" --strategy zero3 $offload --model resnet18 --device cuda \
+      --data "$DATA_DIR" --epochs 1 --max-iters 60 --log-interval 20 --save-interval 0 --work-dir "$OUT/zero3${offload:+_offload}" \
+      >"$OUT/bench/train_zero3${offload:+_offload}.log" 2>&1 || { rc=$?; log "train zero3 $offload exited $rc"; }
+  done
   return "$rc"
 }
 

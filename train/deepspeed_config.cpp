@@ -113,22 +113,23 @@ void read_zero(Section& s, DeepSpeedConfig& c) {
   if (const auto allgather = s.boolean("allgather_partitions"); allgather && !*allgather)
     throw ValueError(s.source() + ": \"" + s.name("allgather_partitions") +
                      "\" is false, but ember always all-gathers the updated partitions");
-  // offload_optimizer {"device": "cpu" | "none", "pin_memory": ...}, or the older cpu_offload: true.
-  for (const char* key : {"offload_optimizer", "cpu_offload"}) {
+  // offload_optimizer and offload_param {"device": "cpu" | "none" | "nvme", "pin_memory": ...}, or
+  // the older cpu_offload: true for the optimizer. ember offloads to the host, never to NVMe.
+  const auto offload = [&](const char* key, const char* what, bool& field) {
     const json* v = s.find(key);
-    if (!v) continue;
+    if (!v) return;
     std::string device;
     if (v->is_boolean()) device = v->get<bool>() ? "cpu" : "none";
     else if (v->is_object() && v->contains("device") && (*v)["device"].is_string()) device = (*v)["device"].get<std::string>();
     if (device != "cpu" && device != "none")
-      throw ValueError(s.source() + ": \"" + s.name(key) + "\" is " + v->dump() +
-                       ": ember offloads the optimizer to the host (\"device\": \"cpu\") or not (\"none\")");
-    c.zero.offload_optimizer = device == "cpu";
-    c.zero_knobs.insert("offload_optimizer");
-  }
-  if (const json* v = s.find("offload_param"); v && !(v->is_object() && v->value("device", std::string("none")) == "none"))
-    throw ValueError(s.source() + ": \"" + s.name("offload_param") + "\" is " + v->dump() +
-                     ": ember does not offload parameters; remove it or set its device to \"none\"");
+      throw ValueError(s.source() + ": \"" + s.name(key) + "\" is " + v->dump() + ": ember offloads " + what +
+                       " to the host (\"device\": \"cpu\") or not (\"none\")");
+    field = device == "cpu";
+    c.zero_knobs.insert(std::string(key) == "cpu_offload" ? "offload_optimizer" : key);
+  };
+  offload("offload_optimizer", "the optimizer", c.zero.offload_optimizer);
+  offload("cpu_offload", "the optimizer", c.zero.offload_optimizer);
+  offload("offload_param", "the parameters", c.zero.offload_param);
 }
 
 void read_fp16(Section& s, DeepSpeedConfig& c) {

@@ -2,8 +2,8 @@
 /// DeepSpeed's JSON configuration (https://www.deepspeed.ai/docs/config-json/), read so that its
 /// users keep their file: `train --deepspeed-config ds_config.json`. What it maps onto ember:
 ///   zero_optimization    stage 0 -> --strategy ddp, 1-3 -> zero1-zero3, and the knobs of
-///                        dist::ZeroOptions under their names (offload_optimizer: device "cpu" or
-///                        "none"; offload_param is refused)
+///                        dist::ZeroOptions under their names (offload_optimizer and offload_param:
+///                        device "cpu" or "none"; "nvme" is refused)
 ///   fp16 {enabled, loss_scale, initial_scale_power, loss_scale_window, hysteresis, min_loss_scale}
 ///                        -> naive_fp16 (DeepSpeed's fp16: a half model, float32 masters, dynamic
 ///                        loss scaling, REFERENCE.md §4-5) with those scaler settings
