@@ -3,9 +3,7 @@
 #include <map>
 #include <string>
 
-#include "autograd/accumulate_grad.h"
 #include "autograd/grad_mode.h"
-#include "autograd/node.h"
 #include "tensor/ops.h"
 
 namespace ember::dist {
@@ -31,23 +29,6 @@ void broadcast_coalesced(ProcessGroup& group, const std::vector<Tensor>& tensors
       at += t.numel();
     }
   }
-}
-
-std::unordered_set<const TensorImpl*> leaves_reached(const Tensor& output) {
-  std::unordered_set<const TensorImpl*> reached;
-  std::unordered_set<const autograd::Node*> seen;
-  std::vector<const autograd::Node*> stack;
-  if (output.grad_fn()) stack.push_back(output.grad_fn().get());
-  else if (output.requires_grad()) reached.insert(output.impl());
-  while (!stack.empty()) {
-    const autograd::Node* node = stack.back();
-    stack.pop_back();
-    if (!seen.insert(node).second) continue;
-    if (const auto* leaf = dynamic_cast<const autograd::AccumulateGrad*>(node)) reached.insert(leaf->variable().impl());
-    for (const autograd::Edge& e : node->next_edges())
-      if (e.valid()) stack.push_back(e.fn.get());
-  }
-  return reached;
 }
 
 }  // namespace ember::dist

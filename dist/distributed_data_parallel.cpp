@@ -2,8 +2,10 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
-#include "dist/comm_thread.h"
+#include <optional>
+
 #include "dist/data_parallel_common.h"
+#include "dist/reducer.h"
 #include "dist/ring_all_reduce.h"
 
 namespace ember::dist {
@@ -18,7 +20,6 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   struct Bucket {
     Tensor flat;                  // its parameters' gradients back to back
     std::vector<size_t> members;  // indices into params
-    size_t pending = 0;           // members whose gradient has not arrived in this backward
   };
 
   std::shared_ptr<ProcessGroup> group;
@@ -28,15 +29,10 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   std::vector<size_t> bucket_of;
   std::vector<Bucket> buckets;  // in launch order: the last registered parameters first
 
-  // Per backward (the thread running backward only).
-  bool sync = true;  // false under no_sync()
-  bool started = false;  // a hook fired: the end-of-backward callback is queued
   bool prepared = false;  // a forward of the DDP module has set up the buckets' views
-  std::vector<bool> ready;
-  size_t next_launch = 0;
-
-  // Averages the launched buckets, in order, while backward goes on.
-  CommThread comm;
+  // Launches the buckets in order as their gradients come, and averages them on its communication
+  // thread while backward goes on (last: its thread ends before the rest goes).
+  std::optional<Reducer> reducer;
 
   void build_buckets() {
     const int64_t first_cap = bytes_of_mb(options.first_bucket_mb), cap = bytes_of_mb(options.bucket_cap_mb);
@@ -78,7 +74,7 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   // have set it to none; a gradient held elsewhere is copied in), and the per-backward state is fresh.
   void prepare() {
     prepared = true;
-    finish_abandoned_backward();
+    reducer->prepare();
     for (size_t i = 0; i < params.size(); ++i) {
       const Tensor& p = params[i].second;
       const Tensor g = p.grad();
@@ -87,61 +83,28 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
       else zero_(views[i]);
       p.set_grad(views[i]);
     }
-    reset_readiness();
-  }
-
-  // No parameter ready, no bucket launched: the state at the start of a backward.
-  void reset_readiness() {
-    ready.assign(params.size(), false);
-    for (Bucket& b : buckets) b.pending = b.members.size();
-    next_launch = 0;
-  }
-
-  // A backward that failed midway left buckets in flight: let them finish before the next one.
-  void finish_abandoned_backward() {
-    if (!started) return;
-    started = false;
-    comm.drain();  // the failure was raised already, by that backward
-  }
-
-  // Parameters the forward's graph does not reach get no gradient: ready now (zeros in the bucket).
-  void mark_unused(const Tensor& output) {
-    const auto reached = leaves_reached(output);
-    for (size_t i = 0; i < params.size(); ++i)
-      if (!reached.count(params[i].second.impl())) mark_ready(i);
   }
 
   // The hook of parameter i: its gradient is complete in this backward.
   // Before any forward of the DDP module (a backward through the wrapped module called directly),
   // the gradients stay local, as PyTorch's reducer ignores hooks it does not expect.
   void on_gradient(size_t i) {
-    if (!sync || !prepared) return;
-    if (!started) {
-      started = true;
-      std::weak_ptr<State> weak = weak_from_this();
-      autograd::queue_callback([weak] {
-        if (auto self = weak.lock()) self->end_of_backward();
-      });
-    }
+    if (!reducer->sync() || !prepared) return;
+    reducer->begin([weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->end_of_backward();
+    });
     // AccumulateGrad writes into the view; a .grad replaced meanwhile is copied back into it.
     const Tensor& p = params[i].second;
     if (p.grad().raw_data() != views[i].raw_data()) {
       copy_(views[i], p.grad());
       p.set_grad(views[i]);
     }
-    mark_ready(i);
-  }
-
-  void mark_ready(size_t i) {
-    if (ready[i]) return;
-    ready[i] = true;
-    --buckets[bucket_of[i]].pending;
-    while (next_launch < buckets.size() && buckets[next_launch].pending == 0) launch(next_launch++);
+    reducer->mark_ready(i);
   }
 
   void launch(size_t b) {
     const Tensor flat = buckets[b].flat;
-    comm.post([this, flat] {
+    reducer->comm().post([this, flat] {
       if (*options.use_ring) ring_all_reduce(*group, flat, ReduceOp::avg);
       else group->all_reduce(flat, ReduceOp::avg);
     }, flat.device());
@@ -150,20 +113,7 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   // The autograd callback: waits for every bucket; raises what the reductions raised, or names the
   // parameters that got no gradient.
   void end_of_backward() {
-    started = false;
-    const std::exception_ptr failure = comm.drain();
-    // Ready for another backward, even one without a forward before it (retain_graph).
-    const bool complete = next_launch == buckets.size();
-    std::string names;
-    for (size_t i = 0; i < params.size(); ++i)
-      if (!ready[i]) names += (names.empty() ? "" : ", ") + params[i].first;
-    reset_readiness();
-    if (failure) std::rethrow_exception(failure);
-    if (!complete) {
-      throw ValueError("DistributedDataParallel: rank " + std::to_string(group->rank()) +
-                       ": parameter(s) got no gradient in this backward, so their buckets were never reduced: " +
-                       names + ". Make every parameter take part in the loss, or pass find_unused_parameters = true");
-    }
+    reducer->finish().raise("DistributedDataParallel: rank " + std::to_string(group->rank()), "buckets");
   }
 };
 
@@ -191,6 +141,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::UnaryModule
   s.views.resize(s.params.size());
   s.bucket_of.resize(s.params.size());
   s.build_buckets();
+  s.reducer.emplace(s.params, s.bucket_of, [&s](size_t b) { s.launch(b); });
 
   // Every rank starts from rank 0's parameters and buffers.
   if (s.group->size() > 1) {
@@ -227,11 +178,11 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
   const bool differentiated = autograd::GradMode::is_enabled();
   if (differentiated) s.prepare();
   Tensor y = (*module_)(x);
-  if (differentiated && s.sync && s.options.find_unused_parameters) s.mark_unused(y);
+  if (differentiated && s.reducer->sync() && s.options.find_unused_parameters) s.reducer->mark_unused(y);
   return y;
 }
 
-NoSync DistributedDataParallel::no_sync() { return NoSync(state_, &state_->sync); }
+NoSync DistributedDataParallel::no_sync() { return NoSync(state_, &state_->reducer->sync()); }
 
 std::vector<DistributedDataParallel::Bucket> DistributedDataParallel::buckets() const {
   std::vector<Bucket> out;

@@ -8,8 +8,8 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
-#include "dist/comm_thread.h"
 #include "dist/data_parallel_common.h"
+#include "dist/reducer.h"
 #include "nn/checkpoint.h"
 #include "tensor/ops.h"
 
@@ -69,7 +69,6 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
     Tensor grads;                  // this backward's gradients (stage 1: always, with .grad views)
     Tensor shard_grads;            // this rank's shard of the averaged gradients (offload_param: on the host)
     std::vector<Tensor> loose;     // without contiguous_gradients: the gradients until the unit is reduced
-    size_t pending = 0;            // members whose gradient has not arrived in this backward
     size_t gather_ticket = 0;      // stage 3: the gather that makes full whole (0: none posted)
     bool whole = true;             // full holds the parameters (gathered, or persistent)
   };
@@ -86,22 +85,19 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
   std::vector<std::pair<size_t, int64_t>> piece_at;  // each piece's unit and offset in the unit's shard
   std::vector<nn::HookHandle> hooks;
 
-  // Gradient accumulation. sync: false under no_sync(). carried: the gradients of earlier backwards
-  // of this step are held, at stage 1 unreduced in the units' buffers, at stages 2 and 3 averaged
-  // in the shards, where each backward adds its own.
-  bool sync = true;
+  // Gradient accumulation (the reducer's sync is false under no_sync()): the gradients of earlier
+  // backwards of this step are held, at stage 1 unreduced in the units' buffers, at stages 2 and 3
+  // averaged in the shards, where each backward adds its own.
   bool carried = false;
 
-  // Per backward (the thread running backward only).
-  bool started = false;
-  std::vector<bool> ready;
-  size_t next_launch = 0;
   // Stage 3: the units in the order the last training forward fetched them, and this one's so far.
   std::vector<size_t> forward_order, fetching_order;
   size_t gathered_scopes = 0;  // live Gathered guards
   int64_t gathers = 0;         // units gathered so far (stage 3)
 
-  CommThread comm;
+  // Launches the units' reductions in order as their gradients come; its communication thread runs
+  // them and the gathers (last: its thread ends before the rest goes).
+  std::optional<Reducer> reducer;
 
   // ---- construction
 
@@ -281,7 +277,7 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
   // offloaded shard is first copied from the host into this rank's slot, and gathered from there.
   size_t post_gather(const Tensor& full, const Tensor& own, int64_t shard, std::optional<uint64_t> version) {
     const int64_t chunk = std::max<int64_t>(1, options.allgather_bucket_size / ranks);
-    return comm.post([this, full, own, shard, chunk, version] {
+    return reducer->comm().post([this, full, own, shard, chunk, version] {
       for (int64_t at = 0; at < shard; at += chunk) {
         const int64_t n = std::min(chunk, shard - at);
         std::vector<Tensor> outputs;
@@ -308,7 +304,7 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
     Unit& u = units[k];
     if (u.whole) return;
     prefetch(k);
-    comm.wait(u.gather_ticket);
+    reducer->comm().wait(u.gather_ticket);
     u.whole = true;
     u.gather_ticket = 0;
   }
@@ -362,10 +358,7 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
 
   // Before a forward that will be differentiated: fresh gradient buffers and readiness.
   void prepare() {
-    if (started) {  // a backward failed midway and left reductions in flight: let them finish
-      started = false;
-      comm.drain();  // its failure was raised already, by that backward
-    }
+    reducer->prepare();
     autograd::NoGradGuard no_grad;
     for (Unit& u : units) {
       u.loose.assign(u.members.size(), Tensor());
@@ -383,26 +376,16 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
     }
     if (!fetching_order.empty()) forward_order = std::move(fetching_order);
     fetching_order.clear();
-    reset_readiness();
-  }
-
-  void reset_readiness() {
-    ready.assign(params.size(), false);
-    for (Unit& u : units) u.pending = u.members.size();
-    next_launch = 0;
   }
 
   // The post-accumulate-grad hook of parameter i.
   void on_gradient(size_t i) {
     // Stage 1 under no_sync: the gradient stays in its buffer for the step's last backward, as DDP's.
-    const bool keep = options.stage == 1 && !sync;
-    if (!started && !keep) {
-      started = true;
-      std::weak_ptr<State> weak = weak_from_this();
-      autograd::queue_callback([weak] {
+    const bool keep = options.stage == 1 && !reducer->sync();
+    if (!keep)
+      reducer->begin([weak = weak_from_this()] {
         if (auto self = weak.lock()) self->end_of_backward();
       });
-    }
     autograd::NoGradGuard no_grad;
     Unit& u = units[unit_of[i]];
     const size_t j = slot_of[i];
@@ -430,11 +413,14 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
   }
 
   void mark_ready(size_t i) {
-    if (ready[i] || (options.stage == 1 && !sync)) return;
-    ready[i] = true;
-    Unit& u = units[unit_of[i]];
-    if (--u.pending == 0 && !u.persistent && gathered_scopes == 0) release(u);  // its backward is over
-    while (next_launch < units.size() && units[next_launch].pending == 0) launch(next_launch++);
+    if (options.stage == 1 && !reducer->sync()) return;  // kept unreduced, as DDP's no_sync
+    reducer->mark_ready(i);
+  }
+
+  // The reducer's: unit k's gradients are all in, so its backward is over.
+  void on_unit_filled(size_t k) {
+    Unit& u = units[k];
+    if (!u.persistent && gathered_scopes == 0) release(u);
   }
 
   // Averages unit k's gradients over the ranks into its shard_grads.
@@ -455,7 +441,7 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
     if (options.stage > 1) u.grads = Tensor();  // freed once the reduction is done with it
     const int64_t start = rank * u.shard;
     const bool add = options.stage > 1 && carried;  // onto the earlier backwards' averages
-    const size_t ticket = comm.post([this, grads, shard_grads, start, add] {
+    const size_t ticket = reducer->comm().post([this, grads, shard_grads, start, add] {
       Tensor own = grads.narrow(0, start, shard_grads.numel());
       if (options.reduce_scatter) {
         // Into the shard itself, unless it is added to or lives on the host (offload_param).
@@ -469,29 +455,19 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
       if (add) add_(out, own.to(out.device()));
       else if (own.raw_data() != out.raw_data()) copy_(out, own);
     }, grads.device());
-    if (!options.overlap_comm) comm.wait(ticket);
+    if (!options.overlap_comm) reducer->comm().wait(ticket);
   }
 
   // The autograd callback: waits for every reduction, then gives each piece its averaged gradient.
   void end_of_backward() {
-    started = false;
-    carried = !sync;  // stages 2 and 3: the shards hold this backward's averages for the next
-    const std::exception_ptr failure = comm.drain();
-    const bool complete = next_launch == units.size();
-    std::string names;
-    for (size_t i = 0; i < params.size(); ++i)
-      if (!ready[i]) names += (names.empty() ? "" : ", ") + params[i].first;
-    reset_readiness();
+    carried = !reducer->sync();  // stages 2 and 3: the shards hold this backward's averages for the next
+    const Reducer::Outcome outcome = reducer->finish();
     // A unit prefetched but never used in this backward is released too: its gather holds the
     // parameters from before the coming step, which its next use must not take as current.
     if (gathered_scopes == 0)
       for (Unit& u : units)
         if (!u.persistent && (u.whole || u.gather_ticket)) release(u);
-    if (failure) std::rethrow_exception(failure);
-    if (!complete)
-      throw ValueError("ZeRO stage " + std::to_string(options.stage) + ": " + group->rank_text() +
-                       ": parameter(s) got no gradient in this backward, so their units were never reduced: " + names +
-                       ". Make every parameter take part in the loss, or pass find_unused_parameters = true");
+    outcome.raise("ZeRO stage " + std::to_string(options.stage) + ": " + group->rank_text(), "units");
     for (size_t n = 0; n < pieces.size(); ++n) {
       const auto& [k, start] = piece_at[n];
       pieces[n].set_grad(units[k].shard_grads.narrow(0, start, pieces[n].numel()));
@@ -501,16 +477,16 @@ struct ZeroPartition::State : std::enable_shared_from_this<State> {
   void on_root_pre_forward(nn::Module& module) {
     if (options.broadcast_buffers && ranks > 1) {
       const std::vector<Tensor> buffers = module.buffers();
-      if (!buffers.empty()) comm.wait(comm.post([this, buffers] { broadcast_coalesced(*group, buffers); }, buffers.front().device()));
+      if (!buffers.empty())
+        reducer->comm().wait(reducer->comm().post([this, buffers] { broadcast_coalesced(*group, buffers); }, buffers.front().device()));
     }
     if (autograd::GradMode::is_enabled()) prepare();
   }
 
   void on_root_forward(const Tensor& output) {
     if (!autograd::GradMode::is_enabled() || !options.find_unused_parameters) return;
-    const auto reached = leaves_reached(output);
-    for (size_t i = 0; i < params.size(); ++i)
-      if (!reached.count(params[i].second.impl())) mark_ready(i);
+    if (options.stage == 1 && !reducer->sync()) return;  // nothing is reduced in this backward
+    reducer->mark_unused(output);
   }
 };
 
@@ -546,7 +522,7 @@ ZeroPartition::ZeroPartition(nn::Module& module, std::shared_ptr<ProcessGroup> g
     throw ValueError("ZeroPartition: " + s.group->rank_text() + " owns no element of the " +
                      std::to_string(s.params.size()) + " parameters: the model is too small to shard over " +
                      std::to_string(s.ranks) + " ranks");
-  s.reset_readiness();
+  s.reducer.emplace(s.params, s.unit_of, [&s](size_t k) { s.launch(k); }, [&s](size_t k) { s.on_unit_filled(k); });
 
   std::weak_ptr<State> weak = state_;
   for (size_t i = 0; i < s.params.size(); ++i)
@@ -584,7 +560,7 @@ ZeroPartition::~ZeroPartition() {
 
 int64_t ZeroPartition::unit_gathers() const { return state_->gathers; }
 
-NoSync ZeroPartition::no_sync() { return NoSync(state_, &state_->sync); }
+NoSync ZeroPartition::no_sync() { return NoSync(state_, &state_->reducer->sync()); }
 
 void ZeroPartition::zero_grad() { state_->carried = false; }
 
@@ -600,7 +576,7 @@ void ZeroPartition::gather_updated_parameters() {
   if (s.ranks == 1 && !offload) return;
   for (State::Unit& u : s.units)
     if (u.persistent) s.post_gather(u.full, offload ? u.own : u.own.clone(), u.shard, std::nullopt);  // else own aliases full
-  if (const auto failure = s.comm.drain()) std::rethrow_exception(failure);
+  if (const auto failure = s.reducer->comm().drain()) std::rethrow_exception(failure);
 }
 
 void ZeroPartition::agree_on_overflow(const Tensor& found_inf) const {
@@ -625,7 +601,7 @@ ZeroPartition::Gathered::Gathered(Gathered&&) noexcept = default;
 
 ZeroPartition::Gathered ZeroPartition::gathered() {
   State& s = *state_;
-  if (s.started) throw StateError("ZeroPartition::gathered: not during a backward");
+  if (s.reducer->in_backward()) throw StateError("ZeroPartition::gathered: not during a backward");
   ++s.gathered_scopes;
   Gathered guard(state_);
   for (size_t k = 0; k < s.units.size(); ++k) s.prefetch(k);
