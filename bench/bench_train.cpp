@@ -8,7 +8,7 @@
 //   --benchmark_filter=...$, for a per-model figure).
 // Flags of its own (before Google Benchmark's): --precision=fp32,amp_bf16,... (train/precision.h's
 // names; default: fp32 on the CPU, every mode on a GPU), --batch=N (default 16 on the CPU, 256 on a GPU,
-// the ImageNet-sized cases their own), --strategy=ddp|zero1|zero2|zero3 (data parallel over the ranks
+// the ImageNet-sized cases their own), --strategy=ddp|zero1|zero2|zero3|fsdp (data parallel over the ranks
 // of the job that launched it; cases train/<device>/<precision>/<strategy>/<model>/<batch per rank>).
 // --compile: the step captured after 3 eager warm-up steps and replayed (train::CompiledStep; CUDA
 // graphs on a GPU), cases train/<device>/<precision>/compiled/<model>/<batch>.
@@ -40,7 +40,6 @@
 #include <vector>
 
 #include "bench/compare.h"
-#include "dist/distributed_data_parallel.h"
 #include "dist/init.h"
 #include "dist/ring_all_reduce.h"
 #include "nn/checkpoint.h"
@@ -51,6 +50,7 @@
 #include "train/compiled_step.h"
 #include "train/model_zoo.h"
 #include "train/precision.h"
+#include "train/strategy.h"
 #if defined(EMBER_BENCH_CUDA)
 #include "bench/cuda_timer.h"
 #endif
@@ -93,7 +93,6 @@ struct Options {
   bool checkpointing = false;
 };
 
-const std::vector<std::string> kStrategies = {"none", "ddp", "zero1", "zero2", "zero3"};
 // The job's group for a data-parallel --strategy (null: one process), and the steps each of its
 // cases runs: every rank must run the same ones.
 std::shared_ptr<ember::dist::ProcessGroup> g_group;
@@ -121,9 +120,12 @@ std::optional<Options> parse_flags(int& argc, char** argv) {
       }
     } else if (a.rfind("--strategy=", 0) == 0) {
       o.strategy = a.substr(11);
-      if (std::find(kStrategies.begin(), kStrategies.end(), o.strategy) == kStrategies.end()) {
-        std::fprintf(stderr, "bench_train: --strategy must be none, ddp, zero1, zero2 or zero3, got \"%s\"\n",
-                     o.strategy.c_str());
+      try {
+        ember::train::StrategyOptions named;
+        named.name = o.strategy;
+        (void)ember::train::strategy_kind(named);
+      } catch (const ember::ValueError& e) {
+        std::fprintf(stderr, "bench_train: --strategy: %s\n", e.what());
         return std::nullopt;
       }
     } else if (a == "--compile") {
@@ -184,8 +186,7 @@ double median_ms(const F& f) {
 
 // The overlap counters of a data-parallel case (see the top of the file).
 void measure_overlap(benchmark::State& state, const Workload& work, ember::Device device, ember::nn::UnaryModule& run,
-                     const Tensor& images, const Tensor& labels, const std::string& strategy,
-                     const ember::train::TrainingPrecision& mode) {
+                     const Tensor& images, const Tensor& labels, const ember::train::Strategy& strategy) {
   const auto backward_of = [&](ember::nn::UnaryModule& m) {
     return median_ms([&] {
       Tensor loss = ember::cross_entropy(m(images).to(ember::DType::f32), labels);
@@ -205,17 +206,17 @@ void measure_overlap(benchmark::State& state, const Workload& work, ember::Devic
   const double local_ms = backward_of(*local) - forward_of(*local);
   // The reductions alone: DDP's buckets through the ring, ZeRO's units reduce-scattered.
   std::vector<Tensor> flats, shards;
-  if (auto* ddp = dynamic_cast<ember::dist::DistributedDataParallel*>(&run)) {
+  if (const auto* ddp = strategy.ddp()) {
     for (const auto& b : ddp->buckets()) flats.push_back(ember::zeros({b.numel}, ember::TensorOptions(b.dtype).with_device(device)));
   } else {
-    for (const auto& u : mode.zero()->units()) {
+    for (const auto& u : strategy.zero_partition()->units()) {
       flats.push_back(ember::zeros({u.padded}, ember::TensorOptions(u.dtype).with_device(device)));
       shards.push_back(ember::zeros({u.padded / g_group->size()}, ember::TensorOptions(u.dtype).with_device(device)));
     }
   }
   const double comm_ms = median_ms([&] {
     for (size_t i = 0; i < flats.size(); ++i) {
-      if (strategy == "ddp") ember::dist::ring_all_reduce(*g_group, flats[i], ember::dist::ReduceOp::avg);
+      if (strategy.ddp()) ember::dist::ring_all_reduce(*g_group, flats[i], ember::dist::ReduceOp::avg);
       else g_group->reduce_scatter(shards[i], flats[i], ember::dist::ReduceOp::avg);
     }
   });
@@ -234,18 +235,16 @@ void train_case(benchmark::State& state, const Workload& work, ember::train::Pre
   if (checkpointing) ember::nn::apply_activation_checkpointing(*model, ember::nn::default_checkpoint_modules(*model));
   model->to(device);
   model->train();
+  ember::train::StrategyOptions named;
+  named.name = strategy;
+  named.overlap_comm = true;
   ember::train::PrecisionOptions options;
   options.precision = precision;
-  if (strategy.starts_with("zero")) {
-    options.zero_group = g_group;
-    options.zero.stage = strategy.back() - '0';
-    options.zero.overlap_comm = true;
-  }
+  options.strategy = ember::train::make_strategy(named, g_group);
   ember::train::TrainingPrecision mode(options, *model, [](std::vector<Tensor> params) {
     return std::make_unique<ember::optim::SGD>(std::move(params), ember::optim::SGDOptions{0.01, 0.9});
   });
-  std::shared_ptr<ember::nn::UnaryModule> run = model;
-  if (strategy == "ddp") run = std::make_shared<ember::dist::DistributedDataParallel>(model, g_group);
+  const std::shared_ptr<ember::nn::UnaryModule> run = options.strategy->wrap(model);
   const ember::TensorOptions on(device);
   const ember::train::ImageShape& im = work.image;
   Tensor images = ember::randn({batch, im.channels, im.size, im.size}, on).to(mode.input_dtype());
@@ -283,7 +282,7 @@ void train_case(benchmark::State& state, const Workload& work, ember::train::Pre
   state.counters["step_peak_MiB"] = over_ranks_max(step_peak_mib);
   state.counters["peak_MiB"] = over_ranks_max(device.is_cuda() ? step_peak_mib : process_peak_mib());
   // The overlap is measured in float32 storage (the 16-bit modes would need their casts on the copy too).
-  if (g_group && mode.input_dtype() == ember::DType::f32) measure_overlap(state, work, device, *run, images, labels, strategy, mode);
+  if (g_group && mode.input_dtype() == ember::DType::f32) measure_overlap(state, work, device, *run, images, labels, *options.strategy);
 }
 
 // Registers the workloads' cases of each precision that runs on `device`; adds those precisions to

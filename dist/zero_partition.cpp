@@ -584,7 +584,7 @@ void ZeroPartition::agree_on_overflow(const Tensor& found_inf) const {
 }
 
 Tensor ZeroPartition::total_norm(const Tensor& local_norm) const {
-  if (state_->ranks == 1) return local_norm;
+  if (state_->ranks == 1) return local_norm.to(state_->group->device());  // offloaded: from the host
   autograd::NoGradGuard no_grad;
   Tensor squares = mul(local_norm, local_norm).to(state_->group->device());  // offloaded: from the host
   state_->group->all_reduce(squares, ReduceOp::sum);

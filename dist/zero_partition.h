@@ -63,7 +63,7 @@ struct ZeroOptions {
   /// A unit is gathered for its module's forward and backward: fewer, larger units mean fewer
   /// all-gathers and more memory held whole at a time.
   int64_t min_num_params = 0;
-  std::vector<std::string> wrap_module_types;  ///< see min_num_params
+  std::vector<std::string> wrap_module_types{};  ///< see min_num_params
   /// Optimizer state, float32 masters and the step in host memory (train::TrainingPrecision does it:
   /// the partition itself only holds parameters and gradients). Nothing moves on a CPU run.
   bool offload_optimizer = false;
@@ -118,7 +118,8 @@ class ZeroPartition {
   void gather_updated_parameters();
   /// Sets found_inf (0-dim) to its maximum over the ranks, so every rank skips or steps together.
   void agree_on_overflow(const Tensor& found_inf) const;
-  /// The 2-norm of every rank's gradients together from each rank's own (0-dim): sqrt(sum of squares).
+  /// The 2-norm of every rank's gradients together from each rank's own (0-dim): sqrt(sum of squares),
+  /// on the group's device.
   Tensor total_norm(const Tensor& local_norm) const;
 
   /// While alive, every parameter is whole (stage 3 gathers them all; a no-op at stages 1 and 2):

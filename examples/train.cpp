@@ -29,7 +29,6 @@
 #include "data/distributed_sampler.h"
 #include "data/image_folder.h"
 #include "data/webdataset.h"
-#include "dist/distributed_data_parallel.h"
 #include "dist/init.h"
 #include "dist/zero_partition.h"
 #include "nn/checkpoint.h"
@@ -45,6 +44,7 @@
 #include "train/model_zoo.h"
 #include "train/precision.h"
 #include "train/runner.h"
+#include "train/strategy.h"
 
 using namespace ember;
 
@@ -92,11 +92,9 @@ struct Flags {
   std::vector<std::string> checkpoint_modules;
   int64_t compile_warmup = train::CompileOptions{}.warmup_steps;
   std::string precision = "fp32";
-  std::string strategy = "none";
-  std::string sharding_strategy = "FULL_SHARD";  // --strategy fsdp: FSDP's ShardingStrategy by its name
+  // --strategy, --sharding-strategy and the ZeRO knobs (DeepSpeed's zero_optimization, by its names).
+  train::StrategyOptions strategy;
   double dist_timeout = 600;  // seconds: each collective's bound (PyTorch's default, 10 minutes)
-  dist::ZeroOptions zero;     // --strategy zero<stage>: DeepSpeed's zero_optimization knobs
-  std::optional<bool> overlap_comm;  // unset: DeepSpeed's default (on at stage 3 only)
   std::string deepspeed_config;      // a DeepSpeed JSON config mapped onto the flags above
   double static_loss_scale = 0;      // its fp16.loss_scale: > 0 a fixed scale (naive_fp16)
   std::optional<int64_t> ds_train_batch_size;  // its train_batch_size, checked once the ranks are known
@@ -168,30 +166,30 @@ std::vector<std::string> apply_deepspeed_config(const CLI::App& app, Flags& f) {
   train::DeepSpeedConfig ds = train::read_deepspeed_config(f.deepspeed_config);
   if (ds.zero_stage) {
     const std::string strategy = *ds.zero_stage == 0 ? "ddp" : "zero" + std::to_string(*ds.zero_stage);
-    take(app, "--strategy", f.strategy, std::optional(strategy), "zero_optimization.stage");
+    take(app, "--strategy", f.strategy.name, std::optional(strategy), "zero_optimization.stage");
   }
-  const bool zero = f.strategy.starts_with("zero");
+  const std::string kind = train::strategy_kind(f.strategy);
   for (const auto& knob : ds.zero_knobs)
-    if (!zero || (knob.starts_with("stage3_") && f.strategy != "zero3"))
-      ds.warnings.push_back(f.deepspeed_config + ": zero_optimization." + knob + " has no effect with --strategy " + f.strategy);
+    if (!kind.starts_with("zero") || (knob.starts_with("stage3_") && kind != "zero3"))
+      ds.warnings.push_back(f.deepspeed_config + ": zero_optimization." + knob + " has no effect with --strategy " + f.strategy.name);
   // The knobs the file set; flags given on the command line must agree.
   const auto knob = [&](const char* key, const char* flag, auto& field, const auto& value) {
     if (ds.zero_knobs.count(key)) take(app, flag, field, std::optional(value), std::string("zero_optimization.") + key);
   };
-  knob("reduce_bucket_size", "--reduce-bucket-size", f.zero.reduce_bucket_size, ds.zero.reduce_bucket_size);
-  knob("allgather_bucket_size", "--allgather-bucket-size", f.zero.allgather_bucket_size, ds.zero.allgather_bucket_size);
-  knob("contiguous_gradients", "--contiguous-gradients", f.zero.contiguous_gradients, ds.zero.contiguous_gradients);
-  knob("reduce_scatter", "--reduce-scatter", f.zero.reduce_scatter, ds.zero.reduce_scatter);
-  knob("offload_optimizer", "--offload-optimizer", f.zero.offload_optimizer, ds.zero.offload_optimizer);
-  knob("offload_param", "--offload-param", f.zero.offload_param, ds.zero.offload_param);
-  knob("stage3_prefetch_bucket_size", "--stage3-prefetch-bucket-size", f.zero.stage3_prefetch_bucket_size,
+  knob("reduce_bucket_size", "--reduce-bucket-size", f.strategy.zero.reduce_bucket_size, ds.zero.reduce_bucket_size);
+  knob("allgather_bucket_size", "--allgather-bucket-size", f.strategy.zero.allgather_bucket_size, ds.zero.allgather_bucket_size);
+  knob("contiguous_gradients", "--contiguous-gradients", f.strategy.zero.contiguous_gradients, ds.zero.contiguous_gradients);
+  knob("reduce_scatter", "--reduce-scatter", f.strategy.zero.reduce_scatter, ds.zero.reduce_scatter);
+  knob("offload_optimizer", "--offload-optimizer", f.strategy.zero.offload_optimizer, ds.zero.offload_optimizer);
+  knob("offload_param", "--offload-param", f.strategy.zero.offload_param, ds.zero.offload_param);
+  knob("stage3_prefetch_bucket_size", "--stage3-prefetch-bucket-size", f.strategy.zero.stage3_prefetch_bucket_size,
        ds.zero.stage3_prefetch_bucket_size);
   knob("stage3_param_persistence_threshold", "--stage3-param-persistence-threshold",
-       f.zero.stage3_param_persistence_threshold, ds.zero.stage3_param_persistence_threshold);
+       f.strategy.zero.stage3_param_persistence_threshold, ds.zero.stage3_param_persistence_threshold);
   if (ds.zero_knobs.count("overlap_comm")) {
-    if (app.count("--overlap-comm") && f.overlap_comm != ds.zero.overlap_comm)
+    if (app.count("--overlap-comm") && f.strategy.overlap_comm != ds.zero.overlap_comm)
       throw ValueError("--overlap-comm disagrees with the DeepSpeed config's zero_optimization.overlap_comm");
-    f.overlap_comm = ds.zero.overlap_comm;
+    f.strategy.overlap_comm = ds.zero.overlap_comm;
   }
   if (ds.precision) {
     take(app, "--precision", f.precision, std::optional<std::string>(train::precision_name(*ds.precision)),
@@ -459,41 +457,41 @@ int main(int argc, char** argv) {
   app.add_option("--precision", f.precision, "fp32, tf32 (GPU), amp_fp16/amp_bf16 (autocast), naive_fp16/naive_bf16 "
                                              "(half model + fp32 masters), pure_bf16")
       ->check(CLI::IsMember(train::precision_names()));
-  app.add_option("--strategy", f.strategy,
+  app.add_option("--strategy", f.strategy.name,
                  "none: one process; ddp: data parallel over the job's ranks (DistributedDataParallel, every rank "
                  "its share of each epoch); zero1, zero2, zero3: data parallel with ZeRO's stages (optimizer state, "
                  "+ gradients, + parameters sharded over the ranks); fsdp: FSDP's names for them (--sharding-strategy), "
                  "its units chosen by size (--wrap-min-num-params, 1e7 unless --wrap-module-types)")
-      ->check(CLI::IsMember({"none", "ddp", "zero1", "zero2", "zero3", "fsdp"}));
-  app.add_option("--sharding-strategy", f.sharding_strategy,
+      ->check(CLI::IsMember(train::strategy_names()));
+  app.add_option("--sharding-strategy", f.strategy.sharding_strategy,
                  "fsdp: FULL_SHARD (zero3: parameters, gradients and optimizer state sharded), SHARD_GRAD_OP (zero2: "
                  "parameters whole), NO_SHARD (ddp)")
       ->check(CLI::IsMember({"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"}));
-  app.add_option("--wrap-min-num-params", f.zero.min_num_params,
+  app.add_option("--wrap-min-num-params", f.strategy.zero.min_num_params,
                  "zero3, fsdp: FSDP's size_based_auto_wrap_policy: from the leaves up, a module whose subtree holds this "
                  "many parameter elements not yet in a unit becomes a unit (gathered for its forward and backward)")
       ->check(whole_in<int64_t>(1, int64_t(1) << 40));
-  app.add_option("--wrap-module-types", f.zero.wrap_module_types,
+  app.add_option("--wrap-module-types", f.strategy.zero.wrap_module_types,
                  "zero3, fsdp: every module of these types (Block, Bottleneck, ...) is a unit of its subtree");
   app.add_option("--dist-timeout", f.dist_timeout, "ddp, zero: seconds before a collective that gets no answer fails")
       ->check(number_in(0.1, 86400.0));
   const auto elements = whole_in<int64_t>(1, int64_t(1) << 40);
-  app.add_option("--reduce-bucket-size", f.zero.reduce_bucket_size, "zero: elements per gradient reduction")->check(elements);
-  app.add_option("--allgather-bucket-size", f.zero.allgather_bucket_size, "zero: elements per parameter all-gather")
+  app.add_option("--reduce-bucket-size", f.strategy.zero.reduce_bucket_size, "zero: elements per gradient reduction")->check(elements);
+  app.add_option("--allgather-bucket-size", f.strategy.zero.allgather_bucket_size, "zero: elements per parameter all-gather")
       ->check(elements);
-  app.add_option("--overlap-comm", f.overlap_comm,
+  app.add_option("--overlap-comm", f.strategy.overlap_comm,
                  "zero: reduce gradients on a communication thread while backward runs (default: true at stage 3 only)");
-  app.add_option("--contiguous-gradients", f.zero.contiguous_gradients,
+  app.add_option("--contiguous-gradients", f.strategy.zero.contiguous_gradients,
                  "zero: copy each gradient into its unit's buffer as it arrives");
-  app.add_option("--reduce-scatter", f.zero.reduce_scatter, "zero: reduce-scatter gradients (false: all-reduce)");
-  app.add_flag("--offload-optimizer", f.zero.offload_optimizer,
+  app.add_option("--reduce-scatter", f.strategy.zero.reduce_scatter, "zero: reduce-scatter gradients (false: all-reduce)");
+  app.add_flag("--offload-optimizer", f.strategy.zero.offload_optimizer,
                "zero: keep the optimizer state and float32 masters in host memory and step there (a GPU run)");
-  app.add_flag("--offload-param", f.zero.offload_param,
+  app.add_flag("--offload-param", f.strategy.zero.offload_param,
                "zero3: keep this rank's parameter shards and their gradients in host memory, copied to the device "
                "for each use (needs --offload-optimizer)");
-  app.add_option("--stage3-prefetch-bucket-size", f.zero.stage3_prefetch_bucket_size,
+  app.add_option("--stage3-prefetch-bucket-size", f.strategy.zero.stage3_prefetch_bucket_size,
                  "zero3: parameter elements gathered ahead of use")->check(elements);
-  app.add_option("--stage3-param-persistence-threshold", f.zero.stage3_param_persistence_threshold,
+  app.add_option("--stage3-param-persistence-threshold", f.strategy.zero.stage3_param_persistence_threshold,
                  "zero3: modules with at most this many parameter elements keep them whole")
       ->check(whole_in<int64_t>(0, int64_t(1) << 40));
   app.add_option("--init-scale", f.init_scale, "amp_fp16: GradScaler's first scale; naive_fp16: rounded down to a power of 2")
@@ -528,22 +526,18 @@ int main(int argc, char** argv) {
     if (f.device.empty()) f.device = has_gpu ? "cuda" : "cpu";
     if (f.device == "cuda" && !has_gpu)
       throw DeviceError("--device cuda: no CUDA device is available (no GPU is visible, or ember was built without CUDA)");
-    const std::string strategy_shown = f.strategy == "fsdp" ? "fsdp " + f.sharding_strategy : f.strategy;
-    if (app.count("--sharding-strategy") && f.strategy != "fsdp")
-      throw ValueError("--sharding-strategy applies to --strategy fsdp, not " + f.strategy);
-    if (f.strategy == "fsdp") {  // FSDP's spellings of ZeRO's stages, with its defaults
-      f.strategy = f.sharding_strategy == "FULL_SHARD" ? "zero3" : f.sharding_strategy == "SHARD_GRAD_OP" ? "zero2" : "ddp";
-      if (f.strategy == "zero3") {
-        if (!app.count("--stage3-param-persistence-threshold")) f.zero.stage3_param_persistence_threshold = 0;
-        if (!app.count("--wrap-min-num-params") && f.zero.wrap_module_types.empty()) f.zero.min_num_params = 10'000'000;
-      }
-    }
+    if (app.count("--sharding-strategy") && f.strategy.name != "fsdp")
+      throw ValueError("--sharding-strategy applies to --strategy fsdp, not " + f.strategy.name);
+    // FSDP's defaults leave alone what the flags set.
+    if (app.count("--wrap-min-num-params")) f.strategy.zero_knobs_set.insert("min_num_params");
+    if (app.count("--stage3-param-persistence-threshold")) f.strategy.zero_knobs_set.insert("stage3_param_persistence_threshold");
+    const std::string kind = train::strategy_kind(f.strategy), strategy_shown = train::strategy_display_name(f.strategy);
     for (const char* knob : {"--reduce-bucket-size", "--allgather-bucket-size", "--overlap-comm", "--contiguous-gradients",
                              "--reduce-scatter", "--offload-optimizer", "--offload-param", "--stage3-prefetch-bucket-size",
                              "--stage3-param-persistence-threshold", "--wrap-min-num-params", "--wrap-module-types"}) {
       const std::string name = knob;
       const bool stage3_only = name.starts_with("--stage3") || name.starts_with("--wrap") || name == "--offload-param";
-      if (app.count(knob) && (!f.strategy.starts_with("zero") || (stage3_only && f.strategy != "zero3")))
+      if (app.count(knob) && (!kind.starts_with("zero") || (stage3_only && kind != "zero3")))
         throw ValueError(std::string(knob) + " applies to --strategy " +
                          (stage3_only ? "zero3 (or fsdp FULL_SHARD)" : "zero1, zero2, zero3 or fsdp") + ", not " +
                          strategy_shown);
@@ -556,7 +550,7 @@ int main(int argc, char** argv) {
                        "of a recompute; use one of them");
     Device device = Device::parse(f.device);
     std::shared_ptr<dist::ProcessGroup> group;  // --strategy ddp, zero*
-    if (f.strategy != "none") {
+    if (kind != "none") {
       dist::InitOptions io;
       io.backend = device.is_cuda() ? "nccl" : "gloo";
       io.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.dist_timeout * 1000));
@@ -650,12 +644,8 @@ int main(int argc, char** argv) {
     po.loss_scaler.hysteresis = f.hysteresis;
     po.loss_scaler.min_loss_scale = f.min_loss_scale;
     po.loss_scaler.loss_scale = f.static_loss_scale;
-    if (f.strategy.starts_with("zero")) {
-      po.zero_group = group;
-      po.zero = f.zero;
-      po.zero.stage = f.strategy.back() - '0';
-      po.zero.overlap_comm = f.overlap_comm.value_or(po.zero.stage == 3);
-    }
+    const std::shared_ptr<train::Strategy> strategy = train::make_strategy(f.strategy, group);
+    po.strategy = strategy;
     auto precision = std::make_shared<train::TrainingPrecision>(
         po, *model, [&f](std::vector<Tensor> params) { return make_optimizer(f, std::move(params)); });
     auto scheduler = make_scheduler(f, precision->optimizer(), schedule_iterations(f.epochs, train_loader->size() / f.accumulate, f.max_iters));
@@ -679,9 +669,7 @@ int main(int argc, char** argv) {
     ro.info = {{"model", f.model},         {"dataset", f.dataset},     {"optimizer", f.optimizer},
                {"scheduler", f.scheduler}, {"precision", f.precision},
                {"deterministic", f.deterministic ? "true" : "false"}, {"strategy", strategy_shown}};
-    std::shared_ptr<nn::UnaryModule> trained = model;
-    if (f.strategy == "ddp") trained = std::make_shared<dist::DistributedDataParallel>(model, group);
-    train::Runner runner(trained, precision, scheduler, train_loader, val, ro);  // checks the work dir first
+    train::Runner runner(strategy->wrap(model), precision, scheduler, train_loader, val, ro);  // checks the work dir first
     if (rank == 0)
       std::cout << "train: " << f.model << " (" << model->num_parameters() << " parameters) on " << f.dataset << " ("
               << train_set->size() << " train / " << val_set->size() << " val images), " << f.optimizer << " lr "
@@ -691,7 +679,7 @@ int main(int argc, char** argv) {
               << " on " << device.str() << " in " << f.precision << ", "
               << get_num_threads() << " threads" << (f.deterministic ? ", deterministic" : "") << ", CPU GEMM "
               << cpu_gemm_name() << checkpointed << "; work dir " << f.work_dir
-              << (group ? "; " + strategy_shown + (strategy_shown == f.strategy ? "" : " (" + f.strategy + ")") + " on " + std::to_string(world) + " ranks (" + group->backend_name() + "), global batch " +
+              << (group ? "; " + strategy_shown + (strategy_shown == kind ? "" : " (" + kind + ")") + " on " + std::to_string(world) + " ranks (" + group->backend_name() + "), global batch " +
                               std::to_string(f.batch_size * f.accumulate * world)
                         : std::string())
               << std::endl;

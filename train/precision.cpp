@@ -7,6 +7,7 @@
 #include "tensor/cuda_settings.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
+#include "train/strategy.h"
 
 namespace ember::train {
 
@@ -58,16 +59,15 @@ TrainingPrecision::TrainingPrecision(PrecisionOptions options, nn::Module& model
     model.to(p == Precision::naive_fp16 ? DType::f16 : DType::bf16,
              [](const nn::Module& m) { return dynamic_cast<const nn::BatchNorm2d*>(&m) != nullptr; });
   if (p == Precision::pure_bf16) model.to(DType::bf16);
+  if (options_.strategy && options_.zero_group)
+    throw ValueError("PrecisionOptions: strategy and zero_group both set; give the ZeRO strategy one way");
+  strategy_ = options_.strategy         ? options_.strategy
+              : options_.zero_group ? make_zero_strategy(options_.zero_group, options_.zero)
+                                    : make_strategy({}, nullptr);
   // What the optimizer (or the masters) covers: the model's parameters, or under ZeRO this rank's pieces.
-  std::vector<Tensor> params;
-  if (options_.zero_group) {
-    zero_ = std::make_unique<dist::ZeroPartition>(model, options_.zero_group, options_.zero);
-    params = zero_->pieces();
-  } else {
-    params = model.parameters();
-  }
+  const std::vector<Tensor> params = strategy_->prepare(model);
   // ZeRO's offload_optimizer: float32 masters on the host for every mode that steps float32 state.
-  const bool offload = zero_ && options_.zero.offload_optimizer;
+  const bool offload = zero() && zero()->options().offload_optimizer;
   if (offload && (p == Precision::pure_bf16 || p == Precision::amp_fp16))
     throw ValueError(std::string("ZeRO offload_optimizer: ") + precision_name(p) +
                      (p == Precision::pure_bf16 ? " keeps no float32 state to offload"
@@ -82,14 +82,17 @@ TrainingPrecision::TrainingPrecision(PrecisionOptions options, nn::Module& model
     stepped_ = params;
     optimizer_ = make_optimizer(stepped_);
   }
-  if (zero_) dist::check_shardable(*optimizer_);
+  if (zero()) dist::check_shardable(*optimizer_);
 }
 
-TrainingPrecision::TrainingPrecision(std::shared_ptr<optim::Optimizer> optimizer) : optimizer_(std::move(optimizer)) {
+TrainingPrecision::TrainingPrecision(std::shared_ptr<optim::Optimizer> optimizer)
+    : strategy_(make_strategy({}, nullptr)), optimizer_(std::move(optimizer)) {
   if (!optimizer_) throw ValueError("TrainingPrecision: the optimizer must be set");
   for (const auto& group : optimizer_->param_groups())
     for (const Tensor& p : group.params) stepped_.push_back(p);
 }
+
+dist::ZeroPartition* TrainingPrecision::zero() const { return strategy_->zero_partition(); }
 
 DType TrainingPrecision::input_dtype() const {
   switch (options_.precision) {
@@ -109,12 +112,11 @@ std::unique_ptr<amp::Autocast> TrainingPrecision::autocast(Device device) const 
 void TrainingPrecision::zero_grad() {
   if (masters_) masters_->zero_grad();
   else optimizer_->zero_grad();
-  if (zero_) zero_->zero_grad();
+  strategy_->zero_grad();
 }
 
 Tensor TrainingPrecision::grad_norm(double clip_grad_norm) {
-  Tensor total = optim::total_grad_norm(stepped_);
-  if (zero_) total = zero_->total_norm(total.to(zero_->process_group().device()));  // offloaded: from the host
+  const Tensor total = strategy_->total_norm(optim::total_grad_norm(stepped_));
   if (clip_grad_norm > 0) optim::clip_grads_to_norm_(stepped_, total.to(stepped_.front().device()), clip_grad_norm);
   return total;
 }
@@ -129,10 +131,10 @@ StepOutcome TrainingPrecision::step(double clip_grad_norm) {
   StepOutcome out;
   if (grad_scaler_) {
     grad_scaler_->unscale_(*optimizer_);
-    if (zero_) zero_->agree_on_overflow(grad_scaler_->found_inf(*optimizer_));
+    strategy_->agree_on_overflow(grad_scaler_->found_inf(*optimizer_));  // in place: the scaler's own
     out.grad_norm = grad_norm(clip_grad_norm);
     grad_scaler_->step(*optimizer_);  // a non-finite norm implies found_inf here
-    if (zero_) zero_->gather_updated_parameters();
+    strategy_->after_step();
     out.skipped = grad_scaler_->found_inf(*optimizer_);
     grad_scaler_->update();
     return out;
@@ -143,14 +145,10 @@ StepOutcome TrainingPrecision::step(double clip_grad_norm) {
       NoGradGuard no_grad;
       inv_scale = reciprocal(loss_scaler_->scale_tensor().to(DType::f64)).to(DType::f32);
     }
-    out.skipped = masters_->unscale_grads(inv_scale);
-    if (zero_) {
-      out.skipped = out.skipped.to(zero_->process_group().device());  // offloaded: from the host
-      zero_->agree_on_overflow(out.skipped);
-    }
+    out.skipped = strategy_->agree_on_overflow(masters_->unscale_grads(inv_scale));
     out.grad_norm = grad_norm(clip_grad_norm);
     masters_->step(out.skipped);
-    if (zero_) zero_->gather_updated_parameters();
+    strategy_->after_step();
     if (loss_scaler_) loss_scaler_->update(out.skipped);
     return out;
   }
@@ -158,7 +156,7 @@ StepOutcome TrainingPrecision::step(double clip_grad_norm) {
   NoGradGuard no_grad;
   out.skipped = logical_not(optim::is_finite(out.grad_norm)).to(DType::f32);
   optimizer_->step(optim::StepInputs{out.skipped, Tensor()});
-  if (zero_) zero_->gather_updated_parameters();
+  strategy_->after_step();
   return out;
 }
 

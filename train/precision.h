@@ -27,6 +27,8 @@
 
 namespace ember::train {
 
+class Strategy;
+
 /// The training precision modes (see the file's description).
 enum class Precision { fp32, tf32, amp_fp16, amp_bf16, naive_fp16, naive_bf16, pure_bf16 };
 
@@ -40,9 +42,12 @@ struct PrecisionOptions {
   Precision precision = Precision::fp32;      ///< the mode
   amp::GradScalerOptions grad_scaler;         ///< amp_fp16
   amp::DynamicLossScalerOptions loss_scaler;  ///< naive_fp16 (its defaults are Colossal-AI's)
-  /// ZeRO over this group when set (dist/zero_partition.h): the optimizer, and in the naive modes the
-  /// float32 masters, cover this rank's shard only; overflow and the gradient norm are agreed over
-  /// the ranks, so every rank skips or steps together and clips by the global norm.
+  /// How the ranks share the training (train/strategy.h; null: one process). Under ZeRO the
+  /// optimizer, and in the naive modes the float32 masters, cover this rank's shard only; overflow
+  /// and the gradient norm are agreed over the ranks, so every rank skips or steps together and
+  /// clips by the global norm.
+  std::shared_ptr<Strategy> strategy;
+  /// Short for a ZeRO strategy over this group with `zero` (make_zero_strategy); not with `strategy`.
   std::shared_ptr<dist::ProcessGroup> zero_group;
   dist::ZeroOptions zero;  ///< the ZeRO settings, with zero_group
 };
@@ -94,7 +99,10 @@ class TrainingPrecision {
   Tensor loss_scale() const;
 
   /// The ZeRO partition of the model, or null.
-  dist::ZeroPartition* zero() const { return zero_.get(); }
+  dist::ZeroPartition* zero() const;
+  /// The strategy the mode steps under (PrecisionOptions::strategy, or one it made: ZeRO over
+  /// zero_group, else none).
+  const std::shared_ptr<Strategy>& strategy() const { return strategy_; }
 
   /// The scaler's state ("grad_scaler.<key>" or "loss_scaler.<key>") and the masters' own
   /// ("master.<i>", ...); empty in fp32, tf32, amp_bf16 and pure_bf16.
@@ -107,7 +115,7 @@ class TrainingPrecision {
   Tensor grad_norm(double clip_grad_norm);
 
   PrecisionOptions options_;
-  std::unique_ptr<dist::ZeroPartition> zero_;
+  std::shared_ptr<Strategy> strategy_;
   std::shared_ptr<optim::Optimizer> optimizer_;  // in the naive modes a view of masters_->inner()
   std::unique_ptr<amp::MasterWeightOptimizer> masters_;
   std::unique_ptr<amp::GradScaler> grad_scaler_;

@@ -10,7 +10,6 @@
 #include <limits>
 
 #include "autograd/grad_mode.h"
-#include "dist/distributed_data_parallel.h"
 #include "nn/loss.h"
 #include "optim/clip_grad.h"
 #include "tensor/atomic_file.h"
@@ -19,7 +18,7 @@
 #include "tensor/ops.h"
 #include "tensor/storage.h"
 #include "train/log.h"
-#include "train/sharded_state.h"
+#include "train/strategy.h"
 
 namespace ember::train {
 
@@ -113,6 +112,7 @@ Runner::Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<TrainingP
       log_window_(std::make_unique<Window>(opts_.device)),
       log_nonfinite_(std::make_unique<NonFiniteWindow>(opts_.device)) {
   if (!model_ || !precision_ || !train_loader_) throw ValueError("Runner: the model, optimizer and train loader must be set");
+  strategy_ = strategy_of(model_, *precision_);
   if (opts_.epochs < 1) throw ValueError("Runner: epochs must be >= 1, got " + std::to_string(opts_.epochs));
   if (opts_.log_interval < 1) throw ValueError("Runner: log_interval must be >= 1, got " + std::to_string(opts_.log_interval));
   if (opts_.save_interval < 0 || opts_.keep_checkpoints < 0 || opts_.max_iters < 0)
@@ -195,10 +195,7 @@ void Runner::open_log() {
                                      files && opts_.tensorboard ? work_path("tensorboard") : "");
 }
 
-nn::Module& Runner::checkpointed_module() const {
-  if (const auto* ddp = dynamic_cast<const dist::DistributedDataParallel*>(model_.get())) return *ddp->module();
-  return *model_;
-}
+nn::Module& Runner::checkpointed_module() const { return strategy_->module(); }
 
 std::vector<double> Runner::over_ranks(std::vector<double> values, dist::ReduceOp op) const {
   if (!opts_.group || opts_.group->size() == 1) return values;
@@ -219,11 +216,7 @@ void Runner::begin_step() {
 
 Tensor Runner::micro_step(const Tensor& images, const Tensor& labels, bool last) {
   // Before the step's last batch, the data-parallel wrappers keep the gradients for it.
-  std::optional<dist::NoSync> keep;
-  if (!last) {
-    if (auto* ddp = dynamic_cast<dist::DistributedDataParallel*>(model_.get())) keep.emplace(ddp->no_sync());
-    else if (precision_->zero()) keep.emplace(precision_->zero()->no_sync());
-  }
+  const std::optional<dist::NoSync> keep = last ? std::nullopt : strategy_->no_sync();
   Tensor loss;
   {
     const auto autocast = precision_->autocast(opts_.device);
@@ -468,13 +461,7 @@ double Runner::evaluate() {
 
 Checkpoint Runner::checkpoint() const {
   Checkpoint c;
-  if (precision_->zero()) {
-    add_sharded_state(c, *precision_, checkpointed_module());
-  } else {
-    c.model = checkpointed_module().state_dict();
-    c.optimizer = precision_->optimizer().state_dict();
-    c.precision = precision_->state_dict();
-  }
+  strategy_->add_state(c, *precision_);
   if (scheduler_) c.scheduler = scheduler_->state_dict();
   c.runner["best_top1"] = optim::scalar_f64(best_top1_);
   c.runner["global_batch"] = optim::scalar_f64(static_cast<double>(global_batch()));
@@ -569,13 +556,7 @@ void Runner::restore(const Checkpoint& c) {
     throw ValueError("Runner: the checkpoint counts " + std::to_string(skipped) + " skipped steps in " +
                      std::to_string(c.iteration) + " iterations");
   // Everything that can fail is checked before anything changes; the loads below validate first too.
-  if (precision_->zero()) {
-    restore_sharded_state(c, *precision_, checkpointed_module());
-  } else {
-    checkpointed_module().load_state_dict(c.model);
-    precision_->optimizer().load_state_dict(c.optimizer);
-    precision_->load_state_dict(c.precision);
-  }
+  strategy_->restore_state(c, *precision_);
   if (scheduler_) scheduler_->load_state_dict(c.scheduler);
   // A sharded checkpoint of as many ranks holds each rank's generator; else every rank takes rank 0's.
   const int rank = opts_.group ? opts_.group->rank() : 0;
@@ -607,11 +588,8 @@ void Runner::write_checkpoint(const std::string& path) {
     c.runner["log_window.loss"] = optim::scalar_f64(loss_sum);
     return c;
   };
-  if (precision_->zero()) {  // every rank writes its shard
-    save_checkpoint(path, job_checkpoint(), precision_->zero()->process_group());
-    return;
-  }
-  if (writes_files()) save_checkpoint(path, job_checkpoint());  // rank 0 writes the job's checkpoints
+  // Under ZeRO every rank writes its shard; else rank 0 writes the job's checkpoints.
+  if (strategy_->every_rank_writes() || writes_files()) strategy_->save(path, job_checkpoint());
 }
 
 bool Runner::save_epoch_checkpoints(double top1) {

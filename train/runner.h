@@ -197,6 +197,7 @@ class Runner {
   std::unique_ptr<WorkDirLock> lock_;  // first, so released last; null without files to write
   std::shared_ptr<nn::UnaryModule> model_;
   std::shared_ptr<TrainingPrecision> precision_;
+  std::shared_ptr<Strategy> strategy_;  // the model's checkpointed form, accumulation's no_sync, checkpoint files
   std::shared_ptr<optim::LRScheduler> scheduler_;
   std::shared_ptr<data::DataLoader> train_loader_, val_loader_;
   RunnerOptions opts_;
