@@ -267,9 +267,14 @@ void Optimizer::load_state_dict(const StateDict& dict) {
       new_state[i][rest] = t;
     }
   }
-  if (group_sizes.size() != groups_.size() || group_opts.size() > groups_.size())
+  if (group_sizes.size() != groups_.size())
     throw ValueError(who + "the dict has " + std::to_string(group_sizes.size()) + " param groups, the optimizer " +
                      std::to_string(groups_.size()));
+  // Each index read from a key is checked as a key: a count that matches says nothing of which groups.
+  for (const auto& [g, opts] : group_opts)
+    if (g >= static_cast<int64_t>(groups_.size()))
+      throw ValueError(who + "'param_groups." + std::to_string(g) + "." + opts.begin()->first + "' names param group " +
+                       std::to_string(g) + ", the optimizer has " + std::to_string(groups_.size()));
   std::vector<const Tensor*> params;
   for (size_t g = 0; g < groups_.size(); ++g) {
     auto it = group_sizes.find(static_cast<int64_t>(g));

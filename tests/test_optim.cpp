@@ -368,6 +368,15 @@ TEST_CASE("optim: load_state_dict rejects mismatches, naming them") {
   bad["foo"] = scalar_f64(1);
   SGD ok({param(), param({1.0, 2.0})}, {0.1, 0.9});
   expect_error<ValueError>("unknown key", [&] { ok.load_state_dict(bad); }, {"'foo'"});
+  // The group count matches, but the options name a group the optimizer lacks: every option of
+  // group 0 moved to group 7 (this wrote past the optimizer's groups before the index was checked).
+  StateDict moved;
+  for (const auto& [key, t] : sd)
+    moved[key.starts_with("param_groups.0.") && key != "param_groups.0.params" ? "param_groups.7." + key.substr(15)
+                                                                               : key] = t;
+  expect_error<ValueError>("a group index past the groups", [&] { ok.load_state_dict(moved); },
+                           {"'param_groups.7.", "names param group 7, the optimizer has 1"});
+  CHECK(ok.param_groups().size() == 1);
   ok.load_state_dict(sd);  // and the right one loads
   CHECK(ok.state(1).count("momentum_buffer") == 1);
 }
