@@ -3,14 +3,15 @@
 # (coverage, ASan, UBSan) in build-fuzz/ and runs each for RUNS executions (default 10^6) on its
 # committed seed corpus. New inputs go to build-fuzz/corpus/<target>/, crashes to
 # build-fuzz/crashes/<target>-*; a crash's input belongs in a regression test. Not run in CI.
-#   tools/fuzz.sh [RUNS] [target...]     targets: safetensors idx cifar10 checkpoint image (default: all)
+#   tools/fuzz.sh [RUNS] [target...]     targets: safetensors idx cifar10 checkpoint sharded_checkpoint
+#                                        optimizer_state image (default: all)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 runs="${1:-1000000}"
 (($#)) && shift
 targets=("$@")
-((${#targets[@]})) || targets=(safetensors idx cifar10 checkpoint image)
+((${#targets[@]})) || targets=(safetensors idx cifar10 checkpoint sharded_checkpoint optimizer_state image)
 
 # clang and its libFuzzer/sanitizer runtime, beside the build's own packages.
 ./ember deps
@@ -21,10 +22,11 @@ fi
 
 dir=build-fuzz
 if [[ ! -f "$dir/build.ninja" ]]; then
-  # CPU only, no Gloo or OpenMP: the readers need neither, and the build stays small. -D_Bool=bool:
+  # CPU only, no OpenMP: the readers need none, and the build stays small. Gloo stays: the sharded
+  # checkpoint target writes its seed from a ZeRO run on a group of one. -D_Bool=bool:
   # glibc's <sys/platform/x86.h> (cpu/gemm_deterministic.cpp) spells bool as C's _Bool, which only
   # g++ takes in C++.
-  CC=clang CXX=clang++ meson setup "$dir" -Dfuzzing=true -Dtests=false -Dcuda=disabled -Dgloo=disabled \
+  CC=clang CXX=clang++ meson setup "$dir" -Dfuzzing=true -Dtests=false -Dcuda=disabled \
     -Dopenmp=disabled -Db_sanitize=address,undefined -Db_lundef=false \
     -Dcpp_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=all -D_Bool=bool"
 fi
