@@ -1,5 +1,5 @@
 // bench_comm: the collectives of a process group, and ember's ring all-reduce over its send/recv,
-// in bus bandwidth, as nccl-tests reports them (REFERENCE.md §8).
+// in bus bandwidth, as nccl-tests reports them (docs/reference.md#bus-bandwidth).
 //   comm/<backend>/<op>/<size>: op all_reduce, reduce_scatter, all_gather or ring_all_reduce on
 //     f32 buffers of size S bytes (the whole buffer: reduce_scatter's input, all_gather's output).
 //     algbw = S / t in GB/s; busbw = algbw * 2(N-1)/N for the all-reduces, * (N-1)/N for

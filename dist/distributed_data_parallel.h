@@ -1,7 +1,7 @@
 /// @file
 /// DistributedDataParallel: one model trained by every rank of a process group on its own part of
 /// the batch, gradients averaged across ranks during backward, as PyTorch's DDP does it
-/// (REFERENCE.md §9b):
+/// (`docs/reference.md#data-parallel-semantics`):
 /// - At construction rank 0's parameters and buffers are broadcast, so every rank starts equal.
 /// - Gradients live in flat buckets, one dtype and device each, filled in reverse registration order
 ///   (the order backward produces them): the first bucket holds up to first_bucket_mb, the others up

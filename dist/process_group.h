@@ -2,7 +2,7 @@
 /// ProcessGroup: the ranks of a job and the collectives among them (all_reduce, reduce_scatter,
 /// all_gather, broadcast, barrier) and point-to-point send/recv. This base checks arguments, numbers
 /// the collectives and, in debug mode, checks through the store that every rank issued the same
-/// one; a backend (Gloo for CPU tensors; NCCL for CUDA tensors, later) runs them.
+/// one; a backend (Gloo for CPU tensors, NCCL for CUDA tensors) runs them.
 ///
 /// Every form has an async variant returning a Work and a sync one (async, then wait). Semantics:
 /// - Collectives run in issue order, one at a time: issue them in the same order on every rank.

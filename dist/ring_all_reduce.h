@@ -1,6 +1,7 @@
 /// @file
 /// ring_all_reduce: ember's own all-reduce, built only from a ProcessGroup's send and recv, to be
-/// read and taught (DESIGN.md §7, REFERENCE.md §8) and benchmarked against the backend's all_reduce.
+/// read and taught (`docs/design.md#distributed`, `docs/reference.md#bus-bandwidth`) and benchmarked
+/// against the backend's all_reduce.
 ///
 /// The algorithm, for N ranks in a ring (rank r sends to r+1 and receives from r-1, mod N) and a
 /// buffer of S bytes split into N chunks of about S/N bytes (chunk c: elements [c*n/N, (c+1)*n/N),

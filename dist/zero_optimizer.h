@@ -1,5 +1,5 @@
 /// @file
-/// ZeroOptimizer: any ember optimizer run under ZeRO (REFERENCE.md §7): a ZeroPartition of the
+/// ZeroOptimizer: any ember optimizer run under ZeRO (`docs/reference.md#zero`): a ZeroPartition of the
 /// model over the group, and the optimizer built over this rank's pieces only, so its state (and
 /// its memory) is divided by the number of ranks. The loop stays a plain one:
 ///

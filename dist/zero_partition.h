@@ -1,5 +1,5 @@
 /// @file
-/// ZeroPartition: the sharding of ZeRO (Rajbhandari et al., SC'20; REFERENCE.md §7, §9b) over a
+/// ZeroPartition: the sharding of ZeRO (Rajbhandari et al., SC'20; `docs/reference.md#zero`) over a
 /// process group, for one model trained by every rank on its own part of the batch.
 ///
 /// The parameters that require grad are grouped into units, one dtype each, and each unit is one
@@ -45,7 +45,7 @@
 
 namespace ember::dist {
 
-/// DeepSpeed's zero_optimization knobs, under its names and with its defaults (REFERENCE.md §9b).
+/// DeepSpeed's zero_optimization knobs, under its names and with its defaults (`docs/reference.md#zero`).
 struct ZeroOptions {
   int stage = 1;  ///< 1, 2 or 3
   int64_t reduce_bucket_size = 500'000'000;          ///< elements per gradient unit (stages 1 and 2)

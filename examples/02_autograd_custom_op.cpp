@@ -12,7 +12,7 @@
 // Read next: tensor/primitive.h (Primitive, run(): how an op becomes an autograd node),
 // autograd/engine.cpp (backward: the nodes in dependency order), autograd/function.h (custom
 // functions: the context, list arguments, autocast for them), autograd/gradcheck.h (gradcheck,
-// gradgradcheck), tensor/elementwise.cpp (the vjps of ember's own elementwise ops), and README.md's
+// gradgradcheck), tensor/elementwise.cpp (the vjps of ember's own elementwise ops), and docs/code.md's
 // "How to add an op" for an op that belongs in the library (its CUDA kernel, its test row).
 //
 //   ninja -C build examples/02_autograd_custom_op && build/examples/02_autograd_custom_op
@@ -60,7 +60,7 @@ class Squareplus final : public Primitive {
       }
     });
   }
-  // A library op would launch a kernel from cuda/ here (README.md, "How to add an op").
+  // A library op would launch a kernel from cuda/ here (docs/code.md, "How to add an op").
   void eval_cuda(const std::vector<Tensor>&, std::vector<Tensor>&) {
     throw NotImplementedError("squareplus: this example has no CUDA kernel");
   }

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < repeats; ++i) group->all_reduce(t);
     group->barrier();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    // Bus bandwidth as nccl-tests defines it: algbw * 2(N-1)/N (REFERENCE.md §8).
+    // Bus bandwidth as nccl-tests defines it: algbw * 2(N-1)/N (docs/reference.md#bus-bandwidth).
     const double bytes = static_cast<double>(numel) * 4;
     const double busbw = repeats ? bytes * repeats / seconds * 2.0 * (n - 1) / n / 1e9 : 0.0;
     std::printf("rank %d/%d (%s): all_reduce of %lld floats = %g everywhere; %d more in %.3f s, busbw %.2f GB/s\n",

@@ -99,7 +99,8 @@ struct Flags {
   double static_loss_scale = 0;      // its fp16.loss_scale: > 0 a fixed scale (naive_fp16)
   std::optional<int64_t> ds_train_batch_size;  // its train_batch_size, checked once the ranks are known
   // Loss-scaler knobs (amp_fp16: GradScaler's; naive_fp16: DynamicLossScaler's), defaults as in
-  // PyTorch and Colossal-AI / DeepSpeed (REFERENCE.md §2, §4-5).
+  // PyTorch and Colossal-AI / DeepSpeed (docs/reference.md#gradscaler, #master-weights and
+  // #dynamic-loss-scaling).
   double init_scale = 65536.0;
   double growth_factor = 2.0;
   double backoff_factor = 0.5;

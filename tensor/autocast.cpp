@@ -15,7 +15,7 @@ namespace {
 
 using enum Policy;
 
-// REFERENCE.md §1 (PyTorch aten/src/ATen/autocast_mode.cpp) with ember's op names. Every op
+// docs/reference.md#autocast (PyTorch aten/src/ATen/autocast_mode.cpp) with ember's op names. Every op
 // front end that computes is listed: views, creation, casts and in-place forms are not autocast.
 constexpr OpPolicy kTable[] = {
     // lower precision: §1's matmul, mm, bmm, conv2d, linear (attention's projections use linear),

@@ -1,6 +1,6 @@
 /// @file
 /// amp::Autocast, torch.autocast for ember: a thread-local RAII region in which op front ends cast
-/// their arguments as one policy table says (REFERENCE.md §1), with a per-region weight cast cache.
+/// their arguments as one policy table says (`docs/reference.md#autocast`), with a per-region weight cast cache.
 #pragma once
 
 #include <array>

@@ -1,6 +1,6 @@
 /// @file
 /// The deterministic mode, as torch.use_deterministic_algorithms: while it is on, every CPU result is
-/// the same bits on any run, thread count and x86-64 CPU (README.md, "Deterministic mode", says how
+/// the same bits on any run, thread count and x86-64 CPU (docs/reliability.md, "Deterministic mode", says how
 /// each source of variation is pinned), and CUDA kernels take deterministic algorithms or raise.
 #pragma once
 

@@ -1,4 +1,5 @@
-// The op idiom (DESIGN.md §2). A primitive is one type holding an op's parameters, with
+// The op idiom (docs/design.md#one-op-defined-once). A primitive is one type holding an op's
+// parameters, with
 //   infer()     output shapes/dtypes and argument checks,
 //   eval_cpu()  defined in cpu/, eval_cuda() defined in cuda/ (link-time backend choice),
 //   vjp()       its backward, written with public ops so double backward comes for free.

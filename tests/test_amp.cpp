@@ -1,7 +1,7 @@
-// Loss scaling: GradScaler (PyTorch's rules, REFERENCE.md §2) and DynamicLossScaler (DeepSpeed's,
-// §5) followed step by step through scripted overflow patterns; an overflow step leaves weights
-// and optimizer state bit-identical; misuse raises. The expected sequences are written out from
-// the rules, one row per update.
+// Loss scaling: GradScaler (PyTorch's rules, docs/reference.md#gradscaler) and DynamicLossScaler
+// (DeepSpeed's, docs/reference.md#dynamic-loss-scaling) followed step by step through scripted
+// overflow patterns; an overflow step leaves weights and optimizer state bit-identical; misuse
+// raises. The expected sequences are written out from the rules, one row per update.
 #include <cmath>
 #include <cstring>
 #include <limits>

@@ -182,7 +182,7 @@ std::string zero_equals_ddp(int rank, int world, int port, train::Precision prec
   return diff <= kTolerance ? "" : "parameters differ from DDP's by " + std::to_string(diff);
 }
 
-// REFERENCE.md §7: bytes per rank for Psi parameters in mixed precision with Adam (2 Psi half
+// docs/reference.md#zero: bytes per rank for Psi parameters in mixed precision with Adam (2 Psi half
 // parameters, 2 Psi half gradients, 12 Psi of float32 masters, m and v).
 double memory_formula(int stage, double psi, double n) {
   switch (stage) {
@@ -527,7 +527,7 @@ TEST_CASE("ZeRO: every precision mode under every stage steps and skips as DDP d
     }
 }
 
-TEST_CASE("ZeRO: bytes per rank within 5% of REFERENCE.md's formulas for DDP and stages 1, 2, 3") {
+TEST_CASE("ZeRO: bytes per rank within 5% of docs/reference.md's formulas for DDP and stages 1, 2, 3") {
   if (!has_gloo()) return;
   for (int world : {2, 4})
     for (int stage : {0, 1, 2, 3}) {

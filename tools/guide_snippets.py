@@ -19,14 +19,14 @@ on the same line); one whose first line is `// guide: ranks=N` is run as N proce
 tools/launch.py (torchrun's variables, a process group over Gloo), by `check --ranks`.
 Other blocks (```sh, ```text, ...) are left alone.
 
-  generate -o OUT.cpp --root ROOT CHAPTER.md...
+  generate -o OUT.cpp --root ROOT CHAPTER_MD...
       writes one translation unit: every program and fragment in a namespace of its own, its main()
       renamed, `#line` directives pointing at the chapter (so a compiler error or a failed assert
       names docs/guide/<chapter>.md and its line), and a main() that runs snippet i when given i
       (`--list` prints them). meson's custom_target calls this; the executable links libember.
-  check --root ROOT --exe EXE [--ranks] CHAPTER.md...
+  check --root ROOT --exe EXE [--ranks] CHAPTER_MD...
       checks every excerpt against its file, every relative link of the chapters (the file or
-      folder exists; a #heading of a chapter exists), and that CHAPTER.md... are all of
+      folder exists; a #heading of a chapter exists), and that CHAPTER_MD... are all of
       docs/guide/*.md (a chapter left out of docs/guide/meson.build would go unchecked); then runs
       each snippet in a process of its own: the single-process ones, or with --ranks the
       multi-process ones. Exits 1 when anything failed, naming the chapter and line.
@@ -48,7 +48,7 @@ FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*(\S*)")
 
 class Block:
     def __init__(self, chapter, line, lang, lines):
-        self.chapter = chapter  # path relative to the root: docs/guide/x.md
+        self.chapter = chapter  # path relative to the root, as docs/guide/<name>.md
         self.line = line        # 1-based line of the block's first code line
         self.lang = lang
         self.lines = lines

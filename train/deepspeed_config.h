@@ -6,7 +6,8 @@
 ///                        device "cpu" or "none"; "nvme" is refused)
 ///   fp16 {enabled, loss_scale, initial_scale_power, loss_scale_window, hysteresis, min_loss_scale}
 ///                        -> naive_fp16 (DeepSpeed's fp16: a half model, float32 masters, dynamic
-///                        loss scaling, REFERENCE.md §4-5) with those scaler settings
+///                        loss scaling: `docs/reference.md#dynamic-loss-scaling`) with those scaler
+///                        settings
 ///   bf16 {enabled}       -> naive_bf16 (a bf16 model, float32 masters)
 ///   gradient_clipping    -> the gradient norm's bound
 ///   train_micro_batch_size_per_gpu -> the batch per rank; train_batch_size, when given, must equal

@@ -1,5 +1,5 @@
 /// @file
-/// The training log in MMEngine's line format (REFERENCE.md §6), with the same fields written as
+/// The training log in MMEngine's line format (`docs/reference.md#the-log-line`), with the same fields written as
 /// JSON lines for plotting and, when asked, as TensorBoard scalars:
 ///   Epoch(train)  [1][ 50/469]  lr: 1.0000e-03  eta: 0:01:10  time: 0.0412  data_time: 0.0021  memory: 0  loss: 0.6134
 ///   Epoch(val) [1][79/79]  accuracy/top1: 88.4100  data_time: 0.0040  time: 0.0123

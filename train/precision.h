@@ -1,7 +1,8 @@
 /// @file
-/// The training precision modes users pick by name (DESIGN.md §6; REFERENCE.md §1-5 for their
-/// rules): what each casts, autocasts, scales and keeps in float32, and one iteration's backward,
-/// unscale, clipping and step, all decided on the device (no host synchronisation).
+/// The training precision modes users pick by name (`docs/design.md#precision-modes`; their rules
+/// in docs/reference.md, from Autocast to Dynamic loss scaling): what each casts, autocasts,
+/// scales and keeps in float32, and one iteration's backward, unscale, clipping and step, all
+/// decided on the device (no host synchronisation).
 ///   fp32        float32 everywhere
 ///   tf32        float32 storage, TF32 tensor-core matmul and conv on a GPU (no effect on the CPU)
 ///   amp_fp16    torch-style AMP: autocast to f16 + GradScaler (PyTorch's defaults)

@@ -1,5 +1,5 @@
 /// @file
-/// train::Runner: the loop every training program shares (DESIGN.md §8). Per iteration: the batch to
+/// train::Runner: the loop every training program shares (`docs/design.md#the-runner`). Per iteration: the batch to
 /// the device, forward (under the precision mode's autocast), cross-entropy loss, backward, gradient
 /// norm (clipped when asked), optimizer step and scheduler step; the step is skipped on an overflow
 /// or a non-finite norm. Per epoch: top-1 accuracy on the validation loader and checkpoints. Log
@@ -65,7 +65,7 @@ struct RunnerOptions {
   /// average into their shards). ValueError below 1, above the loader's batches, or with compile.
   int64_t accumulate = 1;
   /// Name the module and op that first made a non-finite value in a bad step (forward hooks and a
-  /// check of every backward node: a few percent of a step, measured in README.md); off, the log
+  /// check of every backward node: a few percent of a step, measured in docs/training.md); off, the log
   /// line still gives the step.
   bool locate_nonfinite = true;
   /// "": no files (no checkpoints, no JSON lines). Else locked, by the process that writes it (rank 0

@@ -1,5 +1,5 @@
 /// @file
-/// amp::GradScaler: PyTorch's torch.amp.GradScaler (REFERENCE.md §2) with its defaults and rules.
+/// amp::GradScaler: PyTorch's torch.amp.GradScaler (`docs/reference.md#gradscaler`) with its defaults and rules.
 /// The scale, the growth tracker and found_inf live on the loss's device and are updated there, so
 /// scale -> backward -> unscale_ -> clip -> step -> update makes no host synchronisation.
 #pragma once

@@ -1,6 +1,7 @@
 /// @file
-/// amp::DynamicLossScaler: the loss scaler of naive AMP, with DeepSpeed's fp16 knobs (REFERENCE.md
-/// §5) and Colossal-AI's max scale (§4). The scale and its counters live on the device and are
+/// amp::DynamicLossScaler: the loss scaler of naive AMP, with DeepSpeed's fp16 knobs
+/// (`docs/reference.md#dynamic-loss-scaling`) and Colossal-AI's max scale
+/// (`docs/reference.md#master-weights`). The scale and its counters live on the device and are
 /// updated there from a found_inf flag, so a step needs no host synchronisation.
 #pragma once
 

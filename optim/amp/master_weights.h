@@ -1,6 +1,6 @@
 /// @file
 /// amp::MasterWeightOptimizer: naive AMP's float32 master weights (Apex O2, Colossal-AI fp16_naive,
-/// REFERENCE.md §3-4). The model holds f16/bf16 parameters; the wrapper owns f32 copies that an
+/// `docs/reference.md#master-weights`). The model holds f16/bf16 parameters; the wrapper owns f32 copies that an
 /// ordinary ember optimizer steps, and writes them back into the model after each step.
 #pragma once
 

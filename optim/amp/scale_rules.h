@@ -83,7 +83,7 @@ struct GradScalerRule {
   int64_t growth_interval;
 };
 
-// PyTorch's GradScaler.update (aten/src/ATen/native/cuda/AmpKernels.cu, REFERENCE.md §2): back off
+// PyTorch's GradScaler.update (aten/src/ATen/native/cuda/AmpKernels.cu, docs/reference.md#gradscaler): back off
 // and restart the count on an overflow; grow after growth_interval clean steps in a row, keeping
 // the old scale when the grown one would not be finite.
 EMBER_HD inline void update_grad_scale(float& scale, int32_t& growth_tracker, bool found_inf,
@@ -118,9 +118,10 @@ struct LossScalerCounters {
   int64_t hysteresis_left;
 };
 
-// DeepSpeed's DynamicLossScaler.update_scale (runtime/fp16/loss_scaler.py, REFERENCE.md §5), with
-// Colossal-AI's max_scale cap (REFERENCE.md §4): an overflow spends one unit of hysteresis and
-// backs off (not below min_scale) when none is left; a clean step refills hysteresis when
+// DeepSpeed's DynamicLossScaler.update_scale (runtime/fp16/loss_scaler.py,
+// docs/reference.md#dynamic-loss-scaling), with Colossal-AI's max_scale cap
+// (docs/reference.md#master-weights): an overflow spends one unit of hysteresis and backs off
+// (not below min_scale) when none is left; a clean step refills hysteresis when
 // consecutive_hysteresis is set, and grows the scale (not above max_scale) every scale_window
 // iterations after the last overflow, refilling hysteresis.
 EMBER_HD inline void update_loss_scale(float& scale, LossScalerCounters& c, bool overflow,
