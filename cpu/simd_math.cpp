@@ -8,6 +8,7 @@
 
 #include "tensor/deterministic.h"
 #include "tensor/error.h"
+#include "tensor/printable.h"
 
 namespace ember::cpu::simd {
 
@@ -54,11 +55,11 @@ Isa choose_isa() {
   for (Isa isa : {Isa::none, Isa::avx2, Isa::avx512}) {
     if (std::string(requested) != isa_name(isa)) continue;
     if (!cpu_supports(isa))
-      throw ValueError(std::string("EMBER_CPU_ISA=") + requested + ": this CPU does not support it (its widest is " +
+      throw ValueError("EMBER_CPU_ISA=" + printable(requested, 40) + ": this CPU does not support it (its widest is " +
                        isa_name(widest_supported()) + ")");
     return isa;
   }
-  throw ValueError(std::string("EMBER_CPU_ISA=") + requested + ": expected none, avx2 or avx512");
+  throw ValueError("EMBER_CPU_ISA=" + printable(requested, 40) + ": expected none, avx2 or avx512");
 }
 
 }  // namespace

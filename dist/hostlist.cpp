@@ -5,6 +5,7 @@
 
 #include "dist/parse.h"
 #include "tensor/error.h"
+#include "tensor/printable.h"
 
 namespace ember::dist {
 
@@ -14,7 +15,7 @@ namespace {
 constexpr int64_t kMaxHosts = 1 << 20;
 
 [[noreturn]] void malformed(const std::string& list, const std::string& why) {
-  throw ValueError("Slurm host list '" + list + "': " + why);
+  throw ValueError("Slurm host list '" + printable(list) + "': " + why);
 }
 
 // Splits at the commas outside brackets.

@@ -10,6 +10,7 @@
 #include "dist/prefix_store.h"
 #include "dist/tcp_store.h"
 #include "tensor/cuda_stream.h"
+#include "tensor/printable.h"
 #include "tensor/storage.h"
 
 extern char** environ;
@@ -69,14 +70,15 @@ std::optional<int> slurm_tasks_on_node(const Environment& env) {
     const int64_t tasks = parse_integer("SLURM_STEP_TASKS_PER_NODE entry", item.substr(0, paren), 1, kMaxWorldSize);
     int64_t repeat = 1;
     if (paren != std::string::npos) {
-      if (item.back() != ')') throw ValueError("SLURM_STEP_TASKS_PER_NODE='" + *list + "': bad entry '" + item + "'");
+      if (item.back() != ')')
+        throw ValueError("SLURM_STEP_TASKS_PER_NODE='" + printable(*list) + "': bad entry '" + printable(item) + "'");
       repeat = parse_integer("SLURM_STEP_TASKS_PER_NODE repeat", item.substr(paren + 2, item.size() - paren - 3), 1, kMaxWorldSize);
     }
     if (node < seen + repeat) return static_cast<int>(tasks);
     seen += repeat;
     start = comma + 1;
   }
-  throw ValueError("SLURM_STEP_TASKS_PER_NODE='" + *list + "' lists " + std::to_string(seen) + " nodes but SLURM_NODEID is " +
+  throw ValueError("SLURM_STEP_TASKS_PER_NODE='" + printable(*list) + "' lists " + std::to_string(seen) + " nodes but SLURM_NODEID is " +
                    std::to_string(node));
 }
 
@@ -89,10 +91,10 @@ void parse_tcp(const std::string& method, ResolvedInit& out) {
   const std::string rest = method.substr(6);
   const size_t colon = rest.rfind(':');
   if (colon == std::string::npos || colon == 0)
-    throw ValueError("init_method '" + method + "': expected tcp://host:port");
+    throw ValueError("init_method '" + printable(method) + "': expected tcp://host:port");
   std::string host = rest.substr(0, colon);
   if (host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  if (host.empty()) throw ValueError("init_method '" + method + "': the host is empty");
+  if (host.empty()) throw ValueError("init_method '" + printable(method) + "': the host is empty");
   out.host = host;
   out.port = static_cast<int>(parse_integer("init_method '" + method + "' port", rest.substr(colon + 1), 1, 65535));
 }
@@ -148,7 +150,7 @@ ResolvedInit resolve_init(const InitOptions& options, const Environment& env) {
     out.rendezvous = ResolvedInit::Rendezvous::file;
     out.path = method.substr(7);
     if (out.path.empty() || out.path[0] != '/')
-      throw ValueError("init_method '" + method + "': expected file:///absolute/path (three slashes)");
+      throw ValueError("init_method '" + printable(method) + "': expected file:///absolute/path (three slashes)");
     return out;
   }
   if (method.rfind("tcp://", 0) == 0) {
@@ -156,7 +158,7 @@ ResolvedInit resolve_init(const InitOptions& options, const Environment& env) {
     return out;
   }
   if (method != "env://")
-    throw ValueError("init_method '" + method + "' is not env://, tcp://host:port or file:///path");
+    throw ValueError("init_method '" + printable(method) + "' is not env://, tcp://host:port or file:///path");
 
   // env://: rank 0's host and the store's port from the arguments and the launcher's variables.
   const std::string* master_addr = lookup(env, "MASTER_ADDR");

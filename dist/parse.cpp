@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "tensor/error.h"
+#include "tensor/printable.h"
 
 namespace ember::dist {
 
@@ -17,9 +18,9 @@ int64_t parse_integer(const std::string& what, const std::string& text, int64_t 
   const char* end = text.data() + text.size();
   const auto [stop, ec] = std::from_chars(text.data(), end, value);
   if (text.empty() || ec == std::errc::invalid_argument || stop != end)
-    throw ValueError(what + "='" + text + "' is not a decimal integer");
+    throw ValueError(what + "='" + printable(text, 40) + "' is not a decimal integer");
   if (ec == std::errc::result_out_of_range || value < min || value > max)
-    throw ValueError(what + "=" + text + " is out of range" + range(min, max));
+    throw ValueError(what + "=" + printable(text, 40) + " is out of range" + range(min, max));
   return value;
 }
 

@@ -622,6 +622,18 @@ int main(int argc, char** argv) {
       val_loader.sampler = data::distributed_sampler({rank, world, false, 0, false});
     }
     auto train_loader = std::make_shared<data::DataLoader>(train_set, loader);
+    // Flags that leave an epoch without a step, named with the counts they met.
+    const std::string train_images = std::to_string(train_set->size()) + " training images" +
+                               (world > 1 ? " over " + std::to_string(world) + " ranks" : std::string()) +
+                               (app.count("--train-samples") ? " (--train-samples)" : std::string(" (") + f.dataset + ")");
+    if (train_loader->size() == 0)
+      throw ValueError("--data " + f.data_dir + ": rank " + std::to_string(rank) + " of " + std::to_string(world) +
+                       " gets no training batch from the " + train_images +
+                       (f.dataset == "webdataset" ? "; the ranks divide the shards, so give each rank one at least" : ""));
+    if (f.accumulate > train_loader->size())
+      throw ValueError("--accumulate " + std::to_string(f.accumulate) + " is more than the " +
+                       std::to_string(train_loader->size()) + " batches of --batch-size " + std::to_string(f.batch_size) +
+                       " that the " + train_images + " give a rank per epoch");
     auto val = std::make_shared<data::DataLoader>(val_set, val_loader);
 
     manual_seed(f.seed);

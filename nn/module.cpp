@@ -6,6 +6,7 @@
 
 #include "autograd/grad_mode.h"
 #include "tensor/error.h"
+#include "tensor/printable.h"
 
 namespace ember::nn {
 
@@ -272,19 +273,23 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     }
   }
   for (const auto& kv : state)
-    if (!known.count(kv.first)) unexpected.push_back(kv.first);
+    if (!known.count(kv.first)) unexpected.push_back(printable(kv.first));  // a key from a file
   const bool bad = !mismatched.empty() || (strict && (!missing.empty() || !unexpected.empty()));
   if (bad) {
-    std::string msg = "load_state_dict: error(s) loading state into " + name() + ":";
+    // The first line says it all in short (a log or a terminal may show only it); the lists follow.
+    std::string counts, first, lists;
     auto list = [&](const char* title, const std::vector<std::string>& v) {
       if (v.empty()) return;
-      msg += std::string("\n  ") + title + " (" + std::to_string(v.size()) + "):";
-      for (size_t i = 0; i < v.size(); ++i) msg += (i ? "; " : " ") + v[i];
+      counts += (counts.empty() ? "" : ", ") + std::to_string(v.size()) + " " + title;
+      if (first.empty()) first = std::string(title) + " " + v.front();
+      lists += std::string("\n  ") + title + " (" + std::to_string(v.size()) + "):";
+      for (size_t i = 0; i < v.size(); ++i) lists += (i ? "; " : " ") + v[i];
     };
     if (strict) list("missing keys", missing);
     if (strict) list("unexpected keys", unexpected);
     list("size mismatch", mismatched);
-    throw ValueError(msg);
+    throw ValueError("load_state_dict: the state does not fit " + name() + " (" + counts + "; the first: " + first + ")" +
+                     lists);
   }
   NoGradGuard ng;
   for (auto& [n, t] : own) {

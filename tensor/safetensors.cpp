@@ -11,6 +11,7 @@
 
 #include "tensor/atomic_file.h"
 #include "tensor/file_bytes.h"
+#include "tensor/printable.h"
 #include "tensor/tensor.h"
 
 namespace ember {
@@ -26,11 +27,7 @@ constexpr uint64_t kMaxHeader = 100'000'000;
 constexpr int kMaxDepth = 3;
 
 // A JSON value for an error message, cut to a readable length.
-std::string excerpt(const nlohmann::json& v) {
-  std::string text = v.dump();
-  if (text.size() > 80) text = text.substr(0, 77) + "...";
-  return text;
-}
+std::string excerpt(const nlohmann::json& v) { return printable(v.dump(), 80); }
 
 const char* st_name(DType d) {
   switch (d) {
@@ -144,7 +141,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   if (too_deep) throw bad("header nests values deeper than the format's " + std::to_string(kMaxDepth) + " levels");
   if (header.is_discarded()) throw bad("header is not valid JSON");
   if (!header.is_object()) throw bad("header is not a JSON object");
-  if (!duplicate.empty()) throw bad("tensor name '" + duplicate + "' appears twice in the header");
+  if (!duplicate.empty()) throw bad("tensor name '" + printable(duplicate) + "' appears twice in the header");
 
   const uint64_t buffer_size = rest - n;
   const char* buffer = hb + n;
@@ -154,12 +151,12 @@ SafetensorsFile load_safetensors(const std::string& path) {
     if (name == "__metadata__") {
       if (!info.is_object()) throw bad("__metadata__ is not an object");
       for (const auto& [k, v] : info.items()) {
-        if (!v.is_string()) throw bad("__metadata__ value of '" + k + "' is not a string");
+        if (!v.is_string()) throw bad("__metadata__ value of '" + printable(k) + "' is not a string");
         out.metadata[k] = v.get<std::string>();
       }
       continue;
     }
-    const std::string where = "tensor '" + name + "': ";
+    const std::string where = "tensor '" + printable(name) + "': ";
     if (!info.is_object()) throw bad(where + "entry is not an object");
     const auto dt = info.find("dtype");
     const auto sh = info.find("shape");
@@ -212,7 +209,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   const Entry* prev = nullptr;
   for (const Entry* e : order) {
     if (e->begin < pos)
-      throw bad("tensors '" + prev->name + "' and '" + e->name + "' overlap (bytes " + std::to_string(e->begin) +
+      throw bad("tensors '" + printable(prev->name) + "' and '" + printable(e->name) + "' overlap (bytes " + std::to_string(e->begin) +
                 " to " + std::to_string(pos) + ")");
     if (e->begin > pos)
       throw bad("bytes " + std::to_string(pos) + " to " + std::to_string(e->begin) + " of the data buffer belong to no tensor");
@@ -228,7 +225,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
     if (e.dtype == DType::boolean)
       for (size_t i = 0; i < bytes; ++i)
         if (static_cast<unsigned char>(src[i]) > 1)
-          throw bad("tensor '" + e.name + "': BOOL byte " + std::to_string(i) + " is " +
+          throw bad("tensor '" + printable(e.name) + "': BOOL byte " + std::to_string(i) + " is " +
                     std::to_string(static_cast<unsigned char>(src[i])) + ", not 0 or 1");
     Tensor t = Tensor::empty(e.shape, TensorOptions(e.dtype));
     if (bytes > 0) std::memcpy(t.raw_data(), src, bytes);

@@ -496,6 +496,12 @@ TEST_CASE("resolve_init: strict numbers, ranges and init_method strings") {
   expect_error<ValueError>("port", [&] { resolve_init({}, with("MASTER_PORT", "65535")); }, {"MASTER_PORT=65535"});
   expect_error<ValueError>("space", [&] { resolve_init({}, with("MASTER_PORT", " 29500")); }, {"MASTER_PORT"});
   expect_error<ValueError>("nothing", [] { resolve_init({}, {}); }, {"world_size", "WORLD_SIZE"});
+  // A value with terminal escapes or a megabyte of digits is shown escaped and cut.
+  const std::string escaped = message_of<ValueError>([&] { resolve_init({}, with("RANK", "1\x1b[2J")); });
+  CHECK_MESSAGE(escaped.find("RANK='1\\x1b[2J' is not a decimal integer") != std::string::npos, escaped);
+  const std::string cut = message_of<ValueError>([&] { resolve_init({}, with("WORLD_SIZE", std::string(1 << 20, '9'))); });
+  CHECK_MESSAGE(cut.find("... (1048576 bytes) is out of range") != std::string::npos, cut);
+  CHECK(cut.size() < 400);
 
   InitOptions o;
   o.init_method = "tcp://[::1]:1234";

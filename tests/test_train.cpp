@@ -33,6 +33,7 @@
 #include "tensor/atomic_file.h"
 #include "tensor/safetensors.h"
 #include "tensor/host_sync.h"
+#include "tensor/printable.h"
 #include "tests/event_file_reader.h"
 #include "tests/helpers.h"
 #include "tests/train_program.h"
@@ -848,6 +849,65 @@ TEST_CASE("Runner: compile (whole-step capture) logs and trains as the eager run
   for (size_t i = 0; i < a.size(); ++i) CHECK_MESSAGE(a[i] == b[i], a[i].dump(), " vs ", b[i].dump());
 }
 
+TEST_CASE("Bad inputs name their source: values from files shown escaped and cut, sizes checked before allocating") {
+  // printable(): what a message shows of a value from a file, a flag or the environment.
+  CHECK(printable("ok: a/b") == "ok: a/b");
+  CHECK(printable(std::string("\x1b[31mred\n\0\\", 11)) == "\\x1b[31mred\\n\\x00\\\\");
+  CHECK(printable(std::string(500, 'a'), 10) == "aaaaaaaaaa... (500 bytes)");
+  CHECK(printable("\xc3\xa9") == "\\xc3\\xa9");  // bytes beyond ASCII, escaped one by one
+
+  // A model/state mismatch says it all on its first line.
+  nn::Linear small(2, 3), large(2, 4);
+  const std::string mismatch = message_of<ValueError>([&] { small.load_state_dict(large.state_dict()); });
+  const std::string first_line = mismatch.substr(0, mismatch.find('\n'));
+  CHECK_MESSAGE(first_line.find("the state does not fit Linear (2 size mismatch; the first: size mismatch weight") !=
+                    std::string::npos,
+                mismatch);
+  StateDict odd = small.state_dict();
+  odd[std::string("evil\x1b]0;title\x07", 16)] = zeros({1});
+  const std::string unexpected = message_of<ValueError>([&] { small.load_state_dict(odd); });
+  CHECK_MESSAGE(unexpected.find("evil\\x1b]0;title\\x07") != std::string::npos, unexpected);
+  CHECK(unexpected.find('\x1b') == std::string::npos);
+
+  TempDir dir;
+  // A last_checkpoint pointer with terminal escapes in it: refused, shown escaped.
+  {
+    std::ostringstream console;
+    Run run(1, 0, 1);
+    RunnerOptions o = options(dir.path.string(), 1, console);
+    o.resume = "";
+    std::ofstream(dir / "last_checkpoint") << "/tmp/\x1b[2Jx.safetensors\n";
+    const std::string e = message_of<IOError>([&] { run.runner(o).run(); });
+    CHECK_MESSAGE(e.find("last_checkpoint does not name a checkpoint by an absolute path of printable characters") !=
+                      std::string::npos, e);
+    CHECK_MESSAGE(e.find("/tmp/\\x1b[2Jx.safetensors") != std::string::npos, e);
+    CHECK(e.find('\x1b') == std::string::npos);
+  }
+}
+
+TEST_CASE("A sharded checkpoint whose metadata claims a huge shape is refused naming the file, before allocating" *
+          doctest::skip(!dist::has_gloo())) {
+  auto store = std::make_shared<dist::TCPStore>("127.0.0.1", 0, dist::TCPStoreOptions{true, std::chrono::milliseconds(5000)});
+  dist::GlooOptions gloo;
+  gloo.master_addr = "127.0.0.1";
+  const auto group = dist::make_gloo_process_group(store, 0, 1, gloo);
+  TempDir dir;
+  const std::string path = dir / "c.safetensors";
+  Checkpoint c;
+  c.pieces.push_back({"model.w", Shape{4}, 0, arange(0, 4, 1, DType::f32)});
+  save_checkpoint(path, c, *group);
+  REQUIRE(load_checkpoint(path).model.at("w").numel() == 4);
+  // The shard's metadata now says the tensor has 2^60 elements; its piece still holds 4.
+  const auto shards = std::filesystem::directory_iterator(dir / "c.shards");
+  const std::string shard = shards->path().string();
+  SafetensorsFile file = load_safetensors(shard);
+  file.metadata.at("shape.model.w") = std::to_string(int64_t(1) << 60);
+  save_safetensors(shard, file.tensors, file.metadata);
+  const std::string e = message_of<FormatError>([&] { load_checkpoint(path); });
+  CHECK_MESSAGE(e.find("the shards leave out elements [4, 1152921504606846976) of \"model.w\"") != std::string::npos, e);
+  CHECK_MESSAGE(e.find("\"shape.model.w\" in " + shard) != std::string::npos, e);
+}
+
 TEST_CASE("Runner: compile with a process group is refused, naming both" * doctest::skip(!dist::has_gloo())) {
   auto store = std::make_shared<dist::TCPStore>("127.0.0.1", 0, dist::TCPStoreOptions{true, std::chrono::milliseconds(5000)});
   dist::GlooOptions gloo;
@@ -1280,6 +1340,21 @@ TEST_CASE("train program: --help lists every flag; bad input gives one line and 
   TempDir dir;
   one_line_error(run_train("--data " + (dir / "absent")), 1, "absent does not exist");
   one_line_error(run_train("--data /etc/passwd"), 1, "data directory /etc/passwd is not a directory");
+  if (has_fashion_mnist()) {
+    one_line_error(run_train("--train-samples 100 --batch-size 64 --accumulate 3 --epochs 1"), 1,
+                   "--accumulate 3 is more than the 2 batches of --batch-size 64 that the 100 training images "
+                   "(--train-samples) give a rank per epoch");
+    // A checkpoint of another model: the first line names the checkpoint and the mismatch.
+    const std::string wd = dir / "resume";
+    REQUIRE(run_train("--model mlp --train-samples 64 --val-samples 64 --epochs 1 --work-dir " + wd).exit_code == 0);
+    const CommandResult other = run_train("--model cnn --train-samples 64 --val-samples 64 --epochs 2 --resume --work-dir " + wd);
+    CHECK(other.exit_code == 1);
+    const size_t at = other.output.find("train: error: ");
+    REQUIRE_MESSAGE(at != std::string::npos, other.output);
+    const std::string line = other.output.substr(at, other.output.find('\n', at) - at);
+    CHECK_MESSAGE(line.find("cannot resume from " + wd + "/epoch_1.safetensors") != std::string::npos, other.output);
+    CHECK_MESSAGE(line.find("the state does not fit") != std::string::npos, other.output);
+  }
   if (has_fashion_mnist()) {
     one_line_error(run_train("--work-dir /etc/passwd --epochs 1"), 1,
                    "work dir /etc/passwd cannot be made: Not a directory");

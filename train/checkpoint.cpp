@@ -11,6 +11,7 @@
 #include "tensor/atomic_file.h"
 #include "tensor/decimal.h"
 #include "tensor/ops.h"
+#include "tensor/printable.h"
 #include "tensor/safetensors.h"
 
 namespace ember::train {
@@ -36,7 +37,7 @@ int64_t parse_counter(const std::string& path, const std::map<std::string, std::
   if (it == meta.end()) throw FormatError(path + ": checkpoint metadata lacks \"" + key + "\"");
   const auto v = parse_decimal(it->second, kMaxExactCount);
   if (!v)
-    throw FormatError(path + ": checkpoint metadata \"" + key + "\" is \"" + it->second.substr(0, 40) +
+    throw FormatError(path + ": checkpoint metadata \"" + key + "\" is \"" + printable(it->second, 40) +
                       "\", not a count from 0 to 2^53");
   return *v;
 }
@@ -126,7 +127,7 @@ void raise_if_any_failed(dist::ProcessGroup& group, bool failed, const std::stri
 void load_shards(const std::string& path, const std::map<std::string, std::string>& meta, Checkpoint& c) {
   const auto count = parse_decimal(meta.at("shards"), kMaxShards);
   if (!count || *count < 1)
-    throw FormatError(path + ": checkpoint metadata \"shards\" is \"" + meta.at("shards") + "\", not a count of 1 to " +
+    throw FormatError(path + ": checkpoint metadata \"shards\" is \"" + printable(meta.at("shards"), 40) + "\", not a count of 1 to " +
                       std::to_string(kMaxShards));
   struct Piece {
     int64_t offset;
@@ -145,60 +146,67 @@ void load_shards(const std::string& path, const std::map<std::string, std::strin
     if (entry == meta.end()) throw FormatError(path + ": checkpoint metadata lacks \"shard." + std::to_string(r) + "\"");
     const fs::path rel(entry->second);
     if (rel.is_absolute() || rel.empty() || std::any_of(rel.begin(), rel.end(), [](const fs::path& part) { return part == ".."; }))
-      throw FormatError(path + ": shard " + std::to_string(r) + " path \"" + entry->second + "\" leaves the checkpoint's directory");
+      throw FormatError(path + ": shard " + std::to_string(r) + " path \"" + printable(entry->second) +
+                        "\" leaves the checkpoint's directory");
     const std::string file = (fs::path(path).parent_path() / rel).string();
     SafetensorsFile shard = load_safetensors(file);
     const auto format = shard.metadata.find("format");
     if (format == shard.metadata.end() || format->second != kShardFormat)
       throw FormatError(file + ": not an ember checkpoint shard (metadata \"format\" is " +
-                        (format == shard.metadata.end() ? std::string("missing") : "\"" + format->second + "\"") + ")");
+                        (format == shard.metadata.end() ? std::string("missing") : "\"" + printable(format->second, 40) + "\"") + ")");
     c.rank_rngs.push_back(rng_of(file, shard.tensors));
     shard.tensors.erase("rng.default");
     for (auto& [name, values] : shard.tensors) {
       const size_t at = name.rfind('@');
       const auto offset = at == std::string::npos ? std::nullopt : parse_decimal(std::string_view(name).substr(at + 1), int64_t(1) << 62);
-      if (!offset) throw FormatError(file + ": tensor \"" + name + "\" is not named <key>@<offset>");
+      if (!offset) throw FormatError(file + ": tensor \"" + printable(name) + "\" is not named <key>@<offset>");
       const std::string key = name.substr(0, at);
       const auto shape_entry = shard.metadata.find("shape." + key);
       const auto shape = shape_entry == shard.metadata.end() ? std::nullopt : parse_shape(shape_entry->second);
-      if (!shape) throw FormatError(file + ": no valid \"shape." + key + "\" in the metadata for tensor \"" + name + "\"");
+      if (!shape)
+        throw FormatError(file + ": no valid \"shape." + printable(key) + "\" in the metadata for tensor \"" + printable(name) + "\"");
       if (values.dim() != 1 || *offset + values.numel() > numel(*shape))
-        throw FormatError(file + ": piece \"" + name + "\" of shape " + to_string(values.shape()) +
+        throw FormatError(file + ": piece \"" + printable(name) + "\" of shape " + to_string(values.shape()) +
                           " does not fit in a tensor of shape " + to_string(*shape));
       auto [it, fresh] = logical.try_emplace(key, Logical{*shape, values.dtype(), file, {}});
       if (!fresh && (it->second.shape != *shape || it->second.dtype != values.dtype()))
-        throw FormatError(file + ": \"" + key + "\" is " + dtype_name(values.dtype()) + " " + to_string(*shape) + " here but " +
+        throw FormatError(file + ": \"" + printable(key) + "\" is " + dtype_name(values.dtype()) + " " + to_string(*shape) + " here but " +
                           dtype_name(it->second.dtype) + " " + to_string(it->second.shape) + " in " + it->second.file);
       it->second.pieces.push_back({*offset, values, file});
     }
   }
   for (auto& [key, t] : logical) {
     std::sort(t.pieces.begin(), t.pieces.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+    // The pieces must tile the shape the metadata names before it is allocated: a shape of 2^60
+    // elements is a file's error, to be named with the file, not an allocation's.
     const int64_t total = numel(t.shape);
-    Tensor whole = empty(t.shape, t.dtype);
-    Tensor flat = whole.view({total});
     int64_t covered = 0;
     for (const Piece& p : t.pieces) {
       if (p.offset != covered)
         throw FormatError(path + ": the shards " + (p.offset > covered ? "leave out" : "hold twice") + " elements [" +
                           std::to_string(std::min(p.offset, covered)) + ", " + std::to_string(std::max(p.offset, covered)) +
-                          ") of \"" + key + "\" (" + p.file + ")");
-      Tensor slot = flat.narrow(0, p.offset, p.values.numel());
-      copy_(slot, p.values);
+                          ") of \"" + printable(key) + "\" (" + p.file + ")");
       covered += p.values.numel();
     }
     if (covered != total)
       throw FormatError(path + ": the shards leave out elements [" + std::to_string(covered) + ", " + std::to_string(total) +
-                        ") of \"" + key + "\"");
+                        ") of \"" + printable(key) + "\" (its shape " + to_string(t.shape) + " is from \"shape." +
+                        printable(key) + "\" in " + t.file + ")");
+    Tensor whole = empty(t.shape, t.dtype);
+    Tensor flat = whole.view({total});
+    for (const Piece& p : t.pieces) {
+      Tensor slot = flat.narrow(0, p.offset, p.values.numel());
+      copy_(slot, p.values);
+    }
     bool placed = false;
     for (const auto& [prefix, dict] : sections(c))
       if (key.starts_with(prefix)) {
         if (!dict->emplace(key.substr(prefix.size()), whole).second)
-          throw FormatError(path + ": \"" + key + "\" is both whole in the index and in pieces in the shards");
+          throw FormatError(path + ": \"" + printable(key) + "\" is both whole in the index and in pieces in the shards");
         placed = true;
         break;
       }
-    if (!placed) throw FormatError(path + ": unexpected tensor \"" + key + "\" in the shards");
+    if (!placed) throw FormatError(path + ": unexpected tensor \"" + printable(key) + "\" in the shards");
   }
 }
 
@@ -295,7 +303,7 @@ Checkpoint load_checkpoint(const std::string& path) {
         placed = true;
         break;
       }
-    if (!placed) throw FormatError(path + ": unexpected tensor \"" + name + "\" in a checkpoint");
+    if (!placed) throw FormatError(path + ": unexpected tensor \"" + printable(name) + "\" in a checkpoint");
   }
   if (file.metadata.count("shards")) load_shards(path, file.metadata, c);
   return c;

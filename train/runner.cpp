@@ -16,6 +16,7 @@
 #include "tensor/decimal.h"
 #include "tensor/nvtx.h"
 #include "tensor/ops.h"
+#include "tensor/printable.h"
 #include "tensor/storage.h"
 #include "train/log.h"
 #include "train/strategy.h"
@@ -171,6 +172,10 @@ std::string Runner::last_checkpoint() const {
                   (path.empty() ? std::string("it is empty")
                                 : path.size() > PATH_MAX ? "it is longer than a path can be"
                                                          : std::to_string(in.gcount()) + " bytes") + ")");
+  // ember writes an absolute path of printable characters; anything else is damage, shown escaped.
+  if (path.front() != '/' || std::any_of(path.begin(), path.end(), [](char c) { return c < 0x20 || c == 0x7f; }))
+    throw IOError(pointer + " does not name a checkpoint by an absolute path of printable characters; it holds \"" +
+                  printable(path) + "\"");
   return path;
 }
 
@@ -316,7 +321,11 @@ RunSummary Runner::run() {
         throw IOError("cannot resume: " + work_path("last_checkpoint") + " is missing (no checkpoint was saved in " +
                       opts_.work_dir + ")");
     }
-    restore(load_checkpoint(path));
+    try {
+      restore(load_checkpoint(path));
+    } catch (const ValueError& e) {  // the checkpoint does not fit this run: say which checkpoint
+      throw ValueError("cannot resume from " + path + ": " + e.what());
+    }
     console_ << "Resumed from " << path << " at epoch " << epoch_ << ", iteration " << iteration_ << std::endl;
   }
   open_log();
