@@ -6,6 +6,7 @@
 
 #include "tensor/file_bytes.h"
 #include "data/image_batch.h"
+#include "tensor/printable.h"
 
 namespace ember::data {
 
@@ -46,7 +47,7 @@ ImageFolder::ImageFolder(std::string root, ImageFolderOptions options) : root_(s
     }
     if (!empty.empty()) {
       std::string names;
-      for (const std::string& n : empty) names += (names.empty() ? "" : ", ") + n;
+      for (const std::string& n : empty) names += (names.empty() ? "" : ", ") + printable(n);  // names from the disk
       throw DataError(root_ + ": no .jpg, .jpeg or .png file in the class folder(s) " + names);
     }
   } catch (const fs::filesystem_error& e) {

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "data/image_batch.h"
+#include "tensor/printable.h"
 
 namespace ember::data {
 
@@ -32,7 +33,7 @@ Archive open_shard(const std::string& path) {
 
 [[noreturn]] void shard_error(archive* a, const std::string& shard, const std::string& after, const std::string& what) {
   const char* detail = archive_error_string(a);
-  throw DataError(shard + ": " + what + (after.empty() ? "" : " after member '" + after + "'") + " (" +
+  throw DataError(shard + ": " + what + (after.empty() ? "" : " after member '" + printable(after) + "'") + " (" +
                   (detail ? detail : "no detail") + ")");
 }
 
@@ -48,13 +49,13 @@ std::vector<uint8_t> member_bytes(archive* a, archive_entry* e, const std::strin
   const std::string name = archive_entry_pathname(e) ? archive_entry_pathname(e) : "?";
   const int64_t size = archive_entry_size(e);
   if (size < 0 || size > kMaxMemberBytes)
-    throw DataError(shard + ": member '" + name + "' claims " + std::to_string(size) + " bytes");
+    throw DataError(shard + ": member '" + printable(name) + "' claims " + std::to_string(size) + " bytes");
   std::vector<uint8_t> bytes(static_cast<size_t>(size));
   size_t got = 0;
   while (got < bytes.size()) {
     const la_ssize_t n = archive_read_data(a, bytes.data() + got, bytes.size() - got);
-    if (n < 0) shard_error(a, shard, "", "member '" + name + "' cannot be read");
-    if (n == 0) throw DataError(shard + ": member '" + name + "' ends after " + std::to_string(got) + " of " +
+    if (n < 0) shard_error(a, shard, "", "member '" + printable(name) + "' cannot be read");
+    if (n == 0) throw DataError(shard + ": member '" + printable(name) + "' ends after " + std::to_string(got) + " of " +
                                 std::to_string(size) + " bytes (the tar is cut)");
     got += static_cast<size_t>(n);
   }
@@ -84,7 +85,7 @@ int64_t parse_label(const std::vector<uint8_t>& bytes, const std::string& where)
   int64_t value = -1;
   const auto [end, ec] = std::from_chars(text.data() + start, text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size() || value < 0 || start == text.size())
-    throw DataError(where + ": the label is '" + text.substr(0, 40) + "', not a non-negative decimal integer");
+    throw DataError(where + ": the label is '" + printable(text, 40) + "', not a non-negative decimal integer");
   return value;
 }
 
@@ -168,7 +169,7 @@ WebDataset::WebDataset(std::vector<std::string> shards, WebDatasetOptions option
       } else if (options_.skip_bad_images) {
         ++bad_;
       } else {
-        throw DataError(shard + ": sample '" + current.key + "' has " + missing);
+        throw DataError(shard + ": sample '" + printable(current.key) + "' has " + missing);
       }
     };
     std::string name;
@@ -182,7 +183,7 @@ WebDataset::WebDataset(std::vector<std::string> shards, WebDatasetOptions option
       }
       if (ext == "cls") {
         try {
-          current.label = parse_label(member_bytes(a.get(), e, shard), shard + ": member '" + name + "'");
+          current.label = parse_label(member_bytes(a.get(), e, shard), shard + ": member '" + printable(name) + "'");
         } catch (const DataError&) {
           if (!options_.skip_bad_images) throw;
           current.label = -1;
@@ -231,7 +232,7 @@ Batch WebDataset::get_epoch_batch(const std::vector<int64_t>& indices, uint64_t 
       size(),
       [this](int64_t i) {
         const Sample& s = samples_[static_cast<size_t>(i)];
-        return EncodedImage{read_image(s), shards_[static_cast<size_t>(s.shard)] + ": sample '" + s.key + "'"};
+        return EncodedImage{read_image(s), shards_[static_cast<size_t>(s.shard)] + ": sample '" + printable(s.key) + "'"};
       },
       [this](int64_t i) { return samples_[static_cast<size_t>(i)].label; },
       "WebDataset"};

@@ -662,6 +662,17 @@ TEST_CASE("WebDataset: a cut tar, a sample without a label and a bad image are n
   const fs::path unlabelled = dir.path / "unlabelled.tar";
   write_tar(unlabelled, {{"a.jpg", jpeg}, {"a.cls", text_bytes("0")}, {"b.jpg", jpeg}, {"c.jpg", jpeg}, {"c.cls", text_bytes("x1")}});
   expect_error<DataError>("no label", [&] { WebDataset w({unlabelled.string()}, o); }, {"unlabelled.tar", "'b'", "no .cls label"});
+  // Member names and labels are the file's: shown escaped and cut.
+  const fs::path odd = dir.path / "odd.tar";
+  write_tar(odd, {{"\x1b[2Jkey.jpg", jpeg}, {"\x1b[2Jkey.cls", text_bytes("\x1b]0;" + std::string(100, '7'))}});
+  const std::string odd_label = message_of<DataError>([&] {
+    o.skip_bad_images = false;
+    WebDataset w({odd.string()}, o);
+  });
+  CHECK_MESSAGE(odd_label.find("the label is '\\x1b]0;777") != std::string::npos, odd_label);
+  CHECK_MESSAGE(odd_label.find("member '\\x1b[2Jkey.cls'") != std::string::npos, odd_label);
+  CHECK(odd_label.find('\x1b') == std::string::npos);
+  CHECK(odd_label.find("... (104 bytes)") != std::string::npos);
   const fs::path corrupt = dir.path / "corrupt.tar";
   write_tar(corrupt, {{"a.jpg", text_bytes("not a jpeg")}, {"a.cls", text_bytes("0")}, {"b.jpg", jpeg}, {"b.cls", text_bytes("2")}});
   const WebDataset strict({corrupt.string()}, o);

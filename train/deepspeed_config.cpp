@@ -9,6 +9,7 @@
 
 #include "tensor/atomic_file.h"
 #include "tensor/error.h"
+#include "tensor/printable.h"
 #include "tensor/safetensors.h"
 
 namespace ember::train {
@@ -16,6 +17,9 @@ namespace ember::train {
 namespace {
 
 using nlohmann::json;
+
+// A JSON value of the file as a message shows it: escaped and cut.
+std::string shown(const json& v) { return printable(v.dump(), 80); }
 
 constexpr int kMaxDepth = 32;  // DeepSpeed's configs nest three levels
 
@@ -25,7 +29,7 @@ class Section {
  public:
   Section(const json& object, std::string path, const std::string& source, std::vector<std::string>& warnings)
       : object_(object), path_(std::move(path)), source_(source), warnings_(warnings) {
-    if (!object_.is_object()) throw FormatError(source_ + ": \"" + path_ + "\" is not a JSON object");
+    if (!object_.is_object()) throw FormatError(source_ + ": \"" + printable(path_, 80) + "\" is not a JSON object");
   }
   // Names the keys no accessor asked for.
   ~Section() {
@@ -36,7 +40,8 @@ class Section {
   Section(const Section&) = delete;
   Section& operator=(const Section&) = delete;
 
-  std::string name(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  // The key's dotted path as a message shows it (keys are the file's: escaped and cut).
+  std::string name(const std::string& key) const { return printable(path_.empty() ? key : path_ + "." + key, 80); }
   // The value under key, or null when absent or "auto".
   const json* find(const std::string& key) {
     used_.insert(key);
@@ -51,15 +56,15 @@ class Section {
   std::optional<bool> boolean(const std::string& key) {
     const json* v = find(key);
     if (!v) return std::nullopt;
-    if (!v->is_boolean()) throw FormatError(source_ + ": \"" + name(key) + "\" must be true or false, got " + v->dump());
+    if (!v->is_boolean()) throw FormatError(source_ + ": \"" + name(key) + "\" must be true or false, got " + shown(*v));
     return v->get<bool>();
   }
   std::optional<double> number(const std::string& key) {
     const json* v = find(key);
     if (!v) return std::nullopt;
-    if (!v->is_number()) throw FormatError(source_ + ": \"" + name(key) + "\" must be a number, got " + v->dump());
+    if (!v->is_number()) throw FormatError(source_ + ": \"" + name(key) + "\" must be a number, got " + shown(*v));
     const double d = v->get<double>();
-    if (!std::isfinite(d)) throw ValueError(source_ + ": \"" + name(key) + "\" is " + v->dump() + ", not a finite number");
+    if (!std::isfinite(d)) throw ValueError(source_ + ": \"" + name(key) + "\" is " + shown(*v) + ", not a finite number");
     return d;
   }
   // A whole number in [lo, hi] (DeepSpeed writes bucket sizes as 5e8, so an integral float counts).
@@ -67,14 +72,14 @@ class Section {
     const auto d = number(key);
     if (!d) return std::nullopt;
     if (*d != std::floor(*d) || *d < static_cast<double>(lo) || *d > static_cast<double>(hi))
-      throw ValueError(source_ + ": \"" + name(key) + "\" is " + object_.at(key).dump() + "; expected a whole number in [" +
+      throw ValueError(source_ + ": \"" + name(key) + "\" is " + shown(object_.at(key)) + "; expected a whole number in [" +
                        std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return static_cast<int64_t>(*d);
   }
   std::optional<std::string> string(const std::string& key) {
     const json* v = find(key);
     if (!v) return std::nullopt;
-    if (!v->is_string()) throw FormatError(source_ + ": \"" + name(key) + "\" must be a string, got " + v->dump());
+    if (!v->is_string()) throw FormatError(source_ + ": \"" + name(key) + "\" must be a string, got " + shown(*v));
     return v->get<std::string>();
   }
   // The nested object under key, or null.
@@ -122,7 +127,7 @@ void read_zero(Section& s, DeepSpeedConfig& c) {
     if (v->is_boolean()) device = v->get<bool>() ? "cpu" : "none";
     else if (v->is_object() && v->contains("device") && (*v)["device"].is_string()) device = (*v)["device"].get<std::string>();
     if (device != "cpu" && device != "none")
-      throw ValueError(s.source() + ": \"" + s.name(key) + "\" is " + v->dump() + ": ember offloads " + what +
+      throw ValueError(s.source() + ": \"" + s.name(key) + "\" is " + shown(*v) + ": ember offloads " + what +
                        " to the host (\"device\": \"cpu\") or not (\"none\")");
     field = device == "cpu";
     c.zero_knobs.insert(std::string(key) == "cpu_offload" ? "offload_optimizer" : key);
@@ -154,7 +159,7 @@ void read_optimizer(Section& s, DeepSpeedConfig& c) {
   std::string lower;
   for (char ch : *type) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (lower != "sgd" && lower != "adamw" && lower != "lamb")
-    throw ValueError(s.source() + ": optimizer type \"" + *type + "\" is not one of train's: SGD, AdamW, Lamb");
+    throw ValueError(s.source() + ": optimizer type \"" + printable(*type, 40) + "\" is not one of train's: SGD, AdamW, Lamb");
   c.optimizer = lower;
   const auto params = s.section("params");
   if (!params) return;
@@ -168,7 +173,7 @@ void read_optimizer(Section& s, DeepSpeedConfig& c) {
   if (const json* betas = params->find("betas")) {
     if (!(betas->is_array() && betas->size() == 2 && (*betas)[0].is_number() && (*betas)[1].is_number() &&
           (*betas)[0].get<double>() == 0.9 && (*betas)[1].get<double>() == 0.999))
-      throw ValueError(s.source() + ": \"optimizer.params.betas\" is " + betas->dump() + "; train uses [0.9, 0.999]");
+      throw ValueError(s.source() + ": \"optimizer.params.betas\" is " + shown(*betas) + "; train uses [0.9, 0.999]");
   }
 }
 
