@@ -5,6 +5,7 @@
 
 #include "data/cifar10.h"
 #include "tensor/ops.h"
+#include "tensor/printable.h"
 
 namespace ember::data {
 
@@ -46,10 +47,10 @@ void require_dir(const std::string& dir, const char* what) {
   std::error_code ec;
   const fs::file_status st = fs::status(dir, ec);
   if (st.type() == fs::file_type::not_found)
-    throw DataError(std::string(what) + ": data directory " + dir + " does not exist");
+    throw DataError(std::string(what) + ": data directory " + printable(dir, 400) + " does not exist");
   if (ec) throw DataError(std::string(what) + ": data directory " + dir + " cannot be read: " + ec.message());
   if (st.type() != fs::file_type::directory)
-    throw DataError(std::string(what) + ": data directory " + dir + " is not a directory");
+    throw DataError(std::string(what) + ": data directory " + printable(dir, 400) + " is not a directory");
 }
 
 // The first existing path among dir/<sub>/<name>[.gz]; DataError listing every path tried otherwise.

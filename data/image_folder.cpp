@@ -62,7 +62,7 @@ Batch ImageFolder::get_epoch_batch(const std::vector<int64_t>& indices, uint64_t
       size(),
       [this](int64_t i) {
         const std::string& path = samples_[static_cast<size_t>(i)].path;
-        return EncodedImage{read_regular_file(path), path};
+        return EncodedImage{read_regular_file(path), printable(path, 400)};
       },
       [this](int64_t i) { return samples_[static_cast<size_t>(i)].label; },
       "ImageFolder " + root_};

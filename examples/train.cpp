@@ -39,6 +39,7 @@
 #include "tensor/decimal.h"
 #include "tensor/nvtx.h"
 #include "tensor/ops.h"
+#include "tensor/printable.h"
 #include "tensor/storage.h"
 #include "train/deepspeed_config.h"
 #include "train/model_zoo.h"
@@ -515,7 +516,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "train: error: %s (see --help)\n", e.what());
+    std::fprintf(stderr, "train: error: %s (see --help)\n", printable(e.what(), 400).c_str());  // it quotes the flag's value
     return 2;
   }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <new>
 
+#include "tensor/printable.h"
 #include "tensor/storage.h"
 
 namespace ember {
@@ -23,12 +24,13 @@ struct Fd {
 }  // namespace
 
 std::vector<uint8_t> read_regular_file(const std::string& path) {
+  const std::string shown = printable(path, 400);  // a path from a listing or a flag may hold any bytes
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IOError(path + ": cannot open: " + std::strerror(errno));
+  if (fd < 0) throw IOError(shown + ": cannot open: " + std::strerror(errno));
   const Fd closer{fd};
   struct stat st {};
-  if (::fstat(fd, &st) != 0) throw IOError(path + ": cannot stat: " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) throw IOError(path + ": not a regular file");
+  if (::fstat(fd, &st) != 0) throw IOError(shown + ": cannot stat: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw IOError(shown + ": not a regular file");
   const auto size = static_cast<uint64_t>(st.st_size);
   const size_t memory = backend::host_memory_total();
   std::vector<uint8_t> bytes;
@@ -36,13 +38,13 @@ std::vector<uint8_t> read_regular_file(const std::string& path) {
     if (memory > 0 && size > memory) throw std::bad_alloc();
     bytes.resize(static_cast<size_t>(size));
   } catch (const std::bad_alloc&) {
-    throw IOError(path + ": " + std::to_string(size) + " bytes, more than this machine's memory");
+    throw IOError(shown + ": " + std::to_string(size) + " bytes, more than this machine's memory");
   }
   for (size_t got = 0; got < bytes.size();) {
     const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)  // an error, or the file shrank while it was read
-      throw IOError(path + ": cannot read byte " + std::to_string(got) + " of " + std::to_string(size) + ": " +
+      throw IOError(shown + ": cannot read byte " + std::to_string(got) + " of " + std::to_string(size) + ": " +
                     (n < 0 ? std::strerror(errno) : "the file shrank while it was read"));
     got += static_cast<size_t>(n);
   }

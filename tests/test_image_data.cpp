@@ -370,6 +370,13 @@ TEST_CASE("ImageFolder: classes sorted, files found recursively in torchvision's
   ImageFolderOptions bad;
   bad.transform.scale = {0.5, 0.1};
   expect_error<ValueError>("options", [&] { ImageFolder f(dir.path.string() + "/b_cat", bad); }, {"scale", "0.5"});
+  // A file name with a terminal escape, from the disk: named escaped in the decoder's message.
+  TempDir odd;
+  write_file(odd.path / "cls" / "\x1b[2Jbad.jpg", {'n', 'o'});
+  const ImageFolder odd_folder(odd.path.string());
+  const std::string e = message_of<DataError>([&] { odd_folder.get_batch({0}); });
+  CHECK_MESSAGE(e.find("cls/\\x1b[2Jbad.jpg") != std::string::npos, e);
+  CHECK(e.find('\x1b') == std::string::npos);
 }
 
 TEST_CASE("ImageFolder batches: shape, dtype and memory format; the same on any worker count and after a resume") {

@@ -1321,6 +1321,10 @@ TEST_CASE("train program: --help lists every flag; bad input gives one line and 
   one_line_error(run_train("--model lenet"), 2, "--model");
   one_line_error(run_train("--precision fp8"), 2, "--precision");
   one_line_error(run_train("--no-such-flag"), 2, "--no-such-flag");
+  // A flag's value is quoted escaped: a terminal escape in it reaches the terminal as text.
+  const CommandResult escaped = run_train("--model '\x1b[2Jlenet'");
+  one_line_error(escaped, 2, "\\x1b[2Jlenet");
+  CHECK(escaped.output.find('\x1b') == std::string::npos);
   // Numbers: finite and in range, or refused naming the flag and the value.
   one_line_error(run_train("--lr inf"), 2, "train: error: --lr: must be at least 0, got inf (not a finite number)");
   one_line_error(run_train("--lr nan"), 2, "--lr: must be at least 0, got nan (not a finite number)");
@@ -1340,6 +1344,7 @@ TEST_CASE("train program: --help lists every flag; bad input gives one line and 
   TempDir dir;
   one_line_error(run_train("--data " + (dir / "absent")), 1, "absent does not exist");
   one_line_error(run_train("--data /etc/passwd"), 1, "data directory /etc/passwd is not a directory");
+  one_line_error(run_train("--data '/tmp/\x1b[2Jnope'"), 1, "data directory /tmp/\\x1b[2Jnope does not exist");
   if (has_fashion_mnist()) {
     // A checkpoint of another model: the first line names the checkpoint and the mismatch.
     const std::string wd = dir / "resume";

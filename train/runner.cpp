@@ -147,7 +147,7 @@ Runner::Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<TrainingP
     std::error_code ec;
     fs::create_directories(opts_.work_dir, ec);
     if (ec || !fs::is_directory(opts_.work_dir))
-      throw IOError("work dir " + opts_.work_dir + " cannot be made: " +
+      throw IOError("work dir " + printable(opts_.work_dir, 400) + " cannot be made: " +
                     (ec ? ec.message() : std::string("it exists and is not a directory")));
     lock_ = std::make_unique<WorkDirLock>(opts_.work_dir);
     remove_stale_temporaries(opts_.work_dir);
