@@ -48,7 +48,7 @@ void require_dir(const std::string& dir, const char* what) {
   const fs::file_status st = fs::status(dir, ec);
   if (st.type() == fs::file_type::not_found)
     throw DataError(std::string(what) + ": data directory " + printable(dir, 400) + " does not exist");
-  if (ec) throw DataError(std::string(what) + ": data directory " + dir + " cannot be read: " + ec.message());
+  if (ec) throw DataError(std::string(what) + ": data directory " + printable(dir, 400) + " cannot be read: " + ec.message());
   if (st.type() != fs::file_type::directory)
     throw DataError(std::string(what) + ": data directory " + printable(dir, 400) + " is not a directory");
 }
@@ -64,14 +64,14 @@ std::string find_file(const std::string& dir, const std::vector<std::string>& su
       if (fs::is_regular_file(p, ec)) return p.string();
       tried += (tried.empty() ? "" : ", ") + p.string();
     }
-  throw DataError(std::string(what) + ": " + name + " not found in " + dir + " (looked for " + tried + ")");
+  throw DataError(std::string(what) + ": " + name + " not found in " + printable(dir, 400) + " (looked for " + tried + ")");
 }
 
 void check_labels(const Tensor& labels, int64_t classes, const std::string& path) {
   const int64_t* p = labels.data<int64_t>();
   for (int64_t i = 0; i < labels.numel(); ++i)
     if (p[i] < 0 || p[i] >= classes)
-      throw DataError(path + ": label " + std::to_string(i) + " is " + std::to_string(p[i]) + ", expected 0.." +
+      throw DataError(printable(path, 400) + ": label " + std::to_string(i) + " is " + std::to_string(p[i]) + ", expected 0.." +
                       std::to_string(classes - 1));
 }
 

@@ -1,4 +1,5 @@
 #include "tensor/atomic_file.h"
+#include "tensor/printable.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -15,7 +16,7 @@ constexpr const char* kTemporaryInfix = ".tmp.";  // then the writer's pid
 std::string errno_text(int err) { return std::strerror(err); }
 
 [[noreturn]] void fail(const std::string& what, const std::string& path, int err) {
-  throw IOError(what + " '" + path + "': " + errno_text(err));
+  throw IOError(what + " '" + printable(path, 400) + "': " + errno_text(err));
 }
 
 class FdWriter final : public AtomicWriter {

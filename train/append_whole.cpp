@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "tensor/atomic_file.h"
+#include "tensor/printable.h"
 
 namespace ember::train {
 
@@ -17,7 +18,7 @@ void append_whole(int fd, std::string_view bytes, int64_t& size, const char* kin
     } else if (errno != EINTR) {
       const std::string why = std::strerror(errno);
       [[maybe_unused]] const int cut = ::ftruncate(fd, size);
-      throw IOError(std::string("cannot append to the ") + kind + " " + path + ": " + why);
+      throw IOError(std::string("cannot append to the ") + kind + " " + printable(path, 400) + ": " + why);
     }
   }
   size += static_cast<int64_t>(bytes.size());

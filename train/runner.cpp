@@ -324,7 +324,7 @@ RunSummary Runner::run() {
     try {
       restore(load_checkpoint(path));
     } catch (const ValueError& e) {  // the checkpoint does not fit this run: say which checkpoint
-      throw ValueError("cannot resume from " + path + ": " + e.what());
+      throw ValueError("cannot resume from " + printable(path, 400) + ": " + e.what());
     }
     console_ << "Resumed from " << path << " at epoch " << epoch_ << ", iteration " << iteration_ << std::endl;
   }
