@@ -864,7 +864,7 @@ TEST_CASE("Bad inputs name their source: values from files shown escaped and cut
                     std::string::npos,
                 mismatch);
   StateDict odd = small.state_dict();
-  odd[std::string("evil\x1b]0;title\x07", 16)] = zeros({1});
+  odd["evil\x1b]0;title\x07"] = zeros({1});
   const std::string unexpected = message_of<ValueError>([&] { small.load_state_dict(odd); });
   CHECK_MESSAGE(unexpected.find("evil\\x1b]0;title\\x07") != std::string::npos, unexpected);
   CHECK(unexpected.find('\x1b') == std::string::npos);
