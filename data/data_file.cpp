@@ -33,7 +33,7 @@ struct DataFile::Inflater {
 
   explicit Inflater(const std::string& path) {
     // 16 + MAX_WBITS: gzip wrapping only; inflate checks each member's CRC-32 and length itself.
-    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw DataError(printable(path, 400) + ": cannot start zlib's inflate");
+    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw DataError(printable_path(path) + ": cannot start zlib's inflate");
   }
   ~Inflater() { inflateEnd(&z); }
 };
@@ -91,17 +91,17 @@ size_t DataFile::read(void* dst, size_t n) {
       } else if (gzip_magic(raw_.data() + at, raw_.size() - at)) {
         inflateReset(&z);  // another member follows (as `cat a.gz b.gz` makes)
       } else {
-        throw DataError(printable(path_, 400) + ": " + std::to_string(raw_.size() - at) + " bytes after the end of the gzip stream at byte " +
+        throw DataError(printable_path(path_) + ": " + std::to_string(raw_.size() - at) + " bytes after the end of the gzip stream at byte " +
                         std::to_string(at) + " are not a gzip member");
       }
     } else if (rc == Z_DATA_ERROR || rc == Z_NEED_DICT) {
-      throw DataError(printable(path_, 400) + ": corrupt gzip data near byte " + std::to_string(at) + " of the file: " +
+      throw DataError(printable_path(path_) + ": corrupt gzip data near byte " + std::to_string(at) + " of the file: " +
                       (z.msg ? z.msg : "invalid deflate data"));
     } else if (rc == Z_MEM_ERROR) {
-      throw DataError(printable(path_, 400) + ": out of memory decompressing");
+      throw DataError(printable_path(path_) + ": out of memory decompressing");
     } else if (rc == Z_BUF_ERROR) {
       // No progress with room for output: all input is consumed before the stream's end and trailer.
-      throw DataError(printable(path_, 400) + ": truncated gzip data: the file ends at byte " + std::to_string(raw_.size()) +
+      throw DataError(printable_path(path_) + ": truncated gzip data: the file ends at byte " + std::to_string(raw_.size()) +
                       " inside a compressed stream, after " + std::to_string(position_ + got) + " bytes of content");
     }
   }
@@ -129,12 +129,12 @@ std::vector<uint8_t> DataFile::read_rest() {
       out.resize(old + n);
       if (n < piece) break;
       if (out.size() > limit)
-        throw DataError(printable(path_, 400) + ": decompresses to more than " + std::to_string(limit) +
+        throw DataError(printable_path(path_) + ": decompresses to more than " + std::to_string(limit) +
                         " bytes, more than this machine's memory");
       piece = std::min<size_t>(out.size(), size_t(1) << 28);
     }
   } catch (const std::bad_alloc&) {
-    throw DataError(printable(path_, 400) + ": out of memory after " + std::to_string(out.size()) + " bytes of content");
+    throw DataError(printable_path(path_) + ": out of memory after " + std::to_string(out.size()) + " bytes of content");
   }
   return out;
 }

@@ -47,10 +47,10 @@ void require_dir(const std::string& dir, const char* what) {
   std::error_code ec;
   const fs::file_status st = fs::status(dir, ec);
   if (st.type() == fs::file_type::not_found)
-    throw DataError(std::string(what) + ": data directory " + printable(dir, 400) + " does not exist");
-  if (ec) throw DataError(std::string(what) + ": data directory " + printable(dir, 400) + " cannot be read: " + ec.message());
+    throw DataError(std::string(what) + ": data directory " + printable_path(dir) + " does not exist");
+  if (ec) throw DataError(std::string(what) + ": data directory " + printable_path(dir) + " cannot be read: " + ec.message());
   if (st.type() != fs::file_type::directory)
-    throw DataError(std::string(what) + ": data directory " + printable(dir, 400) + " is not a directory");
+    throw DataError(std::string(what) + ": data directory " + printable_path(dir) + " is not a directory");
 }
 
 // The first existing path among dir/<sub>/<name>[.gz]; DataError listing every path tried otherwise.
@@ -64,14 +64,14 @@ std::string find_file(const std::string& dir, const std::vector<std::string>& su
       if (fs::is_regular_file(p, ec)) return p.string();
       tried += (tried.empty() ? "" : ", ") + p.string();
     }
-  throw DataError(std::string(what) + ": " + name + " not found in " + printable(dir, 400) + " (looked for " + tried + ")");
+  throw DataError(std::string(what) + ": " + name + " not found in " + printable_path(dir) + " (looked for " + tried + ")");
 }
 
 void check_labels(const Tensor& labels, int64_t classes, const std::string& path) {
   const int64_t* p = labels.data<int64_t>();
   for (int64_t i = 0; i < labels.numel(); ++i)
     if (p[i] < 0 || p[i] >= classes)
-      throw DataError(printable(path, 400) + ": label " + std::to_string(i) + " is " + std::to_string(p[i]) + ", expected 0.." +
+      throw DataError(printable_path(path) + ": label " + std::to_string(i) + " is " + std::to_string(p[i]) + ", expected 0.." +
                       std::to_string(classes - 1));
 }
 

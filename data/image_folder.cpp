@@ -26,12 +26,12 @@ bool is_image_file(const fs::path& p) {
 ImageFolder::ImageFolder(std::string root, ImageFolderOptions options) : root_(std::move(root)), options_(options) {
   check_image_transform(options_.transform);
   std::error_code ec;
-  if (!fs::is_directory(root_, ec)) throw DataError(printable(root_, 400) + ": not a folder (ImageFolder wants one subfolder per class)");
+  if (!fs::is_directory(root_, ec)) throw DataError(printable_path(root_) + ": not a folder (ImageFolder wants one subfolder per class)");
   try {
     for (const fs::directory_entry& e : fs::directory_iterator(root_))
       if (e.is_directory()) classes_.push_back(e.path().filename().string());
     std::sort(classes_.begin(), classes_.end());
-    if (classes_.empty()) throw DataError(printable(root_, 400) + ": no class folder in it (ImageFolder wants one subfolder per class)");
+    if (classes_.empty()) throw DataError(printable_path(root_) + ": no class folder in it (ImageFolder wants one subfolder per class)");
     std::vector<std::string> empty;
     for (size_t c = 0; c < classes_.size(); ++c) {
       class_to_idx_[classes_[c]] = static_cast<int64_t>(c);
@@ -48,10 +48,10 @@ ImageFolder::ImageFolder(std::string root, ImageFolderOptions options) : root_(s
     if (!empty.empty()) {
       std::string names;
       for (const std::string& n : empty) names += (names.empty() ? "" : ", ") + printable(n);  // names from the disk
-      throw DataError(printable(root_, 400) + ": no .jpg, .jpeg or .png file in the class folder(s) " + names);
+      throw DataError(printable_path(root_) + ": no .jpg, .jpeg or .png file in the class folder(s) " + names);
     }
   } catch (const fs::filesystem_error& e) {
-    throw DataError(printable(root_, 400) + ": cannot list " + printable(e.path1().string(), 400) + " (" + e.code().message() + ")");
+    throw DataError(printable_path(root_) + ": cannot list " + printable_path(e.path1().string()) + " (" + e.code().message() + ")");
   }
 }
 
@@ -62,7 +62,7 @@ Batch ImageFolder::get_epoch_batch(const std::vector<int64_t>& indices, uint64_t
       size(),
       [this](int64_t i) {
         const std::string& path = samples_[static_cast<size_t>(i)].path;
-        return EncodedImage{read_regular_file(path), printable(path, 400)};
+        return EncodedImage{read_regular_file(path), printable_path(path)};
       },
       [this](int64_t i) { return samples_[static_cast<size_t>(i)].label; },
       "ImageFolder " + root_};

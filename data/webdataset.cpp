@@ -23,17 +23,17 @@ using Archive = std::unique_ptr<archive, decltype(&archive_read_free)>;
 
 Archive open_shard(const std::string& path) {
   Archive a(archive_read_new(), &archive_read_free);
-  if (!a) throw DataError(printable(path, 400) + ": libarchive cannot make a reader");
+  if (!a) throw DataError(printable_path(path) + ": libarchive cannot make a reader");
   archive_read_support_format_tar(a.get());
   archive_read_support_filter_all(a.get());
   if (archive_read_open_filename(a.get(), path.c_str(), size_t{1} << 16) != ARCHIVE_OK)
-    throw DataError(printable(path, 400) + ": cannot open the shard (" + std::string(archive_error_string(a.get())) + ")");
+    throw DataError(printable_path(path) + ": cannot open the shard (" + std::string(archive_error_string(a.get())) + ")");
   return a;
 }
 
 [[noreturn]] void shard_error(archive* a, const std::string& shard, const std::string& after, const std::string& what) {
   const char* detail = archive_error_string(a);
-  throw DataError(printable(shard, 400) + ": " + what + (after.empty() ? "" : " after member '" + printable(after) + "'") + " (" +
+  throw DataError(printable_path(shard) + ": " + what + (after.empty() ? "" : " after member '" + printable(after) + "'") + " (" +
                   (detail ? detail : "no detail") + ")");
 }
 
@@ -49,13 +49,13 @@ std::vector<uint8_t> member_bytes(archive* a, archive_entry* e, const std::strin
   const std::string name = archive_entry_pathname(e) ? archive_entry_pathname(e) : "?";
   const int64_t size = archive_entry_size(e);
   if (size < 0 || size > kMaxMemberBytes)
-    throw DataError(printable(shard, 400) + ": member '" + printable(name) + "' claims " + std::to_string(size) + " bytes");
+    throw DataError(printable_path(shard) + ": member '" + printable(name) + "' claims " + std::to_string(size) + " bytes");
   std::vector<uint8_t> bytes(static_cast<size_t>(size));
   size_t got = 0;
   while (got < bytes.size()) {
     const la_ssize_t n = archive_read_data(a, bytes.data() + got, bytes.size() - got);
     if (n < 0) shard_error(a, shard, "", "member '" + printable(name) + "' cannot be read");
-    if (n == 0) throw DataError(printable(shard, 400) + ": member '" + printable(name) + "' ends after " + std::to_string(got) + " of " +
+    if (n == 0) throw DataError(printable_path(shard) + ": member '" + printable(name) + "' ends after " + std::to_string(got) + " of " +
                                 std::to_string(size) + " bytes (the tar is cut)");
     got += static_cast<size_t>(n);
   }
@@ -169,7 +169,7 @@ WebDataset::WebDataset(std::vector<std::string> shards, WebDatasetOptions option
       } else if (options_.skip_bad_images) {
         ++bad_;
       } else {
-        throw DataError(printable(shard, 400) + ": sample '" + printable(current.key) + "' has " + missing);
+        throw DataError(printable_path(shard) + ": sample '" + printable(current.key) + "' has " + missing);
       }
     };
     std::string name;
@@ -213,7 +213,7 @@ std::vector<uint8_t> WebDataset::read_image(const Sample& s) const {
   try {
     for (;;) {
       if (!next_member(r.archive.get(), &e, shard, r.last_name))
-        throw DataError(printable(shard, 400) + ": ends before member " + std::to_string(s.member) + " (it changed since it was listed)");
+        throw DataError(printable_path(shard) + ": ends before member " + std::to_string(s.member) + " (it changed since it was listed)");
       r.last_name = archive_entry_pathname(e) ? archive_entry_pathname(e) : "";
       if (r.next++ == s.member) return member_bytes(r.archive.get(), e, shard);
       if (archive_read_data_skip(r.archive.get()) != ARCHIVE_OK)

@@ -16,7 +16,7 @@ constexpr const char* kTemporaryInfix = ".tmp.";  // then the writer's pid
 std::string errno_text(int err) { return std::strerror(err); }
 
 [[noreturn]] void fail(const std::string& what, const std::string& path, int err) {
-  throw IOError(what + " '" + printable(path, 400) + "': " + errno_text(err));
+  throw IOError(what + " '" + printable_path(path) + "': " + errno_text(err));
 }
 
 class FdWriter final : public AtomicWriter {

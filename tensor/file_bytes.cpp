@@ -24,7 +24,7 @@ struct Fd {
 }  // namespace
 
 std::vector<uint8_t> read_regular_file(const std::string& path) {
-  const std::string shown = printable(path, 400);  // a path from a listing or a flag may hold any bytes
+  const std::string shown = printable_path(path);  // a path from a listing or a flag may hold any bytes
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw IOError(shown + ": cannot open: " + std::strerror(errno));
   const Fd closer{fd};

@@ -29,4 +29,7 @@ inline std::string printable(std::string_view text, size_t max = 160) {
   return out;
 }
 
+/// A file path as a message shows it: printable(), with room for a deep path.
+inline std::string printable_path(std::string_view path) { return printable(path, 400); }
+
 }  // namespace ember

@@ -70,8 +70,8 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
   // does, so every tensor starts at an offset aligned to its element size.
   std::vector<std::pair<std::string, Tensor>> items;
   for (const auto& [name, t] : tensors) {
-    if (name == "__metadata__") throw ValueError("save_safetensors: '__metadata__' is a reserved name ('" + printable(path, 400) + "')");
-    if (!t.defined()) throw ValueError("save_safetensors: tensor '" + name + "' is undefined ('" + printable(path, 400) + "')");
+    if (name == "__metadata__") throw ValueError("save_safetensors: '__metadata__' is a reserved name ('" + printable_path(path) + "')");
+    if (!t.defined()) throw ValueError("save_safetensors: tensor '" + name + "' is undefined ('" + printable_path(path) + "')");
     items.emplace_back(name, t.detach().to(kCPU).contiguous());
   }
   std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) {

@@ -18,7 +18,7 @@ void append_whole(int fd, std::string_view bytes, int64_t& size, const char* kin
     } else if (errno != EINTR) {
       const std::string why = std::strerror(errno);
       [[maybe_unused]] const int cut = ::ftruncate(fd, size);
-      throw IOError(std::string("cannot append to the ") + kind + " " + printable(path, 400) + ": " + why);
+      throw IOError(std::string("cannot append to the ") + kind + " " + printable_path(path) + ": " + why);
     }
   }
   size += static_cast<int64_t>(bytes.size());

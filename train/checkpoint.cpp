@@ -34,10 +34,10 @@ auto sections(C& c) {
 
 int64_t parse_counter(const std::string& path, const std::map<std::string, std::string>& meta, const std::string& key) {
   const auto it = meta.find(key);
-  if (it == meta.end()) throw FormatError(printable(path, 400) + ": checkpoint metadata lacks \"" + key + "\"");
+  if (it == meta.end()) throw FormatError(printable_path(path) + ": checkpoint metadata lacks \"" + key + "\"");
   const auto v = parse_decimal(it->second, kMaxExactCount);
   if (!v)
-    throw FormatError(printable(path, 400) + ": checkpoint metadata \"" + key + "\" is \"" + printable(it->second, 40) +
+    throw FormatError(printable_path(path) + ": checkpoint metadata \"" + key + "\" is \"" + printable(it->second, 40) +
                       "\", not a count from 0 to 2^53");
   return *v;
 }
@@ -82,7 +82,7 @@ Tensor rng_tensor(const GeneratorState& rng) {
 GeneratorState rng_of(const std::string& path, const StateDict& tensors) {
   const auto rng = tensors.find("rng.default");
   if (rng == tensors.end() || rng->second.dtype() != DType::i64 || rng->second.shape() != Shape{2})
-    throw FormatError(printable(path, 400) + ": checkpoint lacks \"rng.default\" as an i64 tensor of shape (2)");
+    throw FormatError(printable_path(path) + ": checkpoint lacks \"rng.default\" as an i64 tensor of shape (2)");
   const std::vector<int64_t> state = rng->second.to_vector<int64_t>();
   return {static_cast<uint64_t>(state[0]), static_cast<uint64_t>(state[1])};
 }
@@ -127,7 +127,7 @@ void raise_if_any_failed(dist::ProcessGroup& group, bool failed, const std::stri
 void load_shards(const std::string& path, const std::map<std::string, std::string>& meta, Checkpoint& c) {
   const auto count = parse_decimal(meta.at("shards"), kMaxShards);
   if (!count || *count < 1)
-    throw FormatError(printable(path, 400) + ": checkpoint metadata \"shards\" is \"" + printable(meta.at("shards"), 40) + "\", not a count of 1 to " +
+    throw FormatError(printable_path(path) + ": checkpoint metadata \"shards\" is \"" + printable(meta.at("shards"), 40) + "\", not a count of 1 to " +
                       std::to_string(kMaxShards));
   struct Piece {
     int64_t offset;
@@ -143,34 +143,34 @@ void load_shards(const std::string& path, const std::map<std::string, std::strin
   std::map<std::string, Logical> logical;
   for (int64_t r = 0; r < *count; ++r) {
     const auto entry = meta.find("shard." + std::to_string(r));
-    if (entry == meta.end()) throw FormatError(printable(path, 400) + ": checkpoint metadata lacks \"shard." + std::to_string(r) + "\"");
+    if (entry == meta.end()) throw FormatError(printable_path(path) + ": checkpoint metadata lacks \"shard." + std::to_string(r) + "\"");
     const fs::path rel(entry->second);
     if (rel.is_absolute() || rel.empty() || std::any_of(rel.begin(), rel.end(), [](const fs::path& part) { return part == ".."; }))
-      throw FormatError(printable(path, 400) + ": shard " + std::to_string(r) + " path \"" + printable(entry->second) +
+      throw FormatError(printable_path(path) + ": shard " + std::to_string(r) + " path \"" + printable(entry->second) +
                         "\" leaves the checkpoint's directory");
     const std::string file = (fs::path(path).parent_path() / rel).string();
     SafetensorsFile shard = load_safetensors(file);
     const auto format = shard.metadata.find("format");
     if (format == shard.metadata.end() || format->second != kShardFormat)
-      throw FormatError(printable(file, 400) + ": not an ember checkpoint shard (metadata \"format\" is " +
+      throw FormatError(printable_path(file) + ": not an ember checkpoint shard (metadata \"format\" is " +
                         (format == shard.metadata.end() ? std::string("missing") : "\"" + printable(format->second, 40) + "\"") + ")");
     c.rank_rngs.push_back(rng_of(file, shard.tensors));
     shard.tensors.erase("rng.default");
     for (auto& [name, values] : shard.tensors) {
       const size_t at = name.rfind('@');
       const auto offset = at == std::string::npos ? std::nullopt : parse_decimal(std::string_view(name).substr(at + 1), int64_t(1) << 62);
-      if (!offset) throw FormatError(printable(file, 400) + ": tensor \"" + printable(name) + "\" is not named <key>@<offset>");
+      if (!offset) throw FormatError(printable_path(file) + ": tensor \"" + printable(name) + "\" is not named <key>@<offset>");
       const std::string key = name.substr(0, at);
       const auto shape_entry = shard.metadata.find("shape." + key);
       const auto shape = shape_entry == shard.metadata.end() ? std::nullopt : parse_shape(shape_entry->second);
       if (!shape)
-        throw FormatError(printable(file, 400) + ": no valid \"shape." + printable(key) + "\" in the metadata for tensor \"" + printable(name) + "\"");
+        throw FormatError(printable_path(file) + ": no valid \"shape." + printable(key) + "\" in the metadata for tensor \"" + printable(name) + "\"");
       if (values.dim() != 1 || *offset + values.numel() > numel(*shape))
-        throw FormatError(printable(file, 400) + ": piece \"" + printable(name) + "\" of shape " + to_string(values.shape()) +
+        throw FormatError(printable_path(file) + ": piece \"" + printable(name) + "\" of shape " + to_string(values.shape()) +
                           " does not fit in a tensor of shape " + to_string(*shape));
       auto [it, fresh] = logical.try_emplace(key, Logical{*shape, values.dtype(), file, {}});
       if (!fresh && (it->second.shape != *shape || it->second.dtype != values.dtype()))
-        throw FormatError(printable(file, 400) + ": \"" + printable(key) + "\" is " + dtype_name(values.dtype()) + " " + to_string(*shape) + " here but " +
+        throw FormatError(printable_path(file) + ": \"" + printable(key) + "\" is " + dtype_name(values.dtype()) + " " + to_string(*shape) + " here but " +
                           dtype_name(it->second.dtype) + " " + to_string(it->second.shape) + " in " + it->second.file);
       it->second.pieces.push_back({*offset, values, file});
     }
@@ -183,13 +183,13 @@ void load_shards(const std::string& path, const std::map<std::string, std::strin
     int64_t covered = 0;
     for (const Piece& p : t.pieces) {
       if (p.offset != covered)
-        throw FormatError(printable(path, 400) + ": the shards " + (p.offset > covered ? "leave out" : "hold twice") + " elements [" +
+        throw FormatError(printable_path(path) + ": the shards " + (p.offset > covered ? "leave out" : "hold twice") + " elements [" +
                           std::to_string(std::min(p.offset, covered)) + ", " + std::to_string(std::max(p.offset, covered)) +
                           ") of \"" + printable(key) + "\" (" + p.file + ")");
       covered += p.values.numel();
     }
     if (covered != total)
-      throw FormatError(printable(path, 400) + ": the shards leave out elements [" + std::to_string(covered) + ", " + std::to_string(total) +
+      throw FormatError(printable_path(path) + ": the shards leave out elements [" + std::to_string(covered) + ", " + std::to_string(total) +
                         ") of \"" + printable(key) + "\" (its shape " + to_string(t.shape) + " is from \"shape." +
                         printable(key) + "\" in " + t.file + ")");
     Tensor whole = empty(t.shape, t.dtype);
@@ -202,11 +202,11 @@ void load_shards(const std::string& path, const std::map<std::string, std::strin
     for (const auto& [prefix, dict] : sections(c))
       if (key.starts_with(prefix)) {
         if (!dict->emplace(key.substr(prefix.size()), whole).second)
-          throw FormatError(printable(path, 400) + ": \"" + printable(key) + "\" is both whole in the index and in pieces in the shards");
+          throw FormatError(printable_path(path) + ": \"" + printable(key) + "\" is both whole in the index and in pieces in the shards");
         placed = true;
         break;
       }
-    if (!placed) throw FormatError(printable(path, 400) + ": unexpected tensor \"" + printable(key) + "\" in the shards");
+    if (!placed) throw FormatError(printable_path(path) + ": unexpected tensor \"" + printable(key) + "\" in the shards");
   }
 }
 
@@ -270,7 +270,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint, dist
 
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
   if (!checkpoint.pieces.empty())
-    throw ValueError("save_checkpoint: " + printable(path, 400) + ": a checkpoint with sharded pieces is saved by every rank of its group");
+    throw ValueError("save_checkpoint: " + printable_path(path) + ": a checkpoint with sharded pieces is saved by every rank of its group");
   save_index(path, checkpoint, {});
   std::error_code ignored;
   fs::remove_all(shards_dir(path), ignored);  // of an earlier sharded save under this name
@@ -280,7 +280,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   SafetensorsFile file = load_safetensors(path);
   const auto format = file.metadata.find("format");
   if (format == file.metadata.end() || format->second != kFormat)
-    throw FormatError(printable(path, 400) + ": not an ember checkpoint (metadata \"format\" is " +
+    throw FormatError(printable_path(path) + ": not an ember checkpoint (metadata \"format\" is " +
                       (format == file.metadata.end() ? std::string("missing") : "\"" + format->second + "\"") +
                       ", expected \"" + kFormat + "\")");
   Checkpoint c;
@@ -303,7 +303,7 @@ Checkpoint load_checkpoint(const std::string& path) {
         placed = true;
         break;
       }
-    if (!placed) throw FormatError(printable(path, 400) + ": unexpected tensor \"" + printable(name) + "\" in a checkpoint");
+    if (!placed) throw FormatError(printable_path(path) + ": unexpected tensor \"" + printable(name) + "\" in a checkpoint");
   }
   if (file.metadata.count("shards")) load_shards(path, file.metadata, c);
   return c;

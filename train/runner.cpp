@@ -147,7 +147,7 @@ Runner::Runner(std::shared_ptr<nn::UnaryModule> model, std::shared_ptr<TrainingP
     std::error_code ec;
     fs::create_directories(opts_.work_dir, ec);
     if (ec || !fs::is_directory(opts_.work_dir))
-      throw IOError("work dir " + printable(opts_.work_dir, 400) + " cannot be made: " +
+      throw IOError("work dir " + printable_path(opts_.work_dir) + " cannot be made: " +
                     (ec ? ec.message() : std::string("it exists and is not a directory")));
     lock_ = std::make_unique<WorkDirLock>(opts_.work_dir);
     remove_stale_temporaries(opts_.work_dir);
@@ -324,7 +324,7 @@ RunSummary Runner::run() {
     try {
       restore(load_checkpoint(path));
     } catch (const ValueError& e) {  // the checkpoint does not fit this run: say which checkpoint
-      throw ValueError("cannot resume from " + printable(path, 400) + ": " + e.what());
+      throw ValueError("cannot resume from " + printable_path(path) + ": " + e.what());
     }
     console_ << "Resumed from " << path << " at epoch " << epoch_ << ", iteration " << iteration_ << std::endl;
   }

@@ -112,7 +112,7 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec || !std::filesystem::is_directory(dir))
-    throw IOError("cannot make the TensorBoard directory " + printable(dir, 400) + ": " +
+    throw IOError("cannot make the TensorBoard directory " + printable_path(dir) + ": " +
                   (ec ? ec.message() : std::string("it exists and is not a directory")));
   // tensorboard/summary/writer/event_file_writer.py names its files so: "events.out.tfevents.%010d.%s.%s.%s"
   // % (time, hostname, pid, a per-process counter); TensorBoard reads every file whose name holds "tfevents".
@@ -124,7 +124,7 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
     path_ = prefix + std::to_string(g_files_made++);
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
   } while (fd_ < 0 && errno == EEXIST);  // never an earlier file, whose records stay as they are
-  if (fd_ < 0) throw IOError("cannot create the TensorBoard event file " + printable(path_, 400) + ": " + std::strerror(errno));
+  if (fd_ < 0) throw IOError("cannot create the TensorBoard event file " + printable_path(path_) + ": " + std::strerror(errno));
   // The first event of every file names the format's version (TensorFlow's core/util/events_writer.cc);
   // with version 2, TensorBoard keeps events whose steps go back (validation at epochs, training at
   // iterations) instead of purging them as the remains of a crash.

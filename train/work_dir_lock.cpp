@@ -36,12 +36,12 @@ bool still_at(int fd, const std::string& path) {
 WorkDirLock::WorkDirLock(const std::string& work_dir) : path_((std::filesystem::path(work_dir) / ".lock").string()) {
   for (;;) {
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw IOError("cannot open the lock file " + printable(path_, 400) + ": " + std::strerror(errno));
+    if (fd_ < 0) throw IOError("cannot open the lock file " + printable_path(path_) + ": " + std::strerror(errno));
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
       const std::string pid = holder_pid(fd_);
       ::close(fd_);
-      if (err != EWOULDBLOCK) throw IOError("cannot lock " + printable(path_, 400) + ": " + std::strerror(err));
+      if (err != EWOULDBLOCK) throw IOError("cannot lock " + printable_path(path_) + ": " + std::strerror(err));
       throw WorkDirInUse("work dir " + work_dir + " is in use by another run" + (pid.empty() ? "" : " (pid " + pid + ")") +
                          "; wait for it to end or choose another work dir");
     }
@@ -54,7 +54,7 @@ WorkDirLock::WorkDirLock(const std::string& work_dir) : path_((std::filesystem::
     const std::string why = written < 0 ? std::strerror(errno) : "short write";
     ::unlink(path_.c_str());
     ::close(fd_);
-    throw IOError("cannot write the lock file " + printable(path_, 400) + ": " + why);
+    throw IOError("cannot write the lock file " + printable_path(path_) + ": " + why);
   }
 }
 

@@ -10,16 +10,8 @@
 #include "tests/fuzz/small_run.h"
 #include "train/checkpoint.h"
 
-namespace {
-
 using namespace ember;
-
-train::Runner& small_run() {
-  static const std::unique_ptr<train::Runner> runner = fuzz::make_small_run();
-  return *runner;
-}
-
-}  // namespace
+using fuzz::small_run;
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   for (int i = 1; i + 1 < *argc; ++i)

@@ -118,11 +118,6 @@ void write_seed(const char* out) {
   std::ofstream(out, std::ios::binary) << archive;
 }
 
-train::Runner& small_run() {
-  static const std::unique_ptr<train::Runner> runner = fuzz::make_small_run();
-  return *runner;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
@@ -136,6 +131,6 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   unpack(data, size);
-  ember::fuzz::expect_clean([&] { small_run().restore(train::load_checkpoint((work_dir() / kIndex).string())); });
+  ember::fuzz::expect_clean([&] { fuzz::small_run().restore(train::load_checkpoint((work_dir() / kIndex).string())); });
   return 0;
 }

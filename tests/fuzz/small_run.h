@@ -40,4 +40,10 @@ inline std::unique_ptr<train::Runner> make_small_run(std::shared_ptr<train::Stra
   return std::make_unique<train::Runner>(trained, precision, scheduler, loader, nullptr, o);
 }
 
+/// The one-process small run, made once per fuzz process: what each input is restored into.
+inline train::Runner& small_run() {
+  static const std::unique_ptr<train::Runner> runner = make_small_run();
+  return *runner;
+}
+
 }  // namespace ember::fuzz
