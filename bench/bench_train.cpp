@@ -45,6 +45,7 @@
 #include "nn/checkpoint.h"
 #include "nn/loss.h"
 #include "optim/sgd.h"
+#include "tensor/layout.h"
 #include "tensor/ops.h"
 #include "tensor/storage.h"
 #include "train/compiled_step.h"
@@ -248,7 +249,7 @@ void train_case(benchmark::State& state, const Workload& work, ember::train::Pre
   const ember::TensorOptions on(device);
   const ember::train::ImageShape& im = work.image;
   Tensor images = ember::randn({batch, im.channels, im.size, im.size}, on).to(mode.input_dtype());
-  if (work.channels_last) images = ember::permute(ember::permute(images, {0, 2, 3, 1}).contiguous(), {0, 3, 1, 2});
+  if (work.channels_last) images = ember::to_channels_last(images);
   const Tensor labels = ember::randint(0, im.classes, {batch}, ember::TensorOptions(ember::DType::i64).with_device(device));
   auto eager_step = [&](const Tensor& x, const Tensor& y) {  // the Runner's: autocast forward, f32 logits to the loss
     mode.zero_grad();

@@ -36,7 +36,7 @@ bool dense_in(const Tensor& t, bool nhwc) {
 Tensor in_layout(const Tensor& t, bool nhwc) {
   if (dense_in(t, nhwc)) return t;
   if (!nhwc) return contiguous(t);
-  return permute(contiguous(permute(t, {0, 2, 3, 1})), {0, 3, 1, 2});
+  return to_channels_last(t);
 }
 
 // Calls write(target) with a tensor dense in the layout that ends up in `out`: out itself, or a

@@ -71,19 +71,6 @@ Tensor conv_backward_weight(const Tensor& g, const Tensor& x, const Conv2dParams
 
 }  // namespace
 
-bool is_channels_last(const Tensor& x) {
-  if (x.dim() != 4 || x.is_contiguous()) return false;
-  const Shape& s = x.shape();
-  const Strides& st = x.strides();
-  // NHWC strides, ignoring the strides of size-1 dims (never used).
-  int64_t expected = 1;
-  for (int d : {1, 3, 2, 0}) {
-    if (s[d] != 1 && st[d] != expected) return false;
-    expected *= s[d];
-  }
-  return true;
-}
-
 // ---- Conv2d
 
 std::vector<OutputSpec> Conv2d::infer(const std::vector<Tensor>& in) const {

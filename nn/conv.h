@@ -4,6 +4,7 @@
 
 #include <array>
 
+#include "tensor/layout.h"
 #include "tensor/ops.h"
 
 namespace ember {
@@ -25,8 +26,5 @@ enum class PaddingMode {
 /// be 1 there (ValueError otherwise).
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
               PaddingMode padding, std::array<int64_t, 2> dilation = {1, 1}, int64_t groups = 1);
-
-/// True when x is 4-D with NHWC strides (and not also NCHW-contiguous).
-bool is_channels_last(const Tensor& x);
 
 }  // namespace ember

@@ -3,6 +3,7 @@
 
 #include "nn/primitives/pooling.h"
 #include "tensor/autocast.h"
+#include "tensor/layout.h"
 
 namespace ember {
 
@@ -48,6 +49,13 @@ Shape avg_output_shape(const char* op, const Shape& x, const Pool2dParams& p) {
   return {x[0], x[1], p.output_size[0], p.output_size[1]};
 }
 
+// AvgPool2d of x, in x's layout.
+Tensor avg_pool(Pool2dParams p, const Tensor& x) {
+  p.channels_last = is_channels_last(x);
+  const Tensor y = run1(AvgPool2d{p}, {x});
+  return p.channels_last ? to_channels_last(y) : y;
+}
+
 Pool2dParams regular(Pair kernel, std::optional<Pair> stride, Pair padding, Pair dilation, bool ceil_mode) {
   Pool2dParams p;
   p.kernel = kernel;
@@ -80,7 +88,8 @@ std::vector<Tensor> MaxPool2d::vjp(const std::vector<Tensor>& g, const std::vect
   const Tensor& gy = g[0];
   const Tensor flat = scatter_add(zeros({xs[0], xs[1], xs[2] * xs[3]}, TensorOptions(gy.dtype()).with_device(gy.device())),
                                   2, reshape(out[1], {xs[0], xs[1], -1}), reshape(gy, {xs[0], xs[1], -1}));
-  return {reshape(flat, xs)};
+  const Tensor gx = reshape(flat, xs);
+  return {p_.channels_last ? to_channels_last(gx) : gx};
 }
 
 // ---- AvgPool2d and its backward
@@ -92,7 +101,8 @@ std::vector<OutputSpec> AvgPool2d::infer(const std::vector<Tensor>& in) const {
 std::vector<Tensor> AvgPool2d::vjp(const std::vector<Tensor>& g, const std::vector<Tensor>&,
                                    const std::vector<Tensor>&) {
   const Shape& xs = input_meta(0).shape;
-  return {run1(AvgPool2dBackward{p_, {xs[2], xs[3]}}, {g[0]})};
+  const Tensor gx = run1(AvgPool2dBackward{p_, {xs[2], xs[3]}}, {g[0]});
+  return {p_.channels_last ? to_channels_last(gx) : gx};
 }
 
 std::vector<OutputSpec> AvgPool2dBackward::infer(const std::vector<Tensor>& in) const {
@@ -115,8 +125,10 @@ ValuesIndices max_pool2d_with_indices(const Tensor& input_in, Pair kernel, std::
                                       Pair dilation, bool ceil_mode) {
   const auto [input] = amp::autocast_args("max_pool2d", input_in);
   check_input("max_pool2d", input);
-  const std::vector<Tensor> out = run(MaxPool2d{regular(kernel, stride, padding, dilation, ceil_mode)}, {input});
-  return {out[0], out[1]};
+  Pool2dParams p = regular(kernel, stride, padding, dilation, ceil_mode);
+  p.channels_last = is_channels_last(input);
+  const std::vector<Tensor> out = run(MaxPool2d{p}, {input});
+  return {p.channels_last ? to_channels_last(out[0]) : out[0], out[1]};
 }
 
 Tensor max_pool2d(const Tensor& input, Pair kernel, std::optional<Pair> stride, Pair padding, Pair dilation,
@@ -133,7 +145,7 @@ Tensor avg_pool2d(const Tensor& input_in, Pair kernel, std::optional<Pair> strid
   Pool2dParams p = regular(kernel, stride, padding, {1, 1}, ceil_mode);
   p.count_include_pad = count_include_pad;
   p.divisor_override = divisor_override.value_or(0);
-  return run1(AvgPool2d{p}, {input});
+  return avg_pool(p, input);
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& input_in, Pair output_size) {
@@ -142,7 +154,7 @@ Tensor adaptive_avg_pool2d(const Tensor& input_in, Pair output_size) {
   Pool2dParams p;
   p.adaptive = true;
   p.output_size = output_size;
-  return run1(AvgPool2d{p}, {input});
+  return avg_pool(p, input);
 }
 
 }  // namespace ember

@@ -1,8 +1,10 @@
-// The dims of an elementwise walk over N operands after coalescing: size-1 dims dropped, and a dim
-// merged into the one before it wherever every operand steps through both as through one. A
-// contiguous walk becomes a single dim; kernels then loop over the innermost dim only.
+// The dims of an elementwise walk over N operands after coalescing: dims taken in operand 0's memory
+// order (the output's: outermost first), size-1 dims dropped, and a dim merged into the one before
+// it wherever every operand steps through both as through one. A walk over operands stored alike
+// (contiguous, or all channels-last) becomes a single dim; kernels then loop over the innermost dim only.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -20,7 +22,18 @@ struct CoalescedDims {
 template <int N>
 CoalescedDims<N> coalesce(const Shape& shape, const std::array<Strides, N>& strides) {
   CoalescedDims<N> c;
-  for (int d = 0; d < shape.size(); ++d) {
+  // Operand 0's memory order, when each of its dims steps forward (a broadcast operand 0, with
+  // stride 0 somewhere, keeps the logical order). A stable sort leaves a row-major one as it is.
+  const int rank = shape.size();
+  int order[kMaxDims];
+  bool forward = true;
+  for (int d = 0; d < rank; ++d) {
+    order[d] = d;
+    forward = forward && (shape[d] == 1 || strides[0][d] > 0);
+  }
+  if (forward) std::stable_sort(order, order + rank, [&](int a, int b) { return strides[0][a] > strides[0][b]; });
+  for (int i = 0; i < rank; ++i) {
+    const int d = order[i];
     if (shape[d] == 1) continue;
     if (c.nd > 0) {
       bool mergeable = true;

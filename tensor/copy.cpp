@@ -7,7 +7,7 @@ namespace ember {
 
 Tensor to(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
-  return run1(Cast(dtype), {x});
+  return run1(Cast(dtype, Cast::Layout::like_input), {x});
 }
 
 Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : run1(Cast(x.dtype()), {x}); }

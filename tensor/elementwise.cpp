@@ -270,7 +270,7 @@ Tensor where(const Tensor& condition_in, const Tensor& a_in, const Tensor& b_in)
 
 std::vector<OutputSpec> Where::infer(const std::vector<Tensor>& in) const {
   Shape s = broadcast_shapes(broadcast_shapes(in[0].shape(), in[1].shape(), "where"), in[2].shape(), "where");
-  return {{s, in[1].dtype()}};
+  return {{s, in[1].dtype(), elementwise_output_layout(in, s)}};
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
@@ -486,7 +486,7 @@ std::vector<OutputSpec> Binary<Op>::infer(const std::vector<Tensor>& in) const {
   const Shape s = broadcast_shapes(in[0].shape(), in[1].shape(), name());
   DType dt = in[0].dtype();
   if (dt != in[1].dtype()) [[unlikely]] dt = with_f32_scalar(name(), in[0], in[1]);
-  return {{s, BinaryTraits<Op>::kind == BinaryKind::Compare ? DType::boolean : dt}};
+  return {{s, BinaryTraits<Op>::kind == BinaryKind::Compare ? DType::boolean : dt, elementwise_output_layout(in, s)}};
 }
 
 // An f32 scalar operand of a 16-bit op (one that requires grad) sums its 16-bit gradient terms in

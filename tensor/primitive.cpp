@@ -57,6 +57,12 @@ void Primitive::release_saved() {
 
 namespace detail {
 
+Tensor empty_output(const OutputSpec& spec, Device device) {
+  const Tensor out = Tensor::empty(spec.shape, TensorOptions(spec.dtype).with_device(device));
+  if (spec.strides.empty()) return out;
+  return Tensor(make_intrusive<TensorImpl>(out.storage(), 0, spec.shape, spec.strides, spec.dtype));
+}
+
 Device common_device(const char* op, const std::vector<Tensor>& inputs) {
   if (inputs.empty()) return kCPU;
   const Device d = inputs[0].device();

@@ -29,6 +29,7 @@ namespace ember {
 struct OutputSpec {
   Shape shape;
   DType dtype;
+  Strides strides{};  // a dense layout for the output (tensor/layout.h); empty: row-major
 };
 
 enum SaveMask : int { kSaveNone = 0, kSaveInputs = 1, kSaveOutputs = 2 };
@@ -62,6 +63,8 @@ class Primitive : public autograd::Node {
 namespace detail {
 Device common_device(const char* op, const std::vector<Tensor>& inputs);
 bool any_requires_grad(const std::vector<Tensor>& inputs);
+// A fresh output as `spec` describes it, on `device`.
+Tensor empty_output(const OutputSpec& spec, Device device);
 void check_nan_outputs(const char* op, const std::vector<Tensor>& outputs);
 // Refuses in-place writes that autograd cannot follow (leaves requiring grad, views of them).
 void check_inplace_allowed(const char* op, const Tensor& self);
@@ -87,7 +90,7 @@ std::vector<Tensor> run(P prim, const std::vector<Tensor>& inputs) {
   const std::vector<OutputSpec> specs = prim.infer(inputs);
   std::vector<Tensor> outputs;
   outputs.reserve(specs.size());
-  for (const auto& s : specs) outputs.push_back(Tensor::empty(s.shape, TensorOptions(s.dtype).with_device(device)));
+  for (const auto& s : specs) outputs.push_back(detail::empty_output(s, device));
 
   const bool record =
       P::kDifferentiable && autograd::GradMode::is_enabled() && detail::any_requires_grad(inputs);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/layout.h"
 #include "tensor/primitives/elementwise.h"
 #include "tests/helpers.h"
 
@@ -203,9 +204,58 @@ void check_where(Device device) {
       }
 }
 
+// Memory formats: an elementwise result takes the dim order of its first dense input of the result's
+// shape, with the values of the same op on contiguous operands; to(dtype) keeps the order, clone() and
+// contiguous() do not. Channels-last operands must come out channels-last, or a network fed NHWC
+// falls back to NCHW after its first ReLU.
+void check_memory_formats(Device device) {
+  const Tensor nchw = make_tensor(random_values(2 * 3 * 4 * 5, DType::f32, -2, 2, true, 7), {2, 3, 4, 5}, DType::f32, device);
+  const Tensor x = to_channels_last(nchw);
+  REQUIRE(is_channels_last(x));
+  REQUIRE(is_non_overlapping_and_dense(x));
+  CHECK(values(x) == values(nchw));
+  const Tensor bias = make_tensor({1, -1, 0.5}, {1, 3, 1, 1}, DType::f32, device);
+  const std::pair<const char*, std::pair<Tensor, Tensor>> results[] = {
+      {"relu", {relu(x), relu(nchw)}},
+      {"x + x", {x + x, nchw + nchw}},
+      {"x * 2", {x * 2.0, nchw * 2.0}},
+      {"bias + x (bias broadcast)", {bias + x, bias + nchw}},
+      {"where(x > 0, x, 0)", {where(gt(x, 0.0), x, zeros_like(x)), where(gt(nchw, 0.0), nchw, zeros_like(nchw))}},
+      {"x.to(bf16)", {x.to(DType::bf16), nchw.to(DType::bf16)}},
+      {"exp(x.to(f16))", {exp(x.to(DType::f16)), exp(nchw.to(DType::f16))}},
+  };
+  for (const auto& [what, pair] : results) {
+    CAPTURE(what);
+    CHECK(is_channels_last(pair.first));
+    CHECK(values(pair.first) == values(pair.second));
+  }
+  CHECK(clone(x).is_contiguous());
+  CHECK(contiguous(x).is_contiguous());
+  CHECK((nchw + x).is_contiguous());  // the first operand decides
+  // A transposed matrix is dense too: the result keeps its strides.
+  const Tensor t = make_tensor(random_values(15, DType::f32, -1, 1, false, 8), {3, 5}, DType::f32, device).transpose(0, 1);
+  const Tensor e = exp(t);
+  CHECK(e.strides() == t.strides());
+  CHECK(values(e) == values(exp(contiguous(t))));
+  // Views that are not dense give row-major results.
+  const Tensor expanded = make_tensor({1, 2, 3}, {3, 1}, DType::f32, device).expand({3, 4});
+  CHECK_FALSE(is_non_overlapping_and_dense(expanded));
+  CHECK(neg(expanded).is_contiguous());
+  const Tensor every_other = make_tensor(random_values(8, DType::f32, -1, 1, false, 9), {8}, DType::f32, device)
+                                 .narrow(0, 0, 8).reshape({4, 2}).narrow(1, 0, 1);
+  CHECK_FALSE(is_non_overlapping_and_dense(every_other));
+  CHECK(abs(every_other).is_contiguous());
+}
+
 }  // namespace
 
 TEST_SUITE("cpu") {
+TEST_CASE("elementwise memory formats: channels-last and transposed operands keep their order") {
+  check_memory_formats(kCPU);
+}
+TEST_CASE("to_channels_last refuses a tensor that is not 4-D") {
+  expect_error<ShapeError>("3-D", [] { (void)to_channels_last(zeros({2, 3, 4})); }, {"to_channels_last", "(2, 3, 4)"});
+}
 TEST_CASE("elementwise layouts: add and mul") { check_add_mul(kCPU); }
 TEST_CASE("elementwise layouts: cast between dtypes") { check_cast(kCPU); }
 TEST_CASE("elementwise layouts: copy_ into views") { check_copy(kCPU); }
@@ -216,3 +266,6 @@ EMBER_CUDA_TEST_CASE("cuda elementwise layouts: add and mul, vector path and tai
 EMBER_CUDA_TEST_CASE("cuda elementwise layouts: cast between dtypes of every width") { check_cast(kCuda); }
 EMBER_CUDA_TEST_CASE("cuda elementwise layouts: copy_ into aligned and misaligned views") { check_copy(kCuda); }
 EMBER_CUDA_TEST_CASE("cuda elementwise layouts: where with a bool operand") { check_where(kCuda); }
+EMBER_CUDA_TEST_CASE("cuda elementwise memory formats: channels-last and transposed operands keep their order") {
+  check_memory_formats(kCuda);
+}

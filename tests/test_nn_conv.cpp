@@ -49,7 +49,15 @@ std::string describe(const ConvCase& c) {
 }
 
 // x with NHWC memory and NCHW shape.
-Tensor to_channels_last(const Tensor& x) { return permute(contiguous(permute(x, {0, 2, 3, 1})), {0, 3, 1, 2}); }
+// Whether t's elements lie in NHWC order (is_channels_last, but also true for a tensor that is both).
+bool laid_out_nhwc(const Tensor& t) {
+  int64_t expected = 1;
+  for (int d : {1, 3, 2, 0}) {
+    if (t.size(d) != 1 && t.stride(d) != expected) return false;
+    expected *= t.size(d);
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -295,6 +303,7 @@ TEST_CASE("max_pool2d matches the naive loop" * doctest::test_suite("cpu")) {
         if (channels_last) x = to_channels_last(x);
         const ValuesIndices y = max_pool2d_with_indices(x, c.k, c.s, c.p, c.d, c.ceil_mode);
         check_values(y.values, r.values, tolerance(dt), "values");
+        if (channels_last) CHECK(laid_out_nhwc(y.values));
         CHECK(y.indices.dtype() == DType::i64);
         CHECK(values(y.indices) == r.indices);
       }
@@ -324,6 +333,21 @@ TEST_CASE("adaptive_avg_pool2d uses PyTorch's windows" * doctest::test_suite("cp
     const Host x{xs, random_values(numel(xs), DType::f64, -1, 1, false, next_seed())};
     const Host want = ref::adaptive_avg_pool2d(x, os);
     check_values(adaptive_avg_pool2d(from_vector(x.v, xs), os), want, tolerance(DType::f64), "adaptive");
+  }
+}
+
+TEST_CASE("pooling keeps a channels-last input's layout, in its output and its gradient" * doctest::test_suite("cpu")) {
+  const Tensor x = to_channels_last(distinct_values({2, 3, 6, 5})).detach().requires_grad_(true);
+  const std::vector<std::pair<const char*, Tensor>> outputs = {
+      {"max_pool2d", max_pool2d(x, {2, 2})},
+      {"avg_pool2d", avg_pool2d(x, {3, 3}, P2{2, 2}, {1, 1})},
+      {"adaptive_avg_pool2d", adaptive_avg_pool2d(x, {2, 2})},
+  };
+  for (const auto& [what, y] : outputs) {
+    CAPTURE(what);
+    CHECK(is_channels_last(y));
+    const Tensor gx = autograd::grad({y}, {x}, {ones_like(y)})[0];
+    CHECK(is_channels_last(gx));
   }
 }
 

@@ -480,4 +480,28 @@ TEST_CASE("models: ResNet-18 (small stem) and ViT-tiny forward + backward give e
   }
 }
 
+TEST_CASE("models: a ResNet fed channels-last runs channels-last throughout, forward and backward") {
+  // Each convolution and batch norm sees channels-last activations, and each gets channels-last
+  // gradients: the ReLUs, residual adds and pooling between them keep the layout.
+  manual_seed(3);
+  auto r = nn::resnet18({.num_classes = 10});
+  std::vector<std::string> nchw_inputs, nchw_grads;
+  for (auto& [name, m] : r->named_modules()) {
+    if (m->name() != "Conv2d" && m->name() != "BatchNorm2d") continue;
+    m->register_forward_hook([&, name](nn::Module&, const Tensor& in, const Tensor& out) {
+      if (!is_channels_last(in)) nchw_inputs.push_back(name);
+      out.register_hook([&, name](const Tensor& g) {
+        if (!is_channels_last(g)) nchw_grads.push_back(name);
+        return g;
+      });
+    });
+  }
+  const Tensor x = to_channels_last(randn({2, 3, 64, 64}));  // layer4 runs at 2 x 2
+  (*r)(x).sum().backward();
+  CHECK_MESSAGE(nchw_inputs.empty(), "NCHW inputs: ", nchw_inputs.size(), ", the first ",
+                nchw_inputs.empty() ? "" : nchw_inputs.front());
+  CHECK_MESSAGE(nchw_grads.empty(), "NCHW gradients: ", nchw_grads.size(), ", the first ",
+                nchw_grads.empty() ? "" : nchw_grads.front());
+}
+
 }  // TEST_SUITE

@@ -17,6 +17,9 @@ struct Pool2dParams {
   int64_t divisor_override = 0;  // avg_pool2d: each window's sum divided by this when not 0
   bool adaptive = false;  // adaptive_avg_pool2d: windows from output_size, the other fields unused
   Pair output_size{1, 1};
+  // The input was stored channels-last: the front ends and the vjps hand their results on in that
+  // layout (the kernels write NCHW), so a channels-last network stays so past its pooling.
+  bool channels_last = false;
 };
 
 // The output size of pooling `in` (PyTorch's pooling_output_shape).

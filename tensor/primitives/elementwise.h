@@ -3,6 +3,7 @@
 #pragma once
 
 #include "tensor/elementwise_ops.h"
+#include "tensor/layout.h"
 #include "tensor/primitive.h"
 #include "tensor/scalar.h"
 
@@ -15,7 +16,9 @@ class Unary final : public Primitive {
   static constexpr int kSaves = UnaryTraits<Op>::saves;
   explicit Unary(Op op = {}) : op_(op) {}
   const char* name() const override { return UnaryTraits<Op>::name; }
-  std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const { return {{in[0].shape(), in[0].dtype()}}; }
+  std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const {
+    return {{in[0].shape(), in[0].dtype(), dense_layout_of(in[0])}};
+  }
   EMBER_PRIMITIVE_KERNELS;
   EMBER_PRIMITIVE_VJP;
   const Op& op() const { return op_; }
@@ -48,17 +51,22 @@ class Where final : public Primitive {
   EMBER_PRIMITIVE_VJP;
 };
 
-// A contiguous copy converted to `dtype` (to(dtype), contiguous(), clone()).
+// A copy converted to `dtype`: contiguous (contiguous(), clone()), or in the input's dim order when
+// it is dense (to(dtype): a channels-last activation cast by autocast stays channels-last).
 class Cast final : public Primitive {
  public:
-  explicit Cast(DType dtype) : dtype_(dtype) {}
+  enum class Layout { contiguous, like_input };
+  explicit Cast(DType dtype, Layout layout = Layout::contiguous) : dtype_(dtype), layout_(layout) {}
   const char* name() const override { return "to"; }
-  std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const { return {{in[0].shape(), dtype_}}; }
+  std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const {
+    return {{in[0].shape(), dtype_, layout_ == Layout::like_input ? dense_layout_of(in[0]) : Strides{}}};
+  }
   EMBER_PRIMITIVE_KERNELS;
   EMBER_PRIMITIVE_VJP;
 
  private:
   DType dtype_;
+  Layout layout_;
 };
 
 // In place: self = src broadcast and converted to self's dtype (copy_). Inputs {self, src}.
