@@ -31,7 +31,10 @@
 #   tools/run_tests.py, and the data set is the bundle's.
 # Narrower runs (a lent machine's first call): EMBER_GPU_CHECK_MODELS and EMBER_GPU_CHECK_PRECISIONS
 # (space-separated) choose the train step's runs, EMBER_GPU_CHECK_BENCHES the bench binaries
-# (gemm conv ops train) and EMBER_GPU_CHECK_<BINARY>_FILTER (GEMM, CONV, ...) a binary's cases.
+# (gemm conv ops train) and EMBER_GPU_CHECK_<BINARY>_FILTER (GEMM, CONV, ...) a binary's cases;
+# EMBER_GPU_CHECK_COMPARE_FILTER the PyTorch cases of the compare step (EMBER_GPU_CHECK_TORCH_COMPILE=0
+# leaves out its torch.compile runs), EMBER_GPU_CHECK_COMPILE_SPECS the compile step's model:batch list,
+# EMBER_GPU_CHECK_BENCH_EXTRAS=0 the bench step's checkpointing and ZeRO-3 offload runs.
 # Every log and JSON goes to OUTDIR, and OUTDIR/summary.txt gets one line per step. Each step runs
 # under its own time limit (EMBER_GPU_CHECK_<STEP>_S, seconds) so one failure cannot eat the rest,
 # and each step alone builds first (ninja does nothing when an earlier step already built).
@@ -279,6 +282,7 @@ step_bench() {
       --benchmark_min_time="${EMBER_GPU_CHECK_MIN_TIME:-0.1}" --benchmark_out="$OUT/bench/bench_$name.json" \
       --benchmark_out_format=json || { rc=$?; log "bench_$name exited $rc"; }
   done
+  [[ "${EMBER_GPU_CHECK_BENCH_EXTRAS:-1}" == 1 ]] || return "$rc"
   # Activation checkpointing's memory and time on the ImageNet-sized steps (step_peak_MiB beside the
   # plain cases' in bench_train.json).
   log "bench_train --activation-checkpointing on the 224 px steps (at most 120 s)"
@@ -311,11 +315,13 @@ step_compare() {
   fi
   mkdir -p "$OUT/bench"
   local rc=0
-  timeout --kill-after=10 300 python3 bench/torch_compare.py --bench-dir "$BUILD_DIR/bench" --filter '/cuda/' \
-    --min-time 0.2 --out "$OUT/bench/torch.json" || rc=$?
-  timeout --kill-after=10 150 python3 bench/torch_compare.py --bench-dir "$BUILD_DIR/bench" --compile \
-    --filter '^train/cuda/(fp32|amp_bf16)/(resnet50_224_nhwc|vit_b16_224)/' --min-time 0.5 \
-    --out "$OUT/bench/torch_compile.json" || rc=$?
+  timeout --kill-after=10 300 python3 bench/torch_compare.py --bench-dir "$BUILD_DIR/bench" \
+    --filter "${EMBER_GPU_CHECK_COMPARE_FILTER:-/cuda/}" --min-time 0.2 --out "$OUT/bench/torch.json" || rc=$?
+  if [[ "${EMBER_GPU_CHECK_TORCH_COMPILE:-1}" == 1 ]]; then
+    timeout --kill-after=10 150 python3 bench/torch_compare.py --bench-dir "$BUILD_DIR/bench" --compile \
+      --filter '^train/cuda/(fp32|amp_bf16)/(resnet50_224_nhwc|vit_b16_224)/' --min-time 0.5 \
+      --out "$OUT/bench/torch_compile.json" || rc=$?
+  fi
   python3 bench/report.py "$OUT/bench" || rc=$?
   return "$rc"
 }
@@ -330,7 +336,7 @@ step_compile() {
   fi
   mkdir -p "$OUT/compile"
   local spec model batch flag tag rc=0
-  for spec in cnn:128 resnet18:32 resnet50:32 resnet50:256; do
+  for spec in ${EMBER_GPU_CHECK_COMPILE_SPECS:-cnn:128 resnet18:32 resnet50:32 resnet50:256}; do
     model="${spec%%:*}" batch="${spec##*:}"
     for flag in "" --compile; do
       tag="${flag:+_compiled}"
