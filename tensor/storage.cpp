@@ -11,7 +11,14 @@ Storage::Storage(size_t nbytes, Device device)
 Storage::Storage(size_t nbytes, Pinned)
     : data_(backend::allocate_pinned(nbytes)), nbytes_(nbytes), device_(kCPU), pinned_(true) {}
 
+Storage::Storage(void* data, size_t nbytes, Device device, std::function<void()> release)
+    : data_(data), nbytes_(nbytes), device_(device), borrowed_(true), release_(std::move(release)) {}
+
 Storage::~Storage() {
+  if (borrowed_) {
+    if (release_) release_();
+    return;
+  }
   if (!data_) return;
   if (pinned_)
     backend::deallocate_pinned(data_);
@@ -20,7 +27,9 @@ Storage::~Storage() {
 }
 
 void Storage::release_memory() {
-  if (pinned_) throw ValueError("Storage::release_memory: pinned memory cannot be released");
+  if (pinned_ || borrowed_)
+    throw ValueError(std::string("Storage::release_memory: ") + (pinned_ ? "pinned" : "borrowed") +
+                     " memory cannot be released");
   if (released_) return;
   if (data_) backend::deallocate(device_, data_, nbytes_);
   data_ = nullptr;

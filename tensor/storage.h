@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "tensor/device.h"
 #include "tensor/intrusive_ptr.h"
@@ -65,6 +66,11 @@ class Storage final : public RefCounted {
   /// The tag that asks for page-locked host memory (backend::allocate_pinned).
   struct Pinned {};
   Storage(size_t nbytes, Pinned);  ///< `nbytes` of page-locked host memory; DeviceError when no CUDA device is visible.
+  /// `nbytes` at `data` on `device`, memory another library owns (a NumPy array, a DLPack producer's
+  /// buffer: PyTorch's from_blob). ember reads and writes it in place and never frees it: `release`
+  /// (which must not throw; it may be empty) runs once, when the last tensor viewing it is gone. It
+  /// is not counted in memory_stats.
+  Storage(void* data, size_t nbytes, Device device, std::function<void()> release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -77,13 +83,14 @@ class Storage final : public RefCounted {
   size_t nbytes() const { return nbytes_; }   ///< Size in bytes.
   Device device() const { return device_; }   ///< Where the memory lives.
   bool is_pinned() const { return pinned_; }  ///< Whether it is page-locked host memory.
+  bool is_borrowed() const { return borrowed_; }  ///< Whether another library owns the memory.
   /// Bumped by every in-place write; autograd compares it with the version a saved tensor had.
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }  ///< Marks an in-place write.
 
   /// Frees the memory but keeps the Storage, and so every tensor that views it, alive (PyTorch's
   /// untyped_storage().resize_(0), which FSDP uses to drop a layer's gathered parameters between its
-  /// forward and its backward). Not for pinned memory (ValueError).
+  /// forward and its backward). Not for pinned or borrowed memory (ValueError).
   void release_memory();
   /// Allocates nbytes() again after release_memory() (contents undefined); a no-op otherwise.
   void restore_memory();
@@ -100,6 +107,8 @@ class Storage final : public RefCounted {
   bool released_ = false;
   Device device_;
   bool pinned_ = false;
+  bool borrowed_ = false;
+  std::function<void()> release_;  // of borrowed memory: hands it back to its owner
   uint64_t version_ = 0;
 };
 

@@ -41,6 +41,28 @@ void check_message(const std::string& msg, const std::vector<std::string>& parts
 
 TEST_SUITE("cpu") {
 
+TEST_CASE("storage: borrowed memory is read and written in place and handed back once, after the last view") {
+  std::vector<float> buffer = {1, 2, 3, 4, 5, 6};
+  int released = 0;
+  Tensor view;
+  {
+    auto storage = make_intrusive<Storage>(buffer.data(), buffer.size() * sizeof(float), kCPU, [&] { ++released; });
+    CHECK(storage->is_borrowed());
+    CHECK(storage->data() == buffer.data());
+    CHECK_THROWS_AS(storage->release_memory(), ValueError);
+    const Tensor t(make_intrusive<TensorImpl>(storage, 0, Shape{2, 3}, contiguous_strides({2, 3}), DType::f32));
+    t.mul_(2.0);
+    CHECK(buffer[5] == 12);
+    buffer[0] = -1;
+    CHECK(t.to_vector<double>()[0] == -1);
+    view = t.transpose(0, 1).narrow(0, 1, 1);  // outlives t and storage's handle
+  }
+  CHECK(released == 0);
+  CHECK(view.to_vector<double>() == std::vector<double>{4, 10});
+  view = Tensor();
+  CHECK(released == 1);
+}
+
 TEST_CASE("dtypes: names, sizes, categories") {
   CHECK(name(DType::f32) == "float32");
   CHECK(name(DType::bf16) == "bfloat16");
