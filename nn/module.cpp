@@ -7,6 +7,7 @@
 #include "autograd/grad_mode.h"
 #include "tensor/error.h"
 #include "tensor/printable.h"
+#include "tensor/set_data.h"
 
 namespace ember::nn {
 
@@ -153,26 +154,10 @@ template <class F> void Module::for_each_tensor(F&& f) {
   for (auto& kv : children_) kv.second->for_each_tensor(f);
 }
 
-namespace {
-// Points `dst`'s impl at `src`'s data (keeping dst's identity and autograd flag), drops its grad.
-void rebind(Tensor& dst, const Tensor& src) {
-  if (src.is_same(dst)) return;
-  TensorImpl* d = dst.impl();
-  const TensorImpl* s = src.impl();
-  d->storage = s->storage;
-  d->offset = s->offset;
-  d->shape = s->shape;
-  d->strides = s->strides;
-  d->dtype = s->dtype;
-  d->is_view = false;
-  if (dst.autograd_meta()) dst.set_grad(Tensor());
-}
-}  // namespace
-
 Module& Module::to(Device device) {
   NoGradGuard ng;
   for_each_tensor([&](Tensor& t, bool) {
-    if (t.device() != device) rebind(t, t.detach().to(device));
+    if (t.device() != device) set_data(t, t.detach().to(device));
   });
   return *this;
 }
@@ -186,7 +171,7 @@ Module& Module::to(DType dtype, const std::function<bool(const Module&)>& keep) 
   if (keep(*this)) return *this;
   NoGradGuard ng;
   auto cast = [&](Tensor& t) {
-    if (t.is_floating_point() && t.dtype() != dtype) rebind(t, t.detach().to(dtype));
+    if (t.is_floating_point() && t.dtype() != dtype) set_data(t, t.detach().to(dtype));
   };
   for (auto& kv : params_) cast(kv.second);
   for (auto& kv : buffers_) cast(kv.second);
