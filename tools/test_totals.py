@@ -2,14 +2,17 @@
 """Prints "N passed, N failed, N skipped" from a meson test log (testlog.json), in doctest test cases.
 
 A doctest binary's own summary gives passed and failed; cases it skips (skip-decorated) and the cases
-of a binary reported SKIP (exit 77: its suite needs a GPU) are counted with doctest's --count. A test
-with no doctest summary counts as one case. Exits 1 when any failed.
+of a binary reported SKIP (exit 77: its suite needs a GPU) are counted with doctest's --count. A pytest
+run (the Python package's suite) is counted from its summary line. A test with neither summary counts
+as one case. Exits 1 when any failed.
 Usage: tools/test_totals.py TESTLOG   (./ember test and tools/run_tests.py call it)
 """
 import json, os, re, subprocess, sys
 
 SUMMARY = re.compile(r"\[doctest\] test cases:\s*(\d+)\s*\|\s*(\d+) passed\s*\|\s*(\d+) failed\s*\|\s*(\d+) skipped")
 COUNT = re.compile(r"test cases passing the current filters:\s*(\d+)")
+PYTEST_LINE = re.compile(r"^=*\s*(\d+ (passed|failed|skipped|errors?)\b.*) in [\d.]+s", re.M)
+PYTEST_COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?)\b")
 
 def count_cases(test):
     """Cases a run with this test's filters would execute, skip-decorated ones included."""
@@ -35,6 +38,15 @@ for line in lines:
     result = t.get("result", "")
     ok = result in ("OK", "EXPECTEDFAIL")
     found = SUMMARY.findall(t.get("stdout") or "")
+    pytest_line = PYTEST_LINE.findall(t.get("stdout") or "")
+    if pytest_line and not found:
+        counts = {kind.rstrip("s") if kind.startswith("error") else kind: int(n)
+                  for n, kind in PYTEST_COUNT.findall(pytest_line[-1][0])}
+        passed += counts.get("passed", 0)
+        skipped += counts.get("skipped", 0)
+        bad = counts.get("failed", 0) + counts.get("error", 0)
+        failed += bad if (bad or ok) else 1  # pytest itself failed after its tests passed
+        continue
     if result == "SKIP":
         n = count_cases(t)
         skipped += 1 if n is None else n

@@ -1,0 +1,371 @@
+// nn from Python: ember's C++ modules (layers and models) as handles that ember.nn's Python classes
+// wrap, the bridge that puts a Python module into a C++ module tree (what DDP and ZeRO take),
+// parameter initialisation (nn.init) and activation checkpointing.
+//
+// A C++ module is bound once, as the opaque class _Module: the Python wrapper (ember.nn's _CppModule)
+// asks it for its own parameters, buffers and children and mirrors them, so the Python tree has the
+// C++ tree's dotted names and the very same tensors. Its forward runs in C++ with the GIL released;
+// hooks registered through it run in C++ too, wherever the module is called from.
+#include <nanobind/stl/array.h>
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+
+#include "python/ember/bind.h"
+#include "python/ember/ember_headers_train.h"
+
+namespace ember::python {
+
+namespace {
+
+using nn::Module;
+using nn::UnaryModule;
+
+UnaryModule& unary(Module& m, const char* what) {
+  auto* u = dynamic_cast<UnaryModule*>(&m);
+  if (!u) throw NotImplementedError(std::string(what) + ": " + m.name() + " has no forward of one tensor");
+  return *u;
+}
+
+// The hyperparameters of a built-in layer, by PyTorch's attribute names (model.fc.in_features); empty
+// for a module that has none.
+nb::dict config(Module& m) {
+  nb::dict d;
+  const auto pair = [](int64_t v) { return nb::make_tuple(v, v); };
+  if (auto* l = dynamic_cast<nn::Linear*>(&m)) {
+    d["in_features"] = l->in_features;
+    d["out_features"] = l->out_features;
+  } else if (auto* c = dynamic_cast<nn::Conv2d*>(&m)) {
+    d["in_channels"] = c->in_channels;
+    d["out_channels"] = c->out_channels;
+    d["kernel_size"] = pair(c->kernel_size);
+    d["stride"] = pair(c->stride);
+    d["padding"] = pair(c->padding);
+    d["dilation"] = pair(c->dilation);
+    d["groups"] = c->groups;
+  } else if (auto* b = dynamic_cast<nn::BatchNorm2d*>(&m)) {
+    d["num_features"] = b->num_features;
+    d["eps"] = b->eps;
+    d["momentum"] = b->momentum;
+    d["affine"] = b->weight.defined();
+    d["track_running_stats"] = b->running_mean.defined();
+  } else if (auto* n = dynamic_cast<nn::LayerNorm*>(&m)) {
+    d["normalized_shape"] = nb::tuple(make_size(n->normalized_shape));
+    d["eps"] = n->eps;
+    d["elementwise_affine"] = n->weight.defined();
+  } else if (auto* p = dynamic_cast<nn::Dropout*>(&m)) {
+    d["p"] = p->p;
+  } else if (auto* e = dynamic_cast<nn::Embedding*>(&m)) {
+    d["num_embeddings"] = e->num_embeddings;
+    d["embedding_dim"] = e->embedding_dim;
+  } else if (auto* mp = dynamic_cast<nn::MaxPool2d*>(&m)) {
+    d["kernel_size"] = mp->kernel_size;
+    d["stride"] = mp->stride;
+    d["padding"] = mp->padding;
+  } else if (auto* ap = dynamic_cast<nn::AvgPool2d*>(&m)) {
+    d["kernel_size"] = ap->kernel_size;
+    d["stride"] = ap->stride;
+    d["padding"] = ap->padding;
+  } else if (auto* aa = dynamic_cast<nn::AdaptiveAvgPool2d*>(&m)) {
+    d["output_size"] = nb::make_tuple(aa->output_size[0], aa->output_size[1]);
+  } else if (auto* f = dynamic_cast<nn::Flatten*>(&m)) {
+    d["start_dim"] = f->start_dim;
+    d["end_dim"] = f->end_dim;
+  } else if (auto* g = dynamic_cast<nn::GELU*>(&m)) {
+    d["approximate"] = g->tanh_approximation ? "tanh" : "none";
+  } else if (auto* a = dynamic_cast<nn::MultiheadAttention*>(&m)) {
+    d["embed_dim"] = a->embed_dim;
+    d["num_heads"] = a->num_heads;
+    d["head_dim"] = a->head_dim;
+    d["batch_first"] = true;
+  } else if (auto* pe = dynamic_cast<nn::PatchEmbed*>(&m)) {
+    d["num_patches"] = pe->num_patches;
+  }
+  return d;
+}
+
+// The settings a forward reads on each call, which may change after construction (dropout.p = 0.2).
+void set_config(Module& m, const std::string& key, nb::handle value) {
+  if (auto* p = dynamic_cast<nn::Dropout*>(&m); p && key == "p") {
+    const double v = nb::cast<double>(value);
+    if (!(v >= 0 && v <= 1)) throw ValueError("Dropout: p must be in [0, 1], got " + std::to_string(v));
+    p->p = v;
+  } else if (auto* b = dynamic_cast<nn::BatchNorm2d*>(&m); b && (key == "eps" || key == "momentum")) {
+    (key == "eps" ? b->eps : b->momentum) = nb::cast<double>(value);
+  } else if (auto* n = dynamic_cast<nn::LayerNorm*>(&m); n && key == "eps") {
+    n->eps = nb::cast<double>(value);
+  } else {
+    throw NotImplementedError(m.name() + "." + key + " is fixed at construction in ember's C++ layer: build a new layer");
+  }
+}
+
+// A Python module standing in a C++ module tree: it registers the Python module's own parameters and
+// buffers (the same tensors) and children (C++ modules, or bridges of Python ones), so DDP and ZeRO
+// see the dotted names and tensors the Python module has, and its forward calls back into Python.
+// It refers to the Python module weakly: the Python side owns the bridge, not the reverse.
+class PythonModule final : public UnaryModule {
+ public:
+  PythonModule(nb::handle module, std::string type_name)
+      : module_(nb::weakref(module)), type_name_(std::move(type_name)) {}
+  std::string name() const override { return type_name_; }
+
+  void add_parameter(const std::string& name, const Tensor& t) { register_parameter(name, t, t.requires_grad()); }
+  void add_buffer(const std::string& name, const Tensor& t) { register_buffer(name, t); }
+  void add_child(const std::string& name, std::shared_ptr<Module> m) { register_child(name, std::move(m)); }
+
+ protected:
+  Tensor forward(const Tensor& x) override {
+    nb::gil_scoped_acquire gil;
+    nb::object module = nb::borrow(PyWeakref_GetObject(module_.get()));
+    if (module.is_none()) throw StateError(type_name_ + ": the Python module this bridge stands for is gone");
+    nb::object r = module.attr("_bridge_forward")(x);
+    if (!is_tensor(r.ptr()))
+      throw nb::type_error((type_name_ + ".forward must return one Tensor to run under ember's C++ wrappers "
+                            "(DistributedDataParallel, ZeRO), got " + Py_TYPE(r.ptr())->tp_name).c_str());
+    return nb::cast<Tensor>(r);
+  }
+
+ private:
+  PyRef module_;
+  std::string type_name_;
+};
+
+nn::init::FanMode fan_mode(const std::string& mode) {
+  if (mode == "fan_in") return nn::init::FanMode::fan_in;
+  if (mode == "fan_out") return nn::init::FanMode::fan_out;
+  throw ValueError("mode must be 'fan_in' or 'fan_out', got '" + mode + "'");
+}
+
+void bind_modules(nb::module_& m, nb::module_& nn_m) {
+  nb::class_<nn::HookHandle>(m, "_ModuleHookHandle", "What a C++ module's register_forward_hook returns.")
+      .def("remove", &nn::HookHandle::remove, "Takes the hook off (a no-op the second time).");
+
+  nb::class_<Module>(m, "_Module", nb::is_weak_referenceable(),
+                     "A C++ module of ember (a layer or a model); ember.nn's classes wrap it.")
+      .def("type_name", &Module::name, "The C++ type's name ('Linear', 'ResNet', ...).")
+      .def("extra_repr", &Module::extra_repr, "The settings its repr shows.")
+      .def("__str__", &Module::str)
+      .def("direct_parameters", [](const Module& mod) { return mod.named_parameters(false); },
+           "(name, tensor) of its own parameters, in registration order.")
+      .def("direct_buffers", [](const Module& mod) { return mod.named_buffers(false); },
+           "(name, tensor) of its own buffers, in registration order.")
+      .def("named_children", [](const Module& mod) { return mod.named_children(); },
+           "(name, module) of its direct children, in registration order.")
+      .def("named_parameters", [](const Module& mod) { return mod.named_parameters(true); },
+           "(dotted name, tensor) of every parameter of the tree, as C++ lists them.")
+      .def("train", &Module::train, "on"_a = true, "Sets training mode on it and every descendant.")
+      .def_prop_ro("training", &Module::is_training, "Whether it is in training mode.")
+      .def("state_dict", &Module::state_dict, "The C++ state dict: parameters and buffers by dotted name.")
+      .def("load_state_dict", &Module::load_state_dict, "state"_a, "strict"_a = true,
+           "Module::load_state_dict: copies values in; ValueError naming every problem.")
+      .def("num_parameters", &Module::num_parameters, "Elements over all parameters.")
+      .def("is_unary", [](Module& mod) { return dynamic_cast<UnaryModule*>(&mod) != nullptr; },
+           "Whether it has a forward of one tensor.")
+      .def(
+          "__call__",
+          [](Module& mod, Tensor x) {
+            UnaryModule& u = unary(mod, "forward");
+            nb::gil_scoped_release release;
+            return u(x);
+          },
+          "input"_a, "The module's forward on input, with its forward hooks (the GIL released meanwhile).")
+      .def("config", &config, "The layer's hyperparameters by PyTorch's attribute names.")
+      .def("set_config", &set_config, "key"_a, "value"_a, "Changes a setting the forward reads (Dropout.p, ...).")
+      .def(
+          "register_forward_pre_hook",
+          [](Module& mod, nb::handle fn) {
+            PyRef f(fn);
+            return mod.register_forward_pre_hook([f](Module&, const Tensor& x) {
+              nb::gil_scoped_acquire gil;
+              f.handle()(nb::cast(x));
+            });
+          },
+          "hook"_a, "Calls hook(input) before each forward, wherever the module is called from.")
+      .def(
+          "register_forward_hook",
+          [](Module& mod, nb::handle fn) {
+            PyRef f(fn);
+            return mod.register_forward_hook([f](Module&, const Tensor& x, const Tensor& y) {
+              nb::gil_scoped_acquire gil;
+              f.handle()(nb::cast(x), nb::cast(y));
+            });
+          },
+          "hook"_a, "Calls hook(input, output) after each forward, wherever the module is called from.")
+      .def(
+          "set_activation_checkpointing",
+          [](Module& mod, bool on) { unary(mod, "set_activation_checkpointing").set_activation_checkpointing(on); },
+          "on"_a, "Recomputes this module's activations in backward instead of keeping them.")
+      .def(
+          "multihead_attention",
+          [](Module& mod, Tensor q, Tensor k, Tensor v, std::optional<Tensor> mask) {
+            auto* a = dynamic_cast<nn::MultiheadAttention*>(&mod);
+            if (!a) throw NotImplementedError(mod.name() + " is not a MultiheadAttention");
+            nb::gil_scoped_release release;
+            return a->forward(q, k, v, mask ? *mask : Tensor());
+          },
+          "query"_a, "key"_a, "value"_a, "attn_mask"_a.none(), "MultiheadAttention's forward of three inputs.");
+
+  nb::class_<PythonModule, Module>(m, "_PythonModuleBridge",
+                                   "A Python module standing in a C++ module tree (DDP, ZeRO); see ember.nn.Module.")
+      .def("add_parameter", &PythonModule::add_parameter, "name"_a, "tensor"_a,
+           "Registers one of the Python module's own parameters (the same tensor).")
+      .def("add_buffer", &PythonModule::add_buffer, "name"_a, "tensor"_a,
+           "Registers one of the Python module's own buffers (the same tensor).")
+      .def("add_child", &PythonModule::add_child, "name"_a, "module"_a,
+           "Registers a child: a built-in's C++ module or the bridge of a Python one.");
+
+  // Made here as a std::shared_ptr: modules() (ZeRO-3) needs shared_from_this of every module of a tree.
+  m.def(
+      "_python_module_bridge",
+      [](nb::handle module, std::string type_name) { return std::make_shared<PythonModule>(module, std::move(type_name)); },
+      "module"_a, "type_name"_a, "A C++ stand-in for a Python module (register its tensors and children next).");
+
+  // ---- constructors of the built-in layers (ember.nn's classes call these)
+  using P = std::shared_ptr<Module>;
+  nn_m.def("linear", [](int64_t i, int64_t o, bool bias) -> P { return std::make_shared<nn::Linear>(i, o, bias); },
+           "in_features"_a, "out_features"_a, "bias"_a, "nn::Linear.");
+  nn_m.def("conv2d",
+           [](int64_t i, int64_t o, int64_t k, int64_t s, int64_t p, bool bias, int64_t g, int64_t d) -> P {
+             return std::make_shared<nn::Conv2d>(i, o, k, s, p, bias, g, d);
+           },
+           "in_channels"_a, "out_channels"_a, "kernel_size"_a, "stride"_a, "padding"_a, "bias"_a, "groups"_a,
+           "dilation"_a, "nn::Conv2d (square kernel, stride, padding and dilation).");
+  nn_m.def("batch_norm2d",
+           [](int64_t c, double eps, double momentum, bool affine, bool track) -> P {
+             return std::make_shared<nn::BatchNorm2d>(c, eps, momentum, affine, track);
+           },
+           "num_features"_a, "eps"_a, "momentum"_a, "affine"_a, "track_running_stats"_a, "nn::BatchNorm2d.");
+  nn_m.def("layer_norm",
+           [](const Shape& shape, double eps, bool affine) -> P { return std::make_shared<nn::LayerNorm>(shape, eps, affine); },
+           "normalized_shape"_a, "eps"_a, "elementwise_affine"_a, "nn::LayerNorm.");
+  nn_m.def("dropout", [](double p) -> P { return std::make_shared<nn::Dropout>(p); }, "p"_a, "nn::Dropout.");
+  nn_m.def("embedding", [](int64_t n, int64_t d) -> P { return std::make_shared<nn::Embedding>(n, d); },
+           "num_embeddings"_a, "embedding_dim"_a, "nn::Embedding.");
+  nn_m.def("max_pool2d",
+           [](int64_t k, std::optional<int64_t> s, int64_t p) -> P { return std::make_shared<nn::MaxPool2d>(k, s, p); },
+           "kernel_size"_a, "stride"_a.none(), "padding"_a, "nn::MaxPool2d.");
+  nn_m.def("avg_pool2d",
+           [](int64_t k, std::optional<int64_t> s, int64_t p) -> P { return std::make_shared<nn::AvgPool2d>(k, s, p); },
+           "kernel_size"_a, "stride"_a.none(), "padding"_a, "nn::AvgPool2d.");
+  nn_m.def("adaptive_avg_pool2d",
+           [](std::array<int64_t, 2> size) -> P { return std::make_shared<nn::AdaptiveAvgPool2d>(size); },
+           "output_size"_a, "nn::AdaptiveAvgPool2d.");
+  nn_m.def("identity", []() -> P { return std::make_shared<nn::Identity>(); }, "nn::Identity.");
+  nn_m.def("flatten", [](int64_t s, int64_t e) -> P { return std::make_shared<nn::Flatten>(s, e); }, "start_dim"_a,
+           "end_dim"_a, "nn::Flatten.");
+  nn_m.def("relu", []() -> P { return std::make_shared<nn::ReLU>(); }, "nn::ReLU.");
+  nn_m.def("gelu", [](bool tanh) -> P { return std::make_shared<nn::GELU>(tanh); }, "tanh_approximation"_a, "nn::GELU.");
+  nn_m.def("silu", []() -> P { return std::make_shared<nn::SiLU>(); }, "nn::SiLU.");
+  nn_m.def("multihead_attention",
+           [](int64_t e, int64_t h, bool bias) -> P { return std::make_shared<nn::MultiheadAttention>(e, h, bias); },
+           "embed_dim"_a, "num_heads"_a, "bias"_a, "nn::MultiheadAttention (batch first).");
+
+  // ---- models
+  nn_m.def("mlp",
+           [](int64_t i, const std::vector<int64_t>& hidden, int64_t o) -> P { return std::make_shared<nn::MLP>(i, hidden, o); },
+           "in_features"_a, "hidden"_a, "out_features"_a, "nn::MLP: Linear-ReLU stacks.");
+  nn_m.def("small_cnn",
+           [](int64_t classes, int64_t channels, int64_t size) -> P {
+             return std::make_shared<nn::SmallCNN>(classes, channels, size);
+           },
+           "num_classes"_a, "in_channels"_a, "image_size"_a, "nn::SmallCNN.");
+  nn_m.def("resnet",
+           [](int depth, int64_t classes, int64_t channels, bool small_input) -> P {
+             const nn::ResNetOptions o{classes, channels, small_input};
+             switch (depth) {
+               case 18: return nn::resnet18(o);
+               case 34: return nn::resnet34(o);
+               case 50: return nn::resnet50(o);
+             }
+             throw ValueError("resnet: depth must be 18, 34 or 50, got " + std::to_string(depth));
+           },
+           "depth"_a, "num_classes"_a, "in_channels"_a, "small_input"_a, "torchvision's ResNet-18/34/50.");
+  nn_m.def("vit",
+           [](int64_t image_size, int64_t patch_size, int64_t in_channels, int64_t num_classes, int64_t embed_dim,
+              int64_t depth, int64_t num_heads, double mlp_ratio, double eps) -> P {
+             nn::ViTOptions o{image_size, patch_size, in_channels, num_classes, embed_dim, depth, num_heads, mlp_ratio, eps};
+             return std::make_shared<nn::VisionTransformer>(o);
+           },
+           "image_size"_a, "patch_size"_a, "in_channels"_a, "num_classes"_a, "embed_dim"_a, "depth"_a, "num_heads"_a,
+           "mlp_ratio"_a, "eps"_a, "nn::VisionTransformer (timm's names).");
+  nn_m.def("make_model",
+           [](const std::string& name, int64_t channels, int64_t size, int64_t classes) -> P {
+             return train::make_model(name, {channels, size, classes});
+           },
+           "name"_a, "channels"_a, "size"_a, "classes"_a,
+           "The model the C++ training program builds under `name` for images of channels x size x size.");
+  nn_m.def("model_names", &train::model_names, "The names make_model takes.");
+  nn_m.def("apply_activation_checkpointing",
+           [](Module& root, const std::vector<std::string>& types) { return nn::apply_activation_checkpointing(root, types); },
+           "root"_a, "module_types"_a, "Checkpoints every module below root whose C++ type is in module_types.");
+  nn_m.def("default_checkpoint_modules", &nn::default_checkpoint_modules, "model"_a,
+           "The block types ember checkpoints by default in a ResNet or ViT.");
+}
+
+void bind_init(nb::module_& nn_m) {
+  using namespace nn::init;
+  // Each writes into the tensor's elements in place (no graph) and returns it: the handle is copied,
+  // the elements are the caller's.
+  nn_m.def("calculate_gain", &calculate_gain, "nonlinearity"_a, "param"_a.none() = nb::none(),
+           "The recommended gain for a nonlinearity (torch.nn.init.calculate_gain).");
+  nn_m.def("calculate_fan_in_and_fan_out",
+           [](const Tensor& t) {
+             const Fans f = calculate_fan_in_and_fan_out(t);
+             return nb::make_tuple(f.fan_in, f.fan_out);
+           },
+           "tensor"_a, "(fan_in, fan_out) of a weight of at least 2 dims.");
+  nn_m.def("uniform_", [](Tensor t, double a, double b, Generator* g) { return uniform_(t, a, b, g); }, "tensor"_a,
+           "a"_a, "b"_a, "generator"_a.none(), "U(a, b) in place.");
+  nn_m.def("normal_", [](Tensor t, double mean, double std, Generator* g) { return normal_(t, mean, std, g); },
+           "tensor"_a, "mean"_a, "std"_a, "generator"_a.none(), "N(mean, std^2) in place.");
+  nn_m.def("constant_", [](Tensor t, double v) { return constant_(t, v); }, "tensor"_a, "val"_a, "Fills with val.");
+  nn_m.def("kaiming_uniform_",
+           [](Tensor t, double a, const std::string& mode, const std::string& nl, Generator* g) {
+             return kaiming_uniform_(t, a, fan_mode(mode), nl, g);
+           },
+           "tensor"_a, "a"_a, "mode"_a, "nonlinearity"_a, "generator"_a.none(), "He uniform init in place.");
+  nn_m.def("kaiming_normal_",
+           [](Tensor t, double a, const std::string& mode, const std::string& nl, Generator* g) {
+             return kaiming_normal_(t, a, fan_mode(mode), nl, g);
+           },
+           "tensor"_a, "a"_a, "mode"_a, "nonlinearity"_a, "generator"_a.none(), "He normal init in place.");
+  nn_m.def("xavier_uniform_", [](Tensor t, double gain, Generator* g) { return xavier_uniform_(t, gain, g); },
+           "tensor"_a, "gain"_a, "generator"_a.none(), "Glorot uniform init in place.");
+  nn_m.def("xavier_normal_", [](Tensor t, double gain, Generator* g) { return xavier_normal_(t, gain, g); },
+           "tensor"_a, "gain"_a, "generator"_a.none(), "Glorot normal init in place.");
+  nn_m.def("trunc_normal_",
+           [](Tensor t, double mean, double std, double a, double b, Generator* g) { return trunc_normal_(t, mean, std, a, b, g); },
+           "tensor"_a, "mean"_a, "std"_a, "a"_a, "b"_a, "generator"_a.none(), "N(mean, std^2) cut to [a, b], in place.");
+}
+
+}  // namespace
+
+void bind_nn(nb::module_& m) {
+  // nn.Parameter objects for the tensors of C++ layers must be those very tensors (the layer's forward
+  // reads its own handle), not views of them: the Python object is made empty, then given the handle.
+  m.def(
+      "_init_handle",
+      [](nb::handle self, const Tensor& t) {
+        if (!is_tensor(self.ptr())) throw nb::type_error("_init_handle: expected an uninitialised ember.Tensor");
+        if (nb::inst_ready(self)) throw StateError("_init_handle: this tensor object is already initialised");
+        new (nb::inst_ptr<Tensor>(self)) Tensor(t);
+        nb::inst_mark_ready(self);
+      },
+      "self"_a, "tensor"_a, "Initialises an empty Tensor (subclass) object as a handle to `tensor` itself.");
+  m.def("_impl_id", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()); }, "tensor"_a,
+        "An id of the C++ tensor a handle points to: equal for two Python objects of one tensor.");
+  nb::module_ nn_m = m.def_submodule("_nn", "ember's C++ layers and models (ember.nn wraps them).");
+  bind_modules(m, nn_m);
+  bind_init(nn_m);
+  nn_m.def("checkpoint",
+           [](nb::handle fn, const std::vector<Tensor>& inputs) {
+             const nn::CheckpointFunction f = tensor_function(fn, "checkpoint: the function's result");
+             nb::gil_scoped_release release;
+             return nn::checkpoint(f, inputs);
+           },
+           "function"_a, "inputs"_a, "nn::checkpoint: fn(*inputs) with its activations recomputed in backward.");
+  nn_m.def("is_recomputing", &nn::is_recomputing, "Whether this thread is inside a checkpoint's recompute.");
+}
+
+}  // namespace ember::python

@@ -1,0 +1,542 @@
+// The ops of tensor/ops.h, as Tensor methods and as module functions (ember.exp(x) and x.exp()), the
+// Python operators (+ - * / // % ** @, comparisons, in-place forms) and the shape ops. Ops ember has no
+// primitive for but PyTorch users expect (remainder, repeat, all, any, logical and/or) are composed of
+// ember ops here, so they stay differentiable where PyTorch's are.
+#include "python/ember/bind.h"
+
+namespace ember::python {
+
+namespace {
+
+nb::handle g_values_indices;  // namedtuple (values, indices) of max(dim) / min(dim); the module holds it
+
+nb::object values_indices(const ValuesIndices& r) { return g_values_indices(nb::cast(r.values), nb::cast(r.indices)); }
+
+// Registers f as the method `name` of Tensor and as the module function ember.`name`(input, ...):
+// `args` names the parameters after the tensor.
+template <class F, class... Extra>
+void def_both(nb::module_& m, const char* name, F&& f, const Extra&... extra) {
+  tensor_class().def(name, f, extra...);
+  m.def(name, std::forward<F>(f), "input"_a, extra...);
+}
+
+// In-place methods return the very Python object they were called on (t.add_(1) is t). Takes a
+// captureless lambda turned function pointer (+[](Tensor& a, ...) {...}), whose parameters it keeps.
+template <class... Args>
+auto in_place(void (*f)(Tensor&, Args...)) {
+  return [f](nb::handle self, Args... args) {
+    f(nb::cast<Tensor&>(self), args...);
+    return nb::borrow(self);
+  };
+}
+
+Shape all_dims_if_none(const std::optional<DimList>& d) { return d ? d->dims : Shape{}; }
+
+// a - floor(a / b) * b: Python's and torch's remainder (the sign follows the divisor).
+Tensor remainder(const Tensor& a, const Tensor& b) { return a - div(a, b, RoundingMode::floor) * b; }
+Tensor remainder(const Tensor& a, Scalar b) { return a - div(a, b, RoundingMode::floor) * b; }
+
+// x.repeat(*sizes): x tiled sizes[i] times along dim i (leading sizes add dims), as an expand of a view
+// with a size-1 dim before each dim, then a reshape; differentiable through expand.
+Tensor repeat(const Tensor& x, const Shape& sizes) {
+  if (sizes.size() < x.dim())
+    throw ShapeError("repeat: " + std::to_string(sizes.size()) + " repeat counts for a tensor of " +
+                     std::to_string(x.dim()) + " dims; give at least one per dim");
+  for (int64_t r : sizes)
+    if (r < 0) throw ValueError("repeat: repeat counts must be at least 0, got " + to_string(sizes));
+  const int lead = sizes.size() - x.dim();
+  std::vector<int64_t> interleaved, expanded, final_shape;
+  for (int i = 0; i < sizes.size(); ++i) {
+    const int64_t s = i < lead ? 1 : x.shape()[i - lead];
+    interleaved.insert(interleaved.end(), {1, s});
+    expanded.insert(expanded.end(), {sizes[i], s});
+    final_shape.push_back(sizes[i] * s);
+  }
+  return x.reshape(interleaved).expand(expanded).reshape(final_shape);
+}
+
+// any / all over dims, as counts of nonzero elements (ember has no boolean reductions).
+Tensor any(const Tensor& x, const Shape& dims, bool keepdim) {
+  return gt(sum(ne(x, 0).to(DType::i64), dims, keepdim), 0);
+}
+Tensor all(const Tensor& x, const Shape& dims, bool keepdim) {
+  return eq(sum(eq(x, 0).to(DType::i64), dims, keepdim), 0);
+}
+
+// Logical and / or / xor of anything (nonzero is true), as bool tensors.
+Tensor logical_and(const Tensor& a, const Tensor& b) { return ne(mul(ne(a, 0).to(DType::u8), ne(b, 0).to(DType::u8)), 0); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return ne(maximum(ne(a, 0).to(DType::u8), ne(b, 0).to(DType::u8)), 0); }
+Tensor logical_xor(const Tensor& a, const Tensor& b) { return ne(ne(a, 0), ne(b, 0)); }
+
+// & | ^ ~ on bool tensors only: ember has no bitwise integer ops.
+void require_bool(const Tensor& a, const char* op) {
+  if (a.dtype() != DType::boolean)
+    throw NotImplementedError(std::string("operator ") + op + " is only supported on bool tensors, got " +
+                              dtype_name(a.dtype()));
+}
+
+double norm_order(nb::handle p) {
+  if (nb::isinstance<nb::str>(p)) {
+    if (nb::cast<std::string>(p) == "fro") return 2.0;
+    throw ValueError("norm: p must be a number or 'fro', got '" + nb::cast<std::string>(p) + "'");
+  }
+  return nb::cast<double>(p);
+}
+
+double correction_of(std::optional<bool> unbiased, std::optional<double> correction) {
+  if (correction) return *correction;
+  return unbiased.value_or(true) ? 1.0 : 0.0;
+}
+
+Tensor clamp_any(const Tensor& x, const std::optional<Operand>& min, const std::optional<Operand>& max) {
+  const bool numbers = (!min || !min->tensor) && (!max || !max->tensor);
+  if (numbers) {
+    return clamp(x, min ? std::optional<double>(min->scalar.to_double()) : std::nullopt,
+                 max ? std::optional<double>(max->scalar.to_double()) : std::nullopt);
+  }
+  return clamp(x, min ? min->as_tensor(x.device()) : Tensor(), max ? max->as_tensor(x.device()) : Tensor());
+}
+
+Tensor squeeze_any(const Tensor& x, const std::optional<DimList>& dim) {
+  if (!dim) return squeeze(x);
+  return squeeze(x, dim->dims);
+}
+
+nb::tuple to_tuple(const std::vector<Tensor>& ts) {
+  nb::list out;
+  for (const Tensor& t : ts) out.append(nb::cast(t));
+  return nb::tuple(out);
+}
+
+void bind_operators(nb::class_<Tensor>& c) {
+  using nb::is_operator;
+  // Arithmetic, with a tensor or a Python number on either side.
+  c.def("__add__", [](const Tensor& a, const Tensor& b) { return a + b; }, is_operator())
+      .def("__add__", [](const Tensor& a, Scalar b) { return a + b; }, is_operator())
+      .def("__radd__", [](const Tensor& a, Scalar b) { return b + a; }, is_operator())
+      .def("__sub__", [](const Tensor& a, const Tensor& b) { return a - b; }, is_operator())
+      .def("__sub__", [](const Tensor& a, Scalar b) { return a - b; }, is_operator())
+      .def("__rsub__", [](const Tensor& a, Scalar b) { return b - a; }, is_operator())
+      .def("__mul__", [](const Tensor& a, const Tensor& b) { return a * b; }, is_operator())
+      .def("__mul__", [](const Tensor& a, Scalar b) { return a * b; }, is_operator())
+      .def("__rmul__", [](const Tensor& a, Scalar b) { return b * a; }, is_operator())
+      .def("__truediv__", [](const Tensor& a, const Tensor& b) { return a / b; }, is_operator())
+      .def("__truediv__", [](const Tensor& a, Scalar b) { return a / b; }, is_operator())
+      .def("__rtruediv__", [](const Tensor& a, Scalar b) { return b / a; }, is_operator())
+      .def("__floordiv__", [](const Tensor& a, const Tensor& b) { return div(a, b, RoundingMode::floor); }, is_operator())
+      .def("__floordiv__", [](const Tensor& a, Scalar b) { return div(a, b, RoundingMode::floor); }, is_operator())
+      .def("__rfloordiv__",
+           [](const Tensor& a, Scalar b) { return div(wrapped_scalar(b, a.device()), a, RoundingMode::floor); },
+           is_operator())
+      .def("__mod__", [](const Tensor& a, const Tensor& b) { return remainder(a, b); }, is_operator())
+      .def("__mod__", [](const Tensor& a, Scalar b) { return remainder(a, b); }, is_operator())
+      .def("__rmod__", [](const Tensor& a, Scalar b) { return remainder(wrapped_scalar(b, a.device()), a); },
+           is_operator())
+      .def("__pow__", [](const Tensor& a, const Tensor& b) { return pow(a, b); }, is_operator())
+      .def("__pow__", [](const Tensor& a, Scalar b) { return pow(a, b); }, is_operator())
+      .def("__rpow__", [](const Tensor& a, Scalar b) { return pow(wrapped_scalar(b, a.device()), a); }, is_operator())
+      // Operands by value where the GIL is released: the handles cannot change under the call.
+      .def("__matmul__", [](Tensor a, Tensor b) { return matmul(a, b); }, is_operator(),
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("__neg__", [](const Tensor& a) { return neg(a); })
+      .def("__pos__", [](const Tensor& a) { return a; })
+      .def("__abs__", [](const Tensor& a) { return abs(a); })
+      .def("__invert__",
+           [](const Tensor& a) {
+             require_bool(a, "~");
+             return logical_not(a);
+           })
+      .def("__and__", [](const Tensor& a, const Tensor& b) { require_bool(a, "&"); return logical_and(a, b); }, is_operator())
+      .def("__or__", [](const Tensor& a, const Tensor& b) { require_bool(a, "|"); return logical_or(a, b); }, is_operator())
+      .def("__xor__", [](const Tensor& a, const Tensor& b) { require_bool(a, "^"); return logical_xor(a, b); }, is_operator());
+
+  // Comparisons are elementwise and return bool tensors.
+  c.def("__eq__", [](const Tensor& a, const Tensor& b) { return eq(a, b); }, is_operator())
+      .def("__eq__", [](const Tensor& a, Scalar b) { return eq(a, b); }, is_operator())
+      .def("__ne__", [](const Tensor& a, const Tensor& b) { return ne(a, b); }, is_operator())
+      .def("__ne__", [](const Tensor& a, Scalar b) { return ne(a, b); }, is_operator())
+      .def("__lt__", [](const Tensor& a, const Tensor& b) { return lt(a, b); }, is_operator())
+      .def("__lt__", [](const Tensor& a, Scalar b) { return lt(a, b); }, is_operator())
+      .def("__le__", [](const Tensor& a, const Tensor& b) { return le(a, b); }, is_operator())
+      .def("__le__", [](const Tensor& a, Scalar b) { return le(a, b); }, is_operator())
+      .def("__gt__", [](const Tensor& a, const Tensor& b) { return gt(a, b); }, is_operator())
+      .def("__gt__", [](const Tensor& a, Scalar b) { return gt(a, b); }, is_operator())
+      .def("__ge__", [](const Tensor& a, const Tensor& b) { return ge(a, b); }, is_operator())
+      .def("__ge__", [](const Tensor& a, Scalar b) { return ge(a, b); }, is_operator());
+
+  // In place: the same Python object comes back, its elements rewritten.
+  c.def("__iadd__", in_place(+[](Tensor& a, const Tensor& b) { a.add_(b); }), is_operator())
+      .def("__iadd__", in_place(+[](Tensor& a, Scalar b) { a.add_(b); }), is_operator())
+      .def("__isub__", in_place(+[](Tensor& a, const Tensor& b) { a.sub_(b); }), is_operator())
+      .def("__isub__", in_place(+[](Tensor& a, Scalar b) { a.sub_(b); }), is_operator())
+      .def("__imul__", in_place(+[](Tensor& a, const Tensor& b) { a.mul_(b); }), is_operator())
+      .def("__imul__", in_place(+[](Tensor& a, Scalar b) { a.mul_(b); }), is_operator())
+      .def("__itruediv__", in_place(+[](Tensor& a, const Tensor& b) { a.div_(b); }), is_operator())
+      .def("__itruediv__", in_place(+[](Tensor& a, Scalar b) { a.div_(b); }), is_operator());
+}
+
+void bind_in_place_methods(nb::class_<Tensor>& c) {
+  c.def("add_",
+        in_place(+[](Tensor& a, const Tensor& b, Scalar alpha) {
+          if (alpha.to_double() == 1.0) a.add_(b);
+          else a.add_(b.mul(alpha));
+        }),
+        "other"_a, nb::kw_only(), "alpha"_a = 1, "self += alpha * other (broadcast into self's shape); returns self.")
+      .def("add_", in_place(+[](Tensor& a, Scalar b) { a.add_(b); }), "other"_a, "self += other; returns self.")
+      .def("sub_",
+           in_place(+[](Tensor& a, const Tensor& b, Scalar alpha) {
+             if (alpha.to_double() == 1.0) a.sub_(b);
+             else a.sub_(b.mul(alpha));
+           }),
+           "other"_a, nb::kw_only(), "alpha"_a = 1, "self -= alpha * other; returns self.")
+      .def("sub_", in_place(+[](Tensor& a, Scalar b) { a.sub_(b); }), "other"_a, "self -= other; returns self.")
+      .def("mul_", in_place(+[](Tensor& a, const Tensor& b) { a.mul_(b); }), "other"_a, "self *= other; returns self.")
+      .def("mul_", in_place(+[](Tensor& a, Scalar b) { a.mul_(b); }), "other"_a, "self *= other; returns self.")
+      .def("div_", in_place(+[](Tensor& a, const Tensor& b) { a.div_(b); }), "other"_a, "self /= other; returns self.")
+      .def("div_", in_place(+[](Tensor& a, Scalar b) { a.div_(b); }), "other"_a, "self /= other; returns self.")
+      .def("neg_", in_place(+[](Tensor& a) { a.neg_(); }), "self = -self; returns self.")
+      .def("exp_", in_place(+[](Tensor& a) { a.exp_(); }), "self = exp(self); returns self.")
+      .def("relu_", in_place(+[](Tensor& a) { a.relu_(); }), "self = relu(self); returns self.")
+      .def("sigmoid_", in_place(+[](Tensor& a) { a.sigmoid_(); }), "self = sigmoid(self); returns self.")
+      .def("tanh_", in_place(+[](Tensor& a) { a.tanh_(); }), "self = tanh(self); returns self.")
+      .def("sqrt_", in_place(+[](Tensor& a) { a.sqrt_(); }), "self = sqrt(self); returns self.")
+      .def("clamp_",
+           in_place(+[](Tensor& a, std::optional<double> min, std::optional<double> max) { a.clamp_(min, max); }),
+           "min"_a = nb::none(), "max"_a = nb::none(), "self limited to [min, max]; returns self.")
+      .def("fill_", in_place(+[](Tensor& a, Scalar v) { a.fill_(v); }), "value"_a, "Sets every element to value; returns self.")
+      .def("fill_",
+           in_place(+[](Tensor& a, const Tensor& v) {
+             if (v.dim() != 0) throw ShapeError("fill_: the value must be a 0-dim tensor, got shape " + to_string(v.shape()));
+             a.copy_(v);
+           }),
+           "value"_a, "Sets every element to the 0-dim tensor value; returns self.")
+      .def("zero_", in_place(+[](Tensor& a) { a.zero_(); }), "Sets every element to 0; returns self.")
+      .def("copy_",
+           [](nb::handle self, Tensor src, bool non_blocking) {
+             const Tensor t = nb::cast<Tensor&>(self);  // handles by value: the GIL is released below
+             {
+               nb::gil_scoped_release release;
+               t.copy_(src, non_blocking);
+             }
+             return nb::borrow(self);
+           },
+           "src"_a, "non_blocking"_a = false,
+           "Copies src (broadcast, converted to self's dtype, from any device) into self; returns self.")
+      .def("masked_fill_", in_place(+[](Tensor& a, const Tensor& mask, Scalar v) { a.masked_fill_(mask, v); }), "mask"_a,
+           "value"_a, "Writes value where the bool mask (broadcast to self) is true; returns self.")
+      .def("requires_grad_",
+           [](nb::handle self, bool requires_grad) {
+             nb::cast<Tensor&>(self).requires_grad_(requires_grad);
+             return nb::borrow(self);
+           },
+           "requires_grad"_a = true, "Marks this leaf as requiring grad (or not); returns self.");
+}
+
+void bind_math(nb::module_& m) {
+  using UnaryFn = Tensor (*)(const Tensor&);
+  struct Unary {
+    const char* name;
+    UnaryFn fn;
+    const char* doc;
+  };
+  static const Unary unary[] = {
+      {"neg", &neg, "-x elementwise."},
+      {"negative", &neg, "-x elementwise."},
+      {"abs", &abs, "|x| elementwise."},
+      {"sign", &sign, "-1, 0 or 1 by the sign of x."},
+      {"exp", &exp, "e^x elementwise."},
+      {"log", &log, "The natural logarithm elementwise."},
+      {"log1p", &log1p, "log(1 + x), accurate for small x."},
+      {"sqrt", &sqrt, "The square root elementwise."},
+      {"rsqrt", &rsqrt, "1 / sqrt(x) elementwise."},
+      {"sin", &sin, "The sine (radians) elementwise."},
+      {"cos", &cos, "The cosine (radians) elementwise."},
+      {"tanh", &tanh, "The hyperbolic tangent elementwise."},
+      {"sigmoid", &sigmoid, "1 / (1 + e^-x) elementwise."},
+      {"relu", &relu, "max(x, 0) elementwise."},
+      {"silu", &silu, "x * sigmoid(x) elementwise."},
+      {"erf", &erf, "The error function elementwise."},
+      {"reciprocal", &reciprocal, "1 / x elementwise."},
+      {"square", &square, "x * x elementwise."},
+      {"logical_not", &logical_not, "True where x is zero, as a bool tensor."},
+  };
+  for (const Unary& u : unary) def_both(m, u.name, u.fn, u.doc);
+}
+
+}  // namespace
+
+void bind_ops(nb::module_& m) {
+  nb::class_<Tensor> c = tensor_class();
+  nb::object vi = nb::module_::import_("collections").attr("namedtuple")("ValuesIndices", nb::make_tuple("values", "indices"));
+  vi.attr("__module__") = "ember";
+  vi.attr("__doc__") = "What max(dim) and min(dim) return: the extreme values and, as int64, where they are.";
+  m.attr("ValuesIndices") = vi;
+  g_values_indices = vi;
+
+  bind_operators(c);
+  bind_in_place_methods(c);
+  bind_math(m);
+
+  // ---- elementwise with arguments
+  def_both(m, "gelu",
+           [](const Tensor& x, const std::string& approximate) {
+             if (approximate != "none" && approximate != "tanh")
+               throw ValueError("gelu: approximate must be 'none' or 'tanh', got '" + approximate + "'");
+             return gelu(x, approximate == "tanh");
+           },
+           "approximate"_a = "none", "x * Phi(x); approximate='tanh' gives PyTorch's tanh form.");
+  def_both(m, "clamp", &clamp_any, "min"_a = nb::none(), "max"_a = nb::none(),
+           "x limited to [min, max]; the bounds are numbers or tensors that broadcast with x.");
+  def_both(m, "clip", &clamp_any, "min"_a = nb::none(), "max"_a = nb::none(), "Alias of clamp.");
+  def_both(m, "pow", [](const Tensor& x, const Tensor& e) { return pow(x, e); }, "exponent"_a, "x ** exponent elementwise.");
+  def_both(m, "pow", [](const Tensor& x, Scalar e) { return pow(x, e); }, "exponent"_a, "x ** exponent elementwise.");
+
+  // ---- binary, each with a tensor or a number as the second operand
+  def_both(m, "add",
+           [](const Tensor& a, const Tensor& b, Scalar alpha) { return alpha.to_double() == 1.0 ? add(a, b) : add(a, b, alpha); },
+           "other"_a, nb::kw_only(), "alpha"_a = 1, "a + alpha * b.");
+  def_both(m, "add", [](const Tensor& a, Scalar b) { return add(a, b); }, "other"_a, "a + b.");
+  def_both(m, "sub",
+           [](const Tensor& a, const Tensor& b, Scalar alpha) { return alpha.to_double() == 1.0 ? sub(a, b) : sub(a, b, alpha); },
+           "other"_a, nb::kw_only(), "alpha"_a = 1, "a - alpha * b.");
+  def_both(m, "sub", [](const Tensor& a, Scalar b) { return sub(a, b); }, "other"_a, "a - b.");
+  def_both(m, "mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, "other"_a, "a * b.");
+  def_both(m, "mul", [](const Tensor& a, Scalar b) { return mul(a, b); }, "other"_a, "a * b.");
+  const auto rounding = [](const std::optional<std::string>& mode) -> std::optional<RoundingMode> {
+    if (!mode) return std::nullopt;
+    if (*mode == "floor") return RoundingMode::floor;
+    if (*mode == "trunc") return RoundingMode::trunc;
+    throw ValueError("div: rounding_mode must be None, 'trunc' or 'floor', got '" + *mode + "'");
+  };
+  def_both(m, "div",
+           [rounding](const Tensor& a, const Tensor& b, std::optional<std::string> mode) {
+             const auto r = rounding(mode);
+             return r ? div(a, b, *r) : div(a, b);
+           },
+           "other"_a, nb::kw_only(), "rounding_mode"_a = nb::none(),
+           "a / b: true division, or rounded toward zero ('trunc') or down ('floor').");
+  def_both(m, "div",
+           [rounding](const Tensor& a, Scalar b, std::optional<std::string> mode) {
+             const auto r = rounding(mode);
+             return r ? div(a, b, *r) : div(a, b);
+           },
+           "other"_a, nb::kw_only(), "rounding_mode"_a = nb::none(), "a / b (see the tensor form).");
+  def_both(m, "true_divide", [](const Tensor& a, const Tensor& b) { return div(a, b); }, "other"_a, "a / b.");
+  def_both(m, "floor_divide", [](const Tensor& a, const Tensor& b) { return div(a, b, RoundingMode::floor); }, "other"_a,
+           "a // b (rounded down).");
+  def_both(m, "floor_divide", [](const Tensor& a, Scalar b) { return div(a, b, RoundingMode::floor); }, "other"_a,
+           "a // b (rounded down).");
+  def_both(m, "remainder", [](const Tensor& a, const Tensor& b) { return remainder(a, b); }, "other"_a,
+           "a % b with the sign of b (Python's and torch's remainder).");
+  def_both(m, "remainder", [](const Tensor& a, Scalar b) { return remainder(a, b); }, "other"_a, "a % b.");
+  def_both(m, "maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, "other"_a, "The larger of a and b elementwise.");
+  def_both(m, "minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, "other"_a, "The smaller of a and b elementwise.");
+  struct Compare {
+    const char* name;
+    Tensor (*tt)(const Tensor&, const Tensor&);
+    Tensor (*ts)(const Tensor&, Scalar);
+  };
+  static const Compare compares[] = {{"eq", &eq, &eq}, {"ne", &ne, &ne}, {"lt", &lt, &lt},
+                                     {"le", &le, &le}, {"gt", &gt, &gt}, {"ge", &ge, &ge}};
+  for (const Compare& cmp : compares) {
+    def_both(m, cmp.name, cmp.tt, "other"_a, "Elementwise comparison, as a bool tensor.");
+    def_both(m, cmp.name, cmp.ts, "other"_a, "Elementwise comparison with a number, as a bool tensor.");
+  }
+  def_both(m, "logical_and", &logical_and, "other"_a, "a and b elementwise (nonzero is true), as a bool tensor.");
+  def_both(m, "logical_or", &logical_or, "other"_a, "a or b elementwise, as a bool tensor.");
+  def_both(m, "logical_xor", &logical_xor, "other"_a, "a xor b elementwise, as a bool tensor.");
+  m.def("where",
+        [](const Tensor& cond, const Operand& a, const Operand& b) {
+          return where(cond, a.as_tensor(cond.device()), b.as_tensor(cond.device()));
+        },
+        "condition"_a, "input"_a, "other"_a, "input where condition (a bool tensor) is true, else other; all broadcast.");
+  c.def("where",
+        [](const Tensor& self, const Tensor& cond, const Operand& other) {
+          return where(cond, self, other.as_tensor(self.device()));
+        },
+        "condition"_a, "other"_a, "self where condition is true, else other (torch's Tensor.where).");
+  def_both(m, "masked_fill",
+           [](const Tensor& x, const Tensor& mask, const Operand& v) {
+             return v.tensor ? masked_fill(x, mask, *v.tensor) : masked_fill(x, mask, v.scalar);
+           },
+           "mask"_a, "value"_a, "x with value where the bool mask (broadcast to x) is true.");
+  def_both(m, "equal", [](const Tensor& a, const Tensor& b) { return equal(a, b); }, "other"_a,
+           "Whether a and b have the same shape and bitwise-equal values.");
+  def_both(m, "allclose",
+           [](const Tensor& a, const Tensor& b, double rtol, double atol) { return allclose(a, b, rtol, atol); },
+           "other"_a, "rtol"_a = 1e-5, "atol"_a = 1e-8, "Whether |a - b| <= atol + rtol * |b| everywhere.");
+  def_both(m, "isfinite_all", [](const Tensor& x) { return all_finite(x); }, "Whether every element is finite.");
+
+  // ---- reductions
+  def_both(m, "sum",
+           [](const Tensor& x, std::optional<DimList> dim, bool keepdim, std::optional<DType> dtype) {
+             return sum(x, all_dims_if_none(dim), keepdim, dtype);
+           },
+           "dim"_a = nb::none(), "keepdim"_a = false, nb::kw_only(), "dtype"_a = nb::none(),
+           "The sum over dim (all dims by default).");
+  def_both(m, "mean",
+           [](const Tensor& x, std::optional<DimList> dim, bool keepdim, std::optional<DType> dtype) {
+             return mean(dtype ? x.to(*dtype) : x, all_dims_if_none(dim), keepdim);
+           },
+           "dim"_a = nb::none(), "keepdim"_a = false, nb::kw_only(), "dtype"_a = nb::none(),
+           "The mean over dim (floating tensors only).");
+  def_both(m, "prod",
+           [](const Tensor& x, std::optional<DimList> dim, bool keepdim, std::optional<DType> dtype) {
+             return prod(x, all_dims_if_none(dim), keepdim, dtype);
+           },
+           "dim"_a = nb::none(), "keepdim"_a = false, nb::kw_only(), "dtype"_a = nb::none(), "The product over dim.");
+  def_both(m, "amax",
+           [](const Tensor& x, std::optional<DimList> dim, bool keepdim) { return amax(x, all_dims_if_none(dim), keepdim); },
+           "dim"_a = nb::none(), "keepdim"_a = false, "The maximum over dim.");
+  def_both(m, "amin",
+           [](const Tensor& x, std::optional<DimList> dim, bool keepdim) { return amin(x, all_dims_if_none(dim), keepdim); },
+           "dim"_a = nb::none(), "keepdim"_a = false, "The minimum over dim.");
+  for (const bool is_max : {true, false}) {
+    const char* name = is_max ? "max" : "min";
+    def_both(m, name, [is_max](const Tensor& x) { return is_max ? max(x) : min(x); },
+             is_max ? "The maximum over all elements." : "The minimum over all elements.");
+    def_both(m, name, [is_max](const Tensor& x, const Tensor& o) { return is_max ? maximum(x, o) : minimum(x, o); },
+             "other"_a, "The elementwise maximum (max) or minimum (min) of two tensors.");
+    def_both(m, name,
+             [is_max](const Tensor& x, int64_t dim, bool keepdim) {
+               return values_indices(is_max ? max(x, dim, keepdim) : min(x, dim, keepdim));
+             },
+             "dim"_a, "keepdim"_a = false, "(values, indices) of the extreme along dim (the first on ties).");
+  }
+  def_both(m, "argmax",
+           [](const Tensor& x, std::optional<int64_t> dim, bool keepdim) { return argmax(x, dim, keepdim); },
+           "dim"_a = nb::none(), "keepdim"_a = false, "The int64 index of the maximum (into the flattened tensor without dim).");
+  def_both(m, "argmin",
+           [](const Tensor& x, std::optional<int64_t> dim, bool keepdim) { return argmin(x, dim, keepdim); },
+           "dim"_a = nb::none(), "keepdim"_a = false, "The int64 index of the minimum.");
+  def_both(m, "var",
+           [](const Tensor& x, std::optional<DimList> dim, std::optional<bool> unbiased, bool keepdim,
+              std::optional<double> correction) {
+             return var(x, all_dims_if_none(dim), correction_of(unbiased, correction), keepdim);
+           },
+           "dim"_a = nb::none(), "unbiased"_a = nb::none(), "keepdim"_a = false, nb::kw_only(), "correction"_a = nb::none(),
+           "The variance over dim, divided by N - correction (1 by default, Bessel's).");
+  def_both(m, "std",
+           [](const Tensor& x, std::optional<DimList> dim, std::optional<bool> unbiased, bool keepdim,
+              std::optional<double> correction) {
+             return ember::std(x, all_dims_if_none(dim), correction_of(unbiased, correction), keepdim);
+           },
+           "dim"_a = nb::none(), "unbiased"_a = nb::none(), "keepdim"_a = false, nb::kw_only(), "correction"_a = nb::none(),
+           "The standard deviation over dim.");
+  def_both(m, "logsumexp",
+           [](const Tensor& x, const DimList& dim, bool keepdim) { return logsumexp(x, dim.dims, keepdim); }, "dim"_a,
+           "keepdim"_a = false, "log(sum(exp(x))) over dim, without overflow.");
+  def_both(m, "norm",
+           [](const Tensor& x, nb::handle p, std::optional<DimList> dim, bool keepdim) {
+             return norm(x, norm_order(p), all_dims_if_none(dim), keepdim);
+           },
+           "p"_a = 2.0, "dim"_a = nb::none(), "keepdim"_a = false, "The p-norm over dim (p='fro' is 2, inf is max |x|).");
+  def_both(m, "any",
+           [](const Tensor& x, std::optional<DimList> dim, bool keepdim) { return any(x, all_dims_if_none(dim), keepdim); },
+           "dim"_a = nb::none(), "keepdim"_a = false, "Whether any element over dim is nonzero (a bool tensor).");
+  def_both(m, "all",
+           [](const Tensor& x, std::optional<DimList> dim, bool keepdim) { return all(x, all_dims_if_none(dim), keepdim); },
+           "dim"_a = nb::none(), "keepdim"_a = false, "Whether every element over dim is nonzero (a bool tensor).");
+  def_both(m, "softmax",
+           [](const Tensor& x, int64_t dim, std::optional<DType> dtype) { return softmax(x, dim, dtype); }, "dim"_a,
+           "dtype"_a = nb::none(), "exp(x) / sum(exp(x)) along dim.");
+  def_both(m, "log_softmax",
+           [](const Tensor& x, int64_t dim, std::optional<DType> dtype) { return log_softmax(x, dim, dtype); }, "dim"_a,
+           "dtype"_a = nb::none(), "log(softmax(x)) along dim.");
+
+  // ---- linear algebra; the GIL is released, as these run long
+  // Operands by value: with the GIL released, another thread could rebind a Python tensor's handle.
+  def_both(m, "matmul", [](Tensor a, Tensor b) { return matmul(a, b); }, "other"_a,
+           nb::call_guard<nb::gil_scoped_release>(), "torch.matmul: 1-D operands promoted, batch dims broadcast.");
+  def_both(m, "mm", [](Tensor a, Tensor b) { return mm(a, b); }, "mat2"_a,
+           nb::call_guard<nb::gil_scoped_release>(), "The matrix product (n, k) @ (k, m).");
+  def_both(m, "bmm", [](Tensor a, Tensor b) { return bmm(a, b); }, "mat2"_a,
+           nb::call_guard<nb::gil_scoped_release>(), "The batched matrix product (b, n, k) @ (b, k, m).");
+  m.def("linear",
+        [](Tensor x, Tensor w, std::optional<Tensor> b) { return linear(x, w, b ? *b : Tensor()); },
+        "input"_a, "weight"_a, "bias"_a = nb::none(), nb::call_guard<nb::gil_scoped_release>(),
+        "x @ weight.T + bias, in one GEMM.");
+
+  // ---- views and shape ops
+  c.def("view", [](const Tensor& x, nb::args shape) { return x.view(shape_from_args(shape, "view")); },
+        "A view with another shape (one size may be -1); ShapeError when the strides forbid it.")
+      .def("reshape", [](const Tensor& x, nb::args shape) { return x.reshape(shape_from_args(shape, "reshape")); },
+           "The tensor with another shape: a view when possible, else a copy.")
+      .def("view_as", [](const Tensor& x, const Tensor& o) { return x.view(o.shape()); }, "other"_a, "x.view(other.shape).")
+      .def("reshape_as", [](const Tensor& x, const Tensor& o) { return x.reshape(o.shape()); }, "other"_a,
+           "x.reshape(other.shape).")
+      .def("permute", [](const Tensor& x, nb::args dims) { return x.permute(shape_from_args(dims, "permute")); },
+           "A view with the dims reordered.")
+      .def("expand", [](const Tensor& x, nb::args shape) { return x.expand(shape_from_args(shape, "expand")); },
+           "A view broadcast to a larger shape (-1 keeps a size).")
+      .def("expand_as", [](const Tensor& x, const Tensor& o) { return x.expand(o.shape()); }, "other"_a,
+           "x.expand(other.shape).")
+      .def("repeat", [](const Tensor& x, nb::args sizes) { return repeat(x, shape_from_args(sizes, "repeat")); },
+           "The tensor tiled sizes[i] times along each dim (a copy).")
+      .def("t", [](const Tensor& x) { return x.t(); }, "The transpose of a 2-D tensor (0-D and 1-D as they are).")
+      .def_prop_ro("T",
+                   [](const Tensor& x) {
+                     Shape rev;
+                     for (int d = x.dim() - 1; d >= 0; --d) rev.push_back(d);
+                     return x.permute(rev);
+                   },
+                   "The tensor with its dims reversed.")
+      .def_prop_ro("mT", [](const Tensor& x) { return x.transpose(-2, -1); }, "The last two dims swapped.")
+      .def("unbind",
+           [](const Tensor& x, int64_t dim) {
+             std::vector<Tensor> out;
+             for (int64_t i = 0; i < x.size(dim); ++i) out.push_back(x.select(dim, i));
+             return to_tuple(out);
+           },
+           "dim"_a = 0, "The slices along dim, as a tuple of views.");
+  m.def("broadcast_to", [](const Tensor& x, const Shape& s) { return broadcast_to(x, s); }, "input"_a, "size"_a,
+        "x broadcast to size (a view).");
+  c.def("broadcast_to", [](const Tensor& x, const Shape& s) { return broadcast_to(x, s); }, "size"_a,
+        "The tensor broadcast to size (a view).");
+  def_both(m, "transpose", [](const Tensor& x, int64_t a, int64_t b) { return transpose(x, a, b); }, "dim0"_a, "dim1"_a,
+           "A view with dims dim0 and dim1 swapped.");
+  def_both(m, "swapaxes", [](const Tensor& x, int64_t a, int64_t b) { return transpose(x, a, b); }, "axis0"_a, "axis1"_a,
+           "Alias of transpose.");
+  def_both(m, "unsqueeze", [](const Tensor& x, int64_t d) { return unsqueeze(x, d); }, "dim"_a,
+           "A view with a new size-1 dim at dim.");
+  def_both(m, "squeeze", &squeeze_any, "dim"_a = nb::none(), "A view without the size-1 dims (of dim, when given).");
+  def_both(m, "flatten", [](const Tensor& x, int64_t s, int64_t e) { return flatten(x, s, e); }, "start_dim"_a = 0,
+           "end_dim"_a = -1, "Dims start_dim..end_dim merged into one.");
+  def_both(m, "narrow", [](const Tensor& x, int64_t d, int64_t s, int64_t l) { return narrow(x, d, s, l); }, "dim"_a,
+           "start"_a, "length"_a, "A view of elements [start, start + length) along dim.");
+  def_both(m, "select", [](const Tensor& x, int64_t d, int64_t i) { return select(x, d, i); }, "dim"_a, "index"_a,
+           "A view of slice index along dim, without that dim.");
+  def_both(m, "split",
+           [](const Tensor& x, nb::handle size, int64_t dim) {
+             if (PyIndex_Check(size.ptr())) return to_tuple(split(x, nb::cast<int64_t>(size), dim));
+             return to_tuple(split_with_sizes(x, nb::cast<std::vector<int64_t>>(size), dim));
+           },
+           "split_size_or_sections"_a, "dim"_a = 0,
+           "Views of split_size elements along dim each, or of the given sizes (a list).");
+  def_both(m, "chunk", [](const Tensor& x, int64_t chunks, int64_t dim) { return to_tuple(chunk(x, chunks, dim)); },
+           "chunks"_a, "dim"_a = 0, "At most chunks views of equal size along dim.");
+  def_both(m, "index_select", [](const Tensor& x, int64_t d, const Tensor& i) { return index_select(x, d, i); }, "dim"_a,
+           "index"_a, "The slices of x along dim at the 1-D int64 index.");
+  def_both(m, "gather", [](const Tensor& x, int64_t d, const Tensor& i) { return gather(x, d, i); }, "dim"_a, "index"_a,
+           "out[i][j] = x[index[i][j]][j] for dim 0 (likewise for other dims).");
+  def_both(m, "scatter_add",
+           [](const Tensor& x, int64_t d, const Tensor& i, const Tensor& s) { return scatter_add(x, d, i, s); }, "dim"_a,
+           "index"_a, "src"_a, "x with src added at index along dim (repeated indices add up).");
+  def_both(m, "index_add",
+           [](const Tensor& x, int64_t d, const Tensor& i, const Tensor& s, Scalar alpha) {
+             return index_add(x, d, i, s, alpha);
+           },
+           "dim"_a, "index"_a, "source"_a, nb::kw_only(), "alpha"_a = 1, "x with alpha * source's slices added at index along dim.");
+  c.def("sum_to_size", [](const Tensor& x, nb::args shape) { return sum_to(x, shape_from_args(shape, "sum_to_size")); },
+        "The tensor summed down to a shape it broadcasts from.");
+  m.def("cat", [](const std::vector<Tensor>& ts, int64_t dim) { return cat(ts, dim); }, "tensors"_a, "dim"_a = 0,
+        "The tensors joined along an existing dim.");
+  m.def("concat", [](const std::vector<Tensor>& ts, int64_t dim) { return cat(ts, dim); }, "tensors"_a, "dim"_a = 0,
+        "Alias of cat.");
+  m.def("stack", [](const std::vector<Tensor>& ts, int64_t dim) { return stack(ts, dim); }, "tensors"_a, "dim"_a = 0,
+        "The tensors (of one shape) joined along a new dim.");
+  m.def("result_type", [](const Tensor& a, const Tensor& b) { return result_type(a, b); }, "tensor1"_a, "tensor2"_a,
+        "The dtype an op on a and b computes in.");
+}
+
+}  // namespace ember::python

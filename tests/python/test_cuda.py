@@ -1,0 +1,64 @@
+"""CUDA tensors from Python: moves, ops against the CPU, autograd, DLPack export and import (PyTorch's
+CUDA tensors when PyTorch is installed). Skipped where no GPU is visible."""
+
+import numpy as np
+import pytest
+
+import ember
+from conftest import assert_close, to_numpy
+
+pytestmark = pytest.mark.skipif(not ember.cuda.is_available(), reason="no CUDA device visible")
+
+
+def test_moves_and_device_attributes():
+    t = ember.arange(6.0).reshape(2, 3)
+    g = t.cuda()
+    assert g.is_cuda and g.device == "cuda:0" and g.device.index == 0
+    assert g.to("cpu").tolist() == t.tolist() and g.cpu().tolist() == t.tolist()
+    assert ember.zeros(2, device="cuda").device == ember.device("cuda", 0)
+    assert "device='cuda:0'" in repr(g)
+    with pytest.raises(TypeError, match="cpu"):
+        np.asarray(g)
+
+
+def test_ops_match_the_cpu(rng):
+    x = ember.tensor(rng.standard_normal((16, 8)), dtype=ember.float32)
+    w = ember.tensor(rng.standard_normal((8, 4)), dtype=ember.float32)
+    cpu = (x @ w).tanh().sum(1)
+    gpu = (x.cuda() @ w.cuda()).tanh().sum(1)
+    assert_close(gpu, to_numpy(cpu), rtol=1e-4, atol=1e-4)
+    g = x.cuda()
+    g[g > 0] = 0.0
+    assert (g.cpu() <= 0).all().item()
+    assert g[[0, 3], 1:3].shape == (2, 2)
+
+
+def test_autograd_on_the_gpu():
+    x = ember.tensor([1.0, 2.0], device="cuda", requires_grad=True)
+    (x * x).sum().backward()
+    assert x.grad.device == "cuda:0" and x.grad.tolist() == [2.0, 4.0]
+
+
+def test_dlpack_round_trip_on_the_gpu():
+    g = ember.arange(8.0, device="cuda")
+    assert g.__dlpack_device__() == (2, 0)
+    u = ember.from_dlpack(g.__dlpack__(stream=None))
+    assert u.data_ptr() == g.data_ptr() and u.device == "cuda:0"
+    bf = ember.ones(4, dtype=ember.bfloat16, device="cuda")
+    assert ember.from_dlpack(bf.__dlpack__(max_version=(1, 0))).dtype is ember.bfloat16
+
+
+def test_torch_cuda_interchange():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch without CUDA")
+    g = ember.arange(6.0, device="cuda").reshape(2, 3)
+    pt = torch.from_dlpack(g)
+    assert pt.data_ptr() == g.data_ptr() and pt.is_cuda
+    pt.add_(1)
+    assert g.cpu().tolist() == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+    src = torch.arange(5.0, device="cuda")
+    e = ember.from_dlpack(src)
+    assert e.data_ptr() == src.data_ptr() and e.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    del src
+    assert e.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]  # the capsule keeps torch's memory

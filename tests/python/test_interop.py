@@ -1,0 +1,253 @@
+"""Zero-copy exchange: the buffer protocol, __array_interface__ and DLPack, both ways. Sharing is
+checked by pointer equality and by writes seen on the other side; lifetimes by deleting the original."""
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import ember
+
+
+def _foreign_count():
+    return ember._ember._foreign_memory_count()
+
+
+# ---- ember -> NumPy
+
+
+@pytest.mark.parametrize(
+    "dtype,np_dtype",
+    [
+        (ember.float32, np.float32),
+        (ember.float64, np.float64),
+        (ember.float16, np.float16),
+        (ember.int32, np.int32),
+        (ember.int64, np.int64),
+        (ember.uint8, np.uint8),
+        (ember.bool, np.bool_),
+    ],
+    ids=repr,
+)
+def test_numpy_views_tensor_memory(dtype, np_dtype):
+    t = ember.ones(2, 3, dtype=dtype)
+    a = np.asarray(t)
+    assert a.dtype == np_dtype and a.shape == (2, 3)
+    assert a.ctypes.data == t.data_ptr()
+    assert t.numpy().ctypes.data == t.data_ptr()
+    assert np.array(t, copy=False).ctypes.data == t.data_ptr()
+    assert memoryview(t).format in "fdeiqB?" and not memoryview(t).readonly
+
+
+def test_writes_are_seen_both_ways():
+    t = ember.zeros(2, 3)
+    a = np.asarray(t)
+    a[1, 2] = 5.0
+    assert t[1, 2].item() == 5.0
+    t[0, 0] = -3.0
+    t.add_(1)
+    assert a[0, 0] == -2.0 and a[1, 2] == 6.0
+
+
+def test_array_keeps_the_tensor_memory_alive():
+    t = ember.arange(1000.0)
+    a = np.asarray(t)
+    ptr = t.data_ptr()
+    del t
+    gc.collect()
+    ember.zeros(1000)  # would likely reuse freed memory
+    assert a.ctypes.data == ptr
+    np.testing.assert_array_equal(a, np.arange(1000.0))
+
+
+def test_strided_tensors_export_with_strides():
+    t = ember.arange(24.0).reshape(4, 6)
+    view = t.t()[1:, ::2]  # transposed and stepped
+    a = np.asarray(view)
+    assert a.ctypes.data == view.data_ptr()
+    assert a.strides == tuple(s * 4 for s in view.stride())
+    np.testing.assert_array_equal(a, np.arange(24.0, dtype=np.float32).reshape(4, 6).T[1:, ::2])
+    iface = view.__array_interface__
+    assert iface["strides"] == a.strides and iface["data"][0] == view.data_ptr()
+    assert t.__array_interface__["strides"] is None  # contiguous
+    assert not memoryview(view).c_contiguous
+
+
+def test_zero_dim_and_empty_tensors():
+    assert np.asarray(ember.tensor(2.5)).shape == () and np.asarray(ember.tensor(2.5)) == 2.5
+    assert np.asarray(ember.zeros(0, 3)).shape == (0, 3)
+
+
+def test_bfloat16_refused_by_numpy_interfaces_with_a_clear_type_error():
+    t = ember.ones(3, dtype=ember.bfloat16)
+    with pytest.raises(TypeError, match="bfloat16"):
+        t.__array_interface__
+    with pytest.raises(TypeError, match="bfloat16"):
+        np.asarray(t)
+    with pytest.raises(TypeError, match="bfloat16"):
+        t.numpy()
+    with pytest.raises(BufferError, match="bfloat16"):
+        memoryview(t)
+    np.testing.assert_array_equal(t.float().numpy(), np.ones(3, np.float32))
+
+
+def test_requires_grad_tensors_are_not_exported_without_detach():
+    t = ember.ones(2, requires_grad=True)
+    with pytest.raises(TypeError, match="detach"):
+        np.asarray(t)
+    with pytest.raises(ember.AutogradError, match="detach"):
+        t.__dlpack__()
+    assert np.asarray(t.detach()).ctypes.data == t.data_ptr()
+    assert t.numpy(force=True).tolist() == [1.0, 1.0]
+
+
+def test_array_dtype_and_copy_arguments():
+    t = ember.ones(3)
+    assert np.asarray(t, dtype=np.float64).dtype == np.float64
+    c = np.array(t)  # copy=True by default
+    assert c.ctypes.data != t.data_ptr()
+    assert t.__array__(copy=True).ctypes.data != t.data_ptr()
+
+
+# ---- DLPack out of ember
+
+
+def test_numpy_from_dlpack_shares_memory():
+    t = ember.arange(6.0, dtype=ember.float64).reshape(2, 3)
+    a = np.from_dlpack(t)
+    assert a.ctypes.data == t.data_ptr() and a.dtype == np.float64
+    a[0, 1] = 42.0
+    assert t[0, 1].item() == 42.0
+    del t
+    gc.collect()
+    assert a[0, 1] == 42.0 and a[1, 2] == 5.0  # the capsule keeps the tensor
+
+
+def test_dlpack_device_and_capsules():
+    t = ember.ones(2)
+    assert t.__dlpack_device__() == (1, 0)
+    legacy = t.__dlpack__()
+    assert "dltensor" in repr(legacy)
+    versioned = t.__dlpack__(max_version=(1, 0))
+    assert "dltensor_versioned" in repr(versioned)
+    # An unconsumed capsule frees what it holds when collected (no leak, no crash).
+    del legacy, versioned
+    gc.collect()
+    copy = t.__dlpack__(copy=True)
+    back = ember.from_dlpack(copy)
+    assert back.data_ptr() != t.data_ptr()
+
+
+def test_strided_and_bfloat16_tensors_over_dlpack():
+    t = ember.arange(12.0).reshape(3, 4).t()
+    a = np.from_dlpack(t)
+    assert a.ctypes.data == t.data_ptr() and a.strides == (4, 16)
+    b = ember.ones(3, dtype=ember.bfloat16)
+    capsule = b.__dlpack__()
+    again = ember.from_dlpack(capsule)
+    assert again.dtype is ember.bfloat16 and again.data_ptr() == b.data_ptr()
+    with pytest.raises(TypeError):
+        ember.from_dlpack(capsule)  # consumed
+
+
+def test_round_trip_through_ember_capsule_keeps_the_storage():
+    t = ember.arange(5.0)
+    u = ember.from_dlpack(ember.to_dlpack(t))
+    assert u.data_ptr() == t.data_ptr() and _foreign_count() == 0
+    u[0] = 9.0
+    assert t[0].item() == 9.0
+    assert ember.from_dlpack(t).data_ptr() == t.data_ptr()
+
+
+# ---- DLPack into ember
+
+
+@pytest.mark.parametrize(
+    "np_dtype,dtype",
+    [(np.float32, ember.float32), (np.float64, ember.float64), (np.float16, ember.float16), (np.int32, ember.int32),
+     (np.int64, ember.int64), (np.uint8, ember.uint8), (np.bool_, ember.bool)],
+)
+def test_from_dlpack_numpy_shares_memory(np_dtype, dtype):
+    a = np.arange(6).astype(np_dtype).reshape(2, 3)
+    t = ember.from_dlpack(a)
+    assert t.dtype is dtype and t.shape == (2, 3)
+    assert t.data_ptr() == a.ctypes.data
+    np.testing.assert_array_equal(np.asarray(t), a)
+
+
+def test_from_dlpack_writes_both_ways_and_ops_work():
+    a = np.zeros((3, 4), dtype=np.float32)
+    t = ember.from_dlpack(a)
+    a[2, 3] = 7.0
+    assert t[2, 3].item() == 7.0
+    t[0] = 1.0
+    t.mul_(2)
+    assert a[0].tolist() == [2.0] * 4 and a[2, 3] == 14.0
+    assert (t + 1).sum().item() == 12 + 8 + 14
+
+
+def test_from_dlpack_keeps_the_producer_alive_and_releases_it():
+    class Owner(np.ndarray):
+        pass
+
+    a = np.arange(10.0).view(Owner)
+    alive = weakref.ref(a)
+    t = ember.from_dlpack(a)
+    del a
+    gc.collect()
+    assert alive() is not None  # ember's tensor holds the array
+    np.testing.assert_array_equal(np.asarray(t), np.arange(10.0))
+    before = _foreign_count()
+    del t
+    gc.collect()
+    assert alive() is None and _foreign_count() == before - 1
+
+
+def test_views_of_imported_memory_outlive_the_first_tensor():
+    a = np.arange(8.0)
+    alive = weakref.ref(a.base if a.base is not None else a)
+    t = ember.from_dlpack(a)
+    view = t[2:5]
+    del t, a
+    gc.collect()
+    assert view.tolist() == [2.0, 3.0, 4.0]
+    del view  # the last view: the memory goes back to NumPy at once
+    assert _foreign_count() == 0 and alive() is None
+
+
+def test_from_dlpack_strided_numpy():
+    a = np.arange(24.0).reshape(4, 6)[::2, 1::2]
+    t = ember.from_dlpack(a)
+    assert t.stride() == (12, 2) and t.data_ptr() == a.ctypes.data
+    np.testing.assert_array_equal(np.asarray(t), a)
+    assert ember.from_numpy(a).data_ptr() == a.ctypes.data
+
+
+def test_read_only_arrays_are_copied():
+    a = np.arange(4.0)
+    a.flags.writeable = False
+    try:
+        t = ember.from_dlpack(a)
+    except BufferError:
+        pytest.skip("this NumPy refuses to export read-only arrays")
+    assert t.data_ptr() != a.ctypes.data and t.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_from_dlpack_options_and_errors():
+    a = np.ones(3)
+    assert ember.from_dlpack(a, copy=True).data_ptr() != a.ctypes.data
+    with pytest.raises(TypeError, match="__dlpack__"):
+        ember.from_dlpack([1, 2, 3])
+    assert ember.as_tensor(a).data_ptr() == a.ctypes.data
+    assert ember.as_tensor([1, 2]).tolist() == [1, 2]
+    assert ember.as_tensor(a, dtype=ember.float32).dtype is ember.float32
+
+
+def test_torch_interchange_if_available():
+    torch = pytest.importorskip("torch")
+    t = ember.arange(6.0).reshape(2, 3)
+    pt = torch.from_dlpack(t)
+    assert pt.data_ptr() == t.data_ptr()
+    back = ember.from_dlpack(torch.arange(4.0))
+    assert back.tolist() == [0.0, 1.0, 2.0, 3.0]
