@@ -9,38 +9,34 @@ namespace ember {
 
 namespace {
 
-// t's dims from outermost to innermost in memory: by descending stride, size-1 dims kept in their
-// logical place relative to equal strides (a stable sort), so a contiguous tensor keeps 0, 1, ...
-std::vector<int> memory_order(const Tensor& t) {
-  std::vector<int> order(static_cast<size_t>(t.dim()));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return t.stride(a) > t.stride(b); });
-  return order;
-}
-
-}  // namespace
-
-bool is_non_overlapping_and_dense(const Tensor& t) {
-  if (t.is_contiguous()) return true;
-  int64_t expected = 1;
-  const std::vector<int> order = memory_order(t);
-  for (auto d = order.rbegin(); d != order.rend(); ++d) {
-    if (t.size(*d) == 1) continue;
-    if (t.stride(*d) != expected) return false;
-    expected *= t.size(*d);
+// Whether t's elements fill a block exactly once, taking its dims by descending stride (a stable
+// sort: size-1 dims keep their logical place among equal strides); when they do and `fresh` is given,
+// the strides of a fresh dense tensor with t's shape in that dim order. One sort on the stack: every
+// elementwise op asks this of its inputs.
+bool dense_in_stride_order(const Tensor& t, Strides* fresh) {
+  const int rank = t.dim();
+  int order[kMaxDims];
+  std::iota(order, order + rank, 0);
+  std::stable_sort(order, order + rank, [&](int a, int b) { return t.stride(a) > t.stride(b); });
+  if (fresh) *fresh = Dims::filled(rank, 0);
+  int64_t expected = 1, step = 1;  // step: as expected, but a size-0 dim does not zero the outer strides
+  for (int k = rank - 1; k >= 0; --k) {
+    const int d = order[k];
+    if (t.size(d) != 1 && t.stride(d) != expected) return false;
+    expected *= t.size(d);
+    if (fresh) (*fresh)[d] = step;
+    step *= std::max<int64_t>(t.size(d), 1);
   }
   return true;
 }
 
+}  // namespace
+
+bool is_non_overlapping_and_dense(const Tensor& t) { return t.is_contiguous() || dense_in_stride_order(t, nullptr); }
+
 Strides dense_layout_of(const Tensor& t) {
-  if (t.is_contiguous() || !is_non_overlapping_and_dense(t)) return {};
-  Strides strides = Dims::filled(t.dim(), 0);
-  int64_t step = 1;
-  const std::vector<int> order = memory_order(t);
-  for (auto d = order.rbegin(); d != order.rend(); ++d) {
-    strides[*d] = step;
-    step *= std::max<int64_t>(t.size(*d), 1);
-  }
+  Strides strides;
+  if (t.is_contiguous() || !dense_in_stride_order(t, &strides)) return {};
   return strides;
 }
 
@@ -62,8 +58,12 @@ Tensor to_channels_last(const Tensor& x) {
 }
 
 Strides elementwise_output_layout(const std::vector<Tensor>& inputs, const Shape& out) {
-  for (const Tensor& t : inputs)
-    if (t.shape() == out && is_non_overlapping_and_dense(t)) return dense_layout_of(t);
+  for (const Tensor& t : inputs) {
+    if (!(t.shape() == out)) continue;
+    if (t.is_contiguous()) return {};
+    Strides strides;
+    if (dense_in_stride_order(t, &strides)) return strides;
+  }
   return {};
 }
 
