@@ -1,6 +1,9 @@
 """ember.save_file / load_file (safetensors) and the training checkpoints of ember's C++ program."""
 
+import json
+import os
 import pathlib
+import subprocess
 
 import numpy as np
 import pytest
@@ -108,3 +111,33 @@ def test_training_checkpoint_loads_into_the_python_model(tmp_path):
     ember.save_file({"x": ember.ones(1)}, not_a_checkpoint)
     with pytest.raises(ember.FormatError, match="plain.safetensors"):
         ember.load_checkpoint(pathlib.Path(not_a_checkpoint))
+
+
+FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+
+
+@pytest.mark.skipif(not os.environ.get("EMBER_TRAIN_PROGRAM"), reason="examples/train is not built")
+@pytest.mark.skipif(not os.path.isdir(FASHION_MNIST), reason="Fashion-MNIST is not installed (dataset-fashion-mnist)")
+def test_model_trained_by_examples_train_scores_the_same_in_python(tmp_path):
+    # Ten deterministic steps of the C++ program, then its validation of the first 1000 test images.
+    val_samples = 1000
+    subprocess.run([os.environ["EMBER_TRAIN_PROGRAM"], "--model", "cnn", "--epochs", "1", "--train-samples", "640",
+                    "--val-samples", str(val_samples), "--batch-size", "64", "--num-workers", "0", "--threads", "1",
+                    "--deterministic", "--work-dir", str(tmp_path)], check=True, capture_output=True, timeout=120)
+    logged = [json.loads(line) for line in (tmp_path / "scalars.json").read_text().splitlines()]
+    val = next(entry for entry in logged if entry["mode"] == "val")
+
+    model = nn.models.make_model("cnn", 1, 28, 10)
+    model.load_state_dict(ember.load_checkpoint(tmp_path / "epoch_1.safetensors")["model"])
+    model.eval()
+    # The program's validation pipeline: the test images in order, normalised by the training set's statistics.
+    test_set = ember.datasets.FashionMNIST(FASHION_MNIST, train=False, transform=ember.datasets.Normalize(0.2860, 0.3530))
+    images, labels = next(iter(ember.utils.data.DataLoader(test_set, batch_size=val_samples)))
+    with ember.no_grad():
+        logits = model(images)
+    top1 = int((logits.argmax(1) == labels).sum().item())
+    label_logit = logits.gather(1, labels.unsqueeze(1))
+    top5 = int(((logits > label_logit).sum(1) < 5).sum().item())
+    # Counts out of 1000: the log's percentages to 0.1 are exact, so any differing prediction shows.
+    assert (top1, top5) == (round(val["accuracy/top1"] * 10), round(val["accuracy/top5"] * 10))
+    assert 200 < top1 < 1000, "ten steps of training should beat chance (100) without being perfect"
