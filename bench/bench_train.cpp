@@ -14,6 +14,9 @@
 // graphs on a GPU), cases train/<device>/<precision>/compiled/<model>/<batch>.
 // --activation-checkpointing: the ResNets' and ViTs' blocks recomputed in backward (nn/checkpoint.h),
 // cases train/<device>/<precision>/checkpointed/<model>/<batch>; the other models are left out.
+// --plain-step: fp32 only, the step as one writes it by hand (zero_grad, forward, cross_entropy,
+// backward, SGD step), without the Runner's gradient norm and finite check; cases
+// train/<device>/fp32/plain/<model>/<batch>, the C++ side of bench/python_overhead.py.
 // Every case also reports step_peak_MiB: the allocator's peak over the timed steps (the model, its
 // gradients and optimizer state included), on either device. With --batch, the CPU runs the
 // ImageNet-sized cases too (slow: for memory figures).
@@ -92,6 +95,7 @@ struct Options {
   std::string strategy = "none";
   bool compile = false;
   bool checkpointing = false;
+  bool plain_step = false;  // the step as a user writes it by hand, without the Runner's extras
 };
 
 // The job's group for a data-parallel --strategy (null: one process), and the steps each of its
@@ -133,6 +137,8 @@ std::optional<Options> parse_flags(int& argc, char** argv) {
       o.compile = true;
     } else if (a == "--activation-checkpointing") {
       o.checkpointing = true;
+    } else if (a == "--plain-step") {
+      o.plain_step = true;
     } else if (a.rfind("--batch=", 0) == 0) {
       char* end = nullptr;
       const long long b = std::strtoll(a.c_str() + 8, &end, 10);
@@ -148,6 +154,12 @@ std::optional<Options> parse_flags(int& argc, char** argv) {
   if (o.compile && o.checkpointing) {
     std::fprintf(stderr, "bench_train: --compile and --activation-checkpointing: a captured step cannot replay a "
                          "recompute's random numbers\n");
+    return std::nullopt;
+  }
+  if (o.plain_step && (o.compile || o.checkpointing || o.strategy != "none" ||
+                       (!o.precisions.empty() && o.precisions != std::vector{ember::train::Precision::fp32}))) {
+    std::fprintf(stderr, "bench_train: --plain-step times the fp32 step of one process only: it takes no "
+                         "--compile, --activation-checkpointing, --strategy or other --precision\n");
     return std::nullopt;
   }
   argc = kept;
@@ -229,15 +241,14 @@ void measure_overlap(benchmark::State& state, const Workload& work, ember::Devic
 
 template <class Time>
 void train_case(benchmark::State& state, const Workload& work, ember::train::Precision precision,
-                ember::Device device, int64_t batch, const std::string& strategy, bool compile, bool checkpointing,
-                const Time& time) {
+                ember::Device device, int64_t batch, const Options& o, const Time& time) {
   ember::manual_seed(0);
   auto model = ember::train::make_model(work.model, work.image);
-  if (checkpointing) ember::nn::apply_activation_checkpointing(*model, ember::nn::default_checkpoint_modules(*model));
+  if (o.checkpointing) ember::nn::apply_activation_checkpointing(*model, ember::nn::default_checkpoint_modules(*model));
   model->to(device);
   model->train();
   ember::train::StrategyOptions named;
-  named.name = strategy;
+  named.name = o.strategy;
   named.overlap_comm = true;
   ember::train::PrecisionOptions options;
   options.precision = precision;
@@ -252,6 +263,13 @@ void train_case(benchmark::State& state, const Workload& work, ember::train::Pre
   if (work.channels_last) images = ember::to_channels_last(images);
   const Tensor labels = ember::randint(0, im.classes, {batch}, ember::TensorOptions(ember::DType::i64).with_device(device));
   auto eager_step = [&](const Tensor& x, const Tensor& y) {  // the Runner's: autocast forward, f32 logits to the loss
+    if (o.plain_step) {  // without the gradients' norm and the finite check the Runner logs and steps on
+      mode.optimizer().zero_grad();
+      Tensor loss = ember::cross_entropy((*run)(x), y);
+      loss.backward();
+      mode.optimizer().step();
+      return std::vector<Tensor>{loss};
+    }
     mode.zero_grad();
     Tensor loss;
     {
@@ -263,13 +281,13 @@ void train_case(benchmark::State& state, const Workload& work, ember::train::Pre
   };
   const ember::train::CompileOptions compile_options{.warmup_steps = 3};
   std::unique_ptr<ember::train::CompiledStep> compiled;
-  if (compile)
+  if (o.compile)
     compiled = std::make_unique<ember::train::CompiledStep>(
         [&](const std::vector<Tensor>& b) { return eager_step(b[0], b[1]); },
         std::vector<ember::optim::Optimizer*>{&mode.optimizer()}, std::vector<ember::Generator*>{}, compile_options);
   auto step = [&] { compiled ? (*compiled)({images, labels}) : eager_step(images, labels); };
   // Optimizer state, algorithm search, allocator warm-up; compiled: the eager steps and the capture.
-  for (int64_t i = 0; i < (compile ? compile_options.warmup_steps + 1 : 1); ++i) step();
+  for (int64_t i = 0; i < (o.compile ? compile_options.warmup_steps + 1 : 1); ++i) step();
   ember::backend::reset_peak_memory_stats(device);
   double total = 0;
   for (auto _ : state) {
@@ -290,23 +308,23 @@ void train_case(benchmark::State& state, const Workload& work, ember::train::Pre
 // `registered`. `batch`: --batch, else the device's default for workloads without their own.
 void register_device(const char* device_name, ember::Device device, const std::vector<Workload>& workloads,
                      const std::vector<ember::train::Precision>& precisions, std::optional<int64_t> batch_flag,
-                     int64_t default_batch, const std::string& strategy, bool compile, bool checkpointing,
-                     std::set<ember::train::Precision>& registered) {
+                     int64_t default_batch, const Options& o, std::set<ember::train::Precision>& registered) {
   for (const ember::train::Precision p : precisions) {
     if (!runs_on(p, device)) continue;
     registered.insert(p);
     for (const Workload& work : workloads) {
-      if (checkpointing && !work.model.starts_with("resnet") && !work.model.starts_with("vit")) continue;
+      if (o.checkpointing && !work.model.starts_with("resnet") && !work.model.starts_with("vit")) continue;
       const int64_t batch = batch_flag.value_or(work.batch.value_or(default_batch));
       const std::string name = std::string("train/") + device_name + "/" + ember::train::precision_name(p) + "/" +
-                               (strategy == "none" ? "" : strategy + "/") + (compile ? "compiled/" : "") + (checkpointing ? "checkpointed/" : "") + work.name +
+                               (o.strategy == "none" ? "" : o.strategy + "/") + (o.compile ? "compiled/" : "") +
+                               (o.checkpointing ? "checkpointed/" : "") + (o.plain_step ? "plain/" : "") + work.name +
                                "/" + std::to_string(batch);
       auto* b = bench::register_case(name, [=](benchmark::State& s) {
         if (device.is_cpu())
-          return train_case(s, work, p, device, batch, strategy, compile, checkpointing, bench::WallTimer{});
+          return train_case(s, work, p, device, batch, o, bench::WallTimer{});
 #if defined(EMBER_BENCH_CUDA)
         const bench::CudaEventTimer timer;
-        train_case(s, work, p, device, batch, strategy, compile, checkpointing, timer);
+        train_case(s, work, p, device, batch, o, timer);
 #endif
       });
       if (g_group) b->Iterations(kDataParallelSteps);
@@ -346,14 +364,14 @@ int main(int argc, char** argv) {
   if (cpu_cases)
     register_device("cpu", ember::kCPU, cpu_workloads,
                   chosen ? options->precisions : std::vector{ember::train::Precision::fp32}, options->batch, 16,
-                  options->strategy, options->compile, options->checkpointing, registered);
+                  *options, registered);
 #if defined(EMBER_BENCH_CUDA)
   if (ember::backend::cuda_device_count() > 0 && (!g_group || g_group->device().is_cuda())) {
     std::vector<Workload> gpu_workloads = kCifarWorkloads;
     gpu_workloads.insert(gpu_workloads.end(), kImageNetWorkloads.begin(), kImageNetWorkloads.end());
     register_device("cuda", g_group ? g_group->device() : ember::Device(ember::DeviceType::cuda, 0), gpu_workloads,
                     chosen ? options->precisions : all,
-                    options->batch, 256, options->strategy, options->compile, options->checkpointing, registered);
+                    options->batch, 256, *options, registered);
   }
 #endif
   for (const ember::train::Precision p : options->precisions)
