@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "python/ember/docstrings.h"  // doc::<name>: the header comment of ember::<name>, made by tools/docstrings.py
 #include "python/ember/ember_headers.h"
 
 namespace nb = nanobind;

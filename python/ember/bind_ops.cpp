@@ -300,8 +300,8 @@ void bind_ops(nb::module_& m) {
            [](const Tensor& a, const Tensor& b, Scalar alpha) { return alpha.to_double() == 1.0 ? sub(a, b) : sub(a, b, alpha); },
            "other"_a, nb::kw_only(), "alpha"_a = 1, "a - alpha * b.");
   def_both(m, "sub", [](const Tensor& a, Scalar b) { return sub(a, b); }, "other"_a, "a - b.");
-  def_both(m, "mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, "other"_a, "a * b.");
-  def_both(m, "mul", [](const Tensor& a, Scalar b) { return mul(a, b); }, "other"_a, "a * b.");
+  def_both(m, "mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, "other"_a, doc::mul);
+  def_both(m, "mul", [](const Tensor& a, Scalar b) { return mul(a, b); }, "other"_a, doc::mul);
   const auto rounding = [](const std::optional<std::string>& mode) -> std::optional<RoundingMode> {
     if (!mode) return std::nullopt;
     if (*mode == "floor") return RoundingMode::floor;
@@ -360,8 +360,7 @@ void bind_ops(nb::module_& m) {
              return v.tensor ? masked_fill(x, mask, *v.tensor) : masked_fill(x, mask, v.scalar);
            },
            "mask"_a, "value"_a, "x with value where the bool mask (broadcast to x) is true.");
-  def_both(m, "equal", [](const Tensor& a, const Tensor& b) { return equal(a, b); }, "other"_a,
-           "Whether a and b have the same shape and bitwise-equal values.");
+  def_both(m, "equal", [](const Tensor& a, const Tensor& b) { return equal(a, b); }, "other"_a, doc::equal);
   def_both(m, "allclose",
            [](const Tensor& a, const Tensor& b, double rtol, double atol) { return allclose(a, b, rtol, atol); },
            "other"_a, "rtol"_a = 1e-5, "atol"_a = 1e-8, "Whether |a - b| <= atol + rtol * |b| everywhere.");
@@ -494,7 +493,7 @@ void bind_ops(nb::module_& m) {
   c.def("broadcast_to", [](const Tensor& x, const Shape& s) { return broadcast_to(x, s); }, "size"_a,
         "The tensor broadcast to size (a view).");
   def_both(m, "transpose", [](const Tensor& x, int64_t a, int64_t b) { return transpose(x, a, b); }, "dim0"_a, "dim1"_a,
-           "A view with dims dim0 and dim1 swapped.");
+           doc::transpose);
   def_both(m, "swapaxes", [](const Tensor& x, int64_t a, int64_t b) { return transpose(x, a, b); }, "axis0"_a, "axis1"_a,
            "Alias of transpose.");
   def_both(m, "unsqueeze", [](const Tensor& x, int64_t d) { return unsqueeze(x, d); }, "dim"_a,
