@@ -239,6 +239,14 @@ class _SteppedInCpp:
         """A context manager inside which every parameter is whole (ZeRO-3), to save or compare them."""
         return _guard(self._cpp.gathered)
 
+    def units(self):
+        """The ZeRO partition's units (parameters, elements, dtype, whether they stay whole); None under DDP."""
+        return self._cpp.units()
+
+    def memory(self):
+        """Bytes this rank holds under ZeRO for parameters, gradients and offloaded shards; None under DDP."""
+        return self._cpp.memory()
+
 
 class ZeroOptimizer(_SteppedInCpp):
     """An ember optimizer under ZeRO (dist/zero_optimizer.h): ``module``'s parameters partitioned over the
@@ -269,14 +277,6 @@ class ZeroOptimizer(_SteppedInCpp):
     def param_groups(self):
         """The inner optimizer's param groups (over this rank's pieces)."""
         return self.optimizer.param_groups
-
-    def units(self):
-        """The partition's units: parameters, elements, dtype, whether they stay whole."""
-        return self._cpp.units()
-
-    def memory(self):
-        """Bytes this rank holds for parameters, gradients and offloaded shards."""
-        return self._cpp.memory()
 
 
 def _call_through(cpp, module, args, kwargs):

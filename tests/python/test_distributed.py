@@ -70,3 +70,22 @@ def test_one_rank_group_in_process():
     finally:
         dist.destroy_process_group()
     assert not dist.is_initialized()
+
+
+def test_data_parallel_reports_its_partition():
+    # DataParallel, like ZeroOptimizer, says what the ZeRO partition holds (None under DDP, which has none).
+    dist.init_process_group("gloo", rank=0, world_size=1, timeout=30)
+    try:
+        model = ember.nn.Linear(4, 3)
+        numel = sum(p.numel() for p in model.parameters())
+        zero = dist.DataParallel(model, ember.optim.SGD, strategy="zero2", lr=0.1)
+        memory = zero.memory()
+        assert set(memory) == {"parameters", "gradients", "offloaded"}
+        assert memory["parameters"] >= 4 * numel and memory["offloaded"] == 0
+        units = zero.units()  # one unit here: both parameters in one flat buffer, each 64-byte aligned in it
+        assert sorted(name for u in units for name in u["parameters"]) == ["bias", "weight"]
+        assert sum(u["numel"] for u in units) >= numel
+        ddp = dist.DataParallel(ember.nn.Linear(4, 3), ember.optim.SGD, strategy="ddp", lr=0.1)
+        assert ddp.memory() is None and ddp.units() is None
+    finally:
+        dist.destroy_process_group()
