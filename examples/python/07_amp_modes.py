@@ -10,8 +10,9 @@ The C++ program also has tf32 (a GPU switch), naive_fp16 and naive_bf16 (a 16-bi
 master weights and a dynamic loss scale): they are train::TrainingPrecision's, which the package does
 not bind. On the CPU the 16-bit modes store 16 bits but compute in float32, so they save memory, not
 time; on a GPU (--device cuda) they run on tensor cores. The script checks that every mode learns,
-stays near fp32's loss, stores the dtypes it promises, and that the scaler skipped exactly the steps
-whose scale it backed off from.
+stays near fp32's loss, stores the dtypes it promises, and that the loss scale backed off after
+exactly the steps whose gradients were not finite, the ones GradScaler skips (it does not report a
+skip, as PyTorch's does not: the script counts those steps from the gradients).
 
 Read next: python/ember/amp.py (autocast, GradScaler: thin wrappers of the C++ ones),
 python/ember/nn/models.py (SmallCNN, built in C++), then the C++ they call: tensor/autocast.cpp (which
@@ -123,8 +124,9 @@ def main():
             checks.expect(r.conv_dtype == conv and r.batch_norm_dtype == bn,
                           f"{r.mode} keeps conv weights in {dtype_name(conv)} and batch norm in {dtype_name(bn)}")
             checks.expect(loss_went_down(r.report), f"{r.mode}: the loss went down by 10% or more")
-            checks.expect(r.skipped_steps == r.backoffs, f"{r.mode}: the scale backed off after each skipped step "
-                          f"and no other ({r.skipped_steps} skipped, {r.backoffs} backoffs)")
+            checks.expect(r.skipped_steps == r.backoffs, f"{r.mode}: the loss scale backed off after each step whose "
+                          f"gradients were not finite, and after no other ({r.skipped_steps} such steps, "
+                          f"{r.backoffs} backoffs)")
             if r.mode != "fp32":
                 checks.expect(abs(r.report.last_loss - reference) <= 0.25, f"{r.mode} ends within 0.25 of fp32's loss "
                               f"({r.report.last_loss:.4f} vs {reference:.4f})")
