@@ -326,8 +326,44 @@ void setitem(const Tensor& self, nb::handle index, nb::handle value_obj) {
 
 }  // namespace
 
-void bind_index(nb::module_&) {  // methods of Tensor only
+// torch.nonzero: the (n, x.dim()) int64 positions of x's nonzero elements in row-major order, or with
+// as_tuple one 1-D tensor per dim (what x[x != 0] indexes with). Found on the host, as masks are.
+nb::object nonzero(const Tensor& x, bool as_tuple) {
+  if (x.dim() == 0) {  // as PyTorch: (1, 0) or (0, 0) positions; as_tuple as if of shape (1,)
+    if (as_tuple) return nonzero(x.reshape({1}), true);
+    const int64_t n = ne(x, 0).item<bool>() ? 1 : 0;
+    return nb::cast(zeros({n, 0}, TensorOptions(DType::i64).with_device(x.device())));
+  }
+  std::vector<Tensor> per_dim = mask_to_indices(x, x, 0);
+  if (as_tuple) {
+    nb::list out;
+    for (const Tensor& t : per_dim) out.append(nb::cast(t));
+    return nb::tuple(out);
+  }
+  for (Tensor& t : per_dim) t = t.unsqueeze(1);
+  return nb::cast(cat(per_dim, 1));
+}
+
+// torch.masked_select: the elements of x where the bool mask is true, x and mask broadcast together,
+// as a 1-D tensor (differentiable in x, through the same gather as x[mask]).
+Tensor masked_select(const Tensor& x, const Tensor& mask) {
+  if (mask.dtype() != DType::boolean)
+    throw DTypeError(std::string("masked_select: the mask must be a bool tensor, got ") + dtype_name(mask.dtype()));
+  const Shape shape = broadcast_shapes(x.shape(), mask.shape(), "masked_select");
+  const Tensor xb = broadcast_to(x, shape), mb = broadcast_to(mask, shape);
+  return getitem(xb, nb::cast(mb));
+}
+
+void bind_index(nb::module_& m) {
+  m.def("nonzero", &nonzero, "input"_a, nb::kw_only(), "as_tuple"_a = false,
+        "The positions of the nonzero elements: an (n, input.dim()) int64 tensor in row-major order, or "
+        "with as_tuple one 1-D tensor per dim (torch.nonzero). Computed on the host.");
+  m.def("masked_select", &masked_select, "input"_a, "mask"_a,
+        "The elements of input where the bool mask is true (both broadcast), as a 1-D tensor.");
   tensor_class()
+      .def("nonzero", &nonzero, nb::kw_only(), "as_tuple"_a = false,
+           "The positions of this tensor's nonzero elements (see ember.nonzero).")
+      .def("masked_select", &masked_select, "mask"_a, "The elements where the bool mask is true, as a 1-D tensor.")
       .def("__getitem__", &getitem, "index"_a,
            "Indexing as NumPy: ints, slices, None, ..., integer tensors or lists, bool masks. Basic indexing "
            "returns views.")

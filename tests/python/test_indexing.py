@@ -195,3 +195,31 @@ def test_indexing_is_differentiable():
     z = ember.arange(4.0).requires_grad_()
     z[z > 1].pow(2).sum().backward()
     assert z.grad.tolist() == [0.0, 0.0, 4.0, 6.0]
+
+
+def test_nonzero_against_numpy():
+    rng = np.random.default_rng(0)
+    a = rng.integers(-1, 2, size=(4, 5, 3)).astype(np.float32)
+    t = ember.tensor(a)
+    got = ember.nonzero(t)
+    assert got.dtype == ember.int64 and got.shape == (np.count_nonzero(a), 3)
+    np.testing.assert_array_equal(to_numpy(got), np.argwhere(a))
+    for mine, ref in zip(t.nonzero(as_tuple=True), np.nonzero(a)):
+        np.testing.assert_array_equal(to_numpy(mine), ref)
+    assert ember.nonzero(ember.zeros(3)).shape == (0, 1)
+    assert ember.nonzero(ember.tensor(2.0)).shape == (1, 0) and ember.nonzero(ember.tensor(0.0)).shape == (0, 0)
+
+
+def test_masked_select_broadcasts_and_is_differentiable():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    mask = rng.random(4) > 0.4  # broadcast over the rows
+    x = ember.tensor(a, requires_grad=True)
+    got = ember.masked_select(x, ember.tensor(mask))
+    np.testing.assert_array_equal(to_numpy(got), a[np.broadcast_to(mask, a.shape)])
+    got.sum().backward()
+    np.testing.assert_array_equal(to_numpy(x.grad), np.broadcast_to(mask, a.shape).astype(np.float32))
+    with pytest.raises(ember.DTypeError, match="bool"):
+        x.masked_select(ember.ones(4))
+    with pytest.raises(ember.ShapeError):
+        ember.masked_select(x, ember.tensor(np.ones(5, dtype=bool)))
