@@ -16,6 +16,12 @@ library (``ember.from_dlpack(obj)``, ``obj.__dlpack__``). ember's C++ errors arr
 subclasses that also derive from the matching builtin (``ember.ShapeError`` is a ``ValueError``).
 """
 
+from . import _build_config
+
+if _build_config.CUDA_BACKEND:  # before the extension loads libember and its CUDA libraries
+    from . import _cuda_libraries
+
+    _cuda_libraries.preload()
 from . import _ember
 from ._ember import *  # noqa: F401,F403  (the Tensor class, dtypes, factories, ops, errors)
 from ._ember import is_grad_enabled

@@ -2,6 +2,8 @@
 checked by pointer equality and by writes seen on the other side; lifetimes by deleting the original."""
 
 import gc
+import subprocess
+import sys
 import weakref
 
 import numpy as np
@@ -251,3 +253,15 @@ def test_torch_interchange_if_available():
     assert pt.data_ptr() == t.data_ptr()
     back = ember.from_dlpack(torch.arange(4.0))
     assert back.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_torch_imports_after_ember_in_one_process():
+    # ember, imported first, must not leave PyTorch with older copies of the CUDA libraries both load
+    # (python/ember/_cuda_libraries.py). A fresh interpreter: this one may have imported torch already.
+    pytest.importorskip("torch")
+    code = ("import ember, torch\n"
+            "x = torch.arange(4.0)\n"
+            "ember.from_dlpack(x).add_(1)\n"
+            "assert x.tolist() == [1.0, 2.0, 3.0, 4.0], x\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
