@@ -5,8 +5,10 @@ The dynamic loader binds a library to the first copy loaded under its soname. Wi
 ember`` first loads the toolkit's libnccl.so.2 (or cuBLAS, cuDNN), and a later ``import torch`` binds its
 libtorch_cuda to that copy, which may lack what PyTorch's newer one has: with CUDA 13.0's NCCL and
 PyTorch 2.15, ``undefined symbol: ncclCommResume``. Loaded from the wheels first, both use the wheels'
-copies (newer than or equal to the toolkit's in any PyTorch of the same CUDA major version, and backward
-compatible within it). Nothing is loaded when ember was built without CUDA or no such wheel is installed.
+copies, which within one CUDA major version are backward compatible with the toolkit ember was built
+with as long as they are not older than it. Nothing is loaded when ember was built without CUDA, no such
+wheel is installed, or EMBER_CUDA_LIBRARIES=toolkit asks for the toolkit's copies (for wheels older than
+the toolkit, which may lack a function ember calls: the import then fails naming it).
 """
 
 import ctypes
@@ -36,6 +38,8 @@ def _wheel_library_dirs():
 def preload():
     """Loads each of ember's CUDA libraries that a wheel provides, globally; returns the paths loaded."""
     loaded = []
+    if os.environ.get("EMBER_CUDA_LIBRARIES") == "toolkit":
+        return loaded
     dirs = _wheel_library_dirs()
     for stem in _LIBRARIES:
         for d in dirs:
