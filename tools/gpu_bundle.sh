@@ -3,7 +3,9 @@
 # building: building there costs minutes of a session's 15 minutes of device time, here none.
 #   tools/gpu_bundle.sh [BUILD_DIR] [BUNDLE]    (defaults: build-gpu, .gpu/ember-gpu.tar.xz)
 # BUILD_DIR: a build from `./ember build --build-dir=build-gpu --cuda=enabled -Dcuda-arch=90
-# -Ddnnl=disabled` (oneDNN is 80 MiB of libraries that no GPU check uses). BUNDLE, an xz tarball
+# -Ddnnl=disabled -Dpython-interpreter=PY` (oneDNN is 80 MiB of libraries that no GPU check uses; PY a
+# Python of the GPU image's minor version with nanobind, e.g. pyenv's 3.12, so that gpu_check.sh's
+# python step can import the package there). BUNDLE, an xz tarball
 # (the device tool carries 64 MiB; unpacked it is about twice that), holds:
 #   build/    the build directory without its object files and meson's private state, binaries
 #             stripped; meson's test list (meson-info/) and the test binaries' compiled-in paths

@@ -14,6 +14,10 @@
 #            128, ResNet-18 at 32 and ResNet-50 at 32 and 256, beside PyTorch eager's, as a table
 #   nvtx     one ResNet-50 training step under ncu, filtered by ember's profiler ranges (--nvtx):
 #            the kernels of one block's forward and of one conv's backward, per range
+#   python   the Python package's pytest suite under this machine's python3 and its PyTorch, against
+#            the package in BUILD_DIR/python (a bundle's is built for the GPU image's Python: see
+#            tools/gpu_bundle.sh): CUDA tensors, DLPack with PyTorch's CUDA tensors both ways, and
+#            `import ember; import torch` with PyTorch's CUDA wheels
 # What each step runs of the CUDA paths that only a GPU checks:
 #   test     events created on their stream's device (test_tensor), collectives and DDP refused in a
 #            capture, a failed capture's gradients dropped, eager and captured steps equal bit for bit
@@ -52,11 +56,11 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
 
-ALL_STEPS=(build test dist train bench compare compile nvtx)
+ALL_STEPS=(build test dist train bench compare compile nvtx python)
 # examples/train --precision
 read -ra PRECISIONS <<<"${EMBER_GPU_CHECK_PRECISIONS:-fp32 tf32 amp_fp16 amp_bf16 naive_fp16 naive_bf16 pure_bf16}"
 read -ra TRAIN_MODELS <<<"${EMBER_GPU_CHECK_MODELS:-mlp cnn resnet18}"
-declare -A LIMIT_S=([build]=480 [test]=420 [dist]=240 [train]=420 [bench]=540 [compare]=480 [compile]=420 [nvtx]=300)
+declare -A LIMIT_S=([build]=480 [test]=420 [dist]=240 [train]=420 [bench]=540 [compare]=480 [compile]=420 [nvtx]=300 [python]=240)
 BUILD_DIR="${BUILD_DIR:-build-gpu}"  # the steps inherit the driver's (a bundle's build)
 
 usage() { sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
@@ -378,6 +382,19 @@ EOF
 # told to include (a push/pop range is named with a trailing '/'), here layer1.0's forward and
 # layer1.0.conv2's backward in two iterations of a ResNet-50 run (and layer1.0's forward in its
 # validation pass). The per-kernel summary lists each range's kernels.
+step_python() {
+  ember_build || return
+  local package="$BUILD_DIR/python"
+  [[ -d "$package/ember" ]] || { echo "no Python package in $package (-Dpython=disabled, or no nanobind)"; return 1; }
+  if ! PYTHONPATH="$package" python3 -c 'import ember' 2>"$OUT/python-import.txt"; then
+    echo "the package does not import under $(python3 --version 2>&1): $(tail -1 "$OUT/python-import.txt")"
+    return 1
+  fi
+  PYTHONPATH="$package" EMBER_TRAIN_PROGRAM="$BUILD_DIR/examples/train" \
+    python3 -m pytest -q -p no:cacheprovider -rs tests/python 2>&1 | tee "$OUT/python.log"
+  return "${PIPESTATUS[0]}"
+}
+
 step_nvtx() {
   ember_build >/dev/null || return
   if [[ -z "$HAVE_GPU" ]] || ! command -v ncu >/dev/null 2>&1; then
