@@ -164,8 +164,8 @@ std::function<std::vector<Tensor>(const std::vector<Tensor>&)> tensor_function(n
 
 
 void bind_autograd(nb::module_& m) {
-  nb::class_<Node>(m, "Node", "A node of the backward graph: the backward of one recorded op (t.grad_fn).")
-      .def("name", &Node::name, "The forward op's name ('mul', 'sum', ...).")
+  nb::class_<Node>(m, "Node", doc::autograd_Node)
+      .def("name", &Node::name, doc::autograd_Node_name)
       .def_prop_ro(
           "next_functions",
           [](const Node& n) {
@@ -187,10 +187,10 @@ void bind_autograd(nb::module_& m) {
              if (!c.in_forward) throw AutogradError("save_for_backward: call it in forward");
              c.alive("save_for_backward")->context().save_for_backward(tensor_list(tensors, "save_for_backward", true));
            },
-           "tensors"_a, "Keeps tensors (inputs or outputs of forward; None allowed) for backward.")
+           "tensors"_a, doc::autograd_FunctionContext_save_for_backward)
       .def_prop_ro("saved_tensors",
                    [](const FunctionCtx& c) { return tuple_of(c.alive("saved_tensors")->context().saved_tensors()); },
-                   "The tensors save_for_backward kept, in order (AutogradError once freed or modified in place).")
+                   doc::autograd_FunctionContext_saved_tensors)
       .def_prop_ro("needs_input_grad",
                    [](const FunctionCtx& c) {
                      nb::list out;
@@ -202,7 +202,7 @@ void bind_autograd(nb::module_& m) {
            [](FunctionCtx& c, nb::args tensors) {
              c.alive("mark_non_differentiable")->context().mark_non_differentiable(tensor_list(tensors, "mark_non_differentiable", false));
            },
-           "tensors"_a, "Outputs that get no gradient (indices, masks): returned without grad_fn.")
+           "tensors"_a, doc::autograd_FunctionContext_mark_non_differentiable)
       .def("set_materialize_grads",
            [](FunctionCtx&, bool value) {
              if (!value) throw NotImplementedError("set_materialize_grads(False): ember always passes zeros for missing gradients");
@@ -212,10 +212,10 @@ void bind_autograd(nb::module_& m) {
   m.def("_function_apply", &function_apply, "cls"_a, "args"_a, "Runs a Python autograd.Function (Function.apply).");
 
   // ---- grad mode
-  m.def("is_grad_enabled", &autograd::GradMode::is_enabled, "Whether ops record for backward on this thread.");
-  m.def("_set_grad_enabled", &autograd::GradMode::set_enabled, "enabled"_a, "Turns recording on or off for this thread.");
-  m.def("is_anomaly_enabled", &autograd::AnomalyMode::is_enabled, "Whether anomaly checks are on for this thread.");
-  m.def("_set_anomaly_enabled", &autograd::AnomalyMode::set_enabled, "enabled"_a, "Turns anomaly checks on or off.");
+  m.def("is_grad_enabled", &autograd::GradMode::is_enabled, doc::autograd_GradMode_is_enabled);
+  m.def("_set_grad_enabled", &autograd::GradMode::set_enabled, "enabled"_a, doc::autograd_GradMode_set_enabled);
+  m.def("is_anomaly_enabled", &autograd::AnomalyMode::is_enabled, doc::autograd_AnomalyMode_is_enabled);
+  m.def("_set_anomaly_enabled", &autograd::AnomalyMode::set_enabled, "enabled"_a, doc::autograd_AnomalyMode_set_enabled);
 
   // ---- engine entry points
   m.def("_backward",
@@ -266,7 +266,7 @@ void bind_autograd(nb::module_& m) {
                      const std::shared_ptr<Node>& fn = t.grad_fn();
                      return fn ? nb::cast(fn) : nb::none();
                    },
-                   "The backward node of the op that made this tensor; None for leaves.")
+                   doc::Tensor_grad_fn)
       .def_prop_ro("is_leaf", &Tensor::is_leaf, "Whether the tensor has no grad_fn (made by the user, not by an op).")
       .def_prop_ro("retains_grad",
                    [](const Tensor& t) { return t.autograd_meta() && t.autograd_meta()->retained_grad != nullptr; },
@@ -274,7 +274,7 @@ void bind_autograd(nb::module_& m) {
       .def_prop_rw("data", [](const Tensor& t) { return t.detach(); }, &set_data,
                    "The tensor without history (detach()). Assigning points this tensor at another's elements, "
                    "keeping its identity (what Module.to does to parameters, as torch's p.data = ...).")
-      .def("retain_grad", &Tensor::retain_grad, "Keeps .grad on this non-leaf after backward.")
+      .def("retain_grad", &Tensor::retain_grad, doc::Tensor_retain_grad)
       .def(
           "register_hook",
           [](const Tensor& t, nb::handle fn) {

@@ -218,7 +218,7 @@ void bind_dtype(nb::module_& m) {
           "is_floating_point", [](const DTypeObject& d) { return is_floating(d.value); },
           "Whether this is float32, float16, bfloat16 or float64.")
       .def_prop_ro(
-          "itemsize", [](const DTypeObject& d) { return dtype_size(d.value); }, "Bytes per element.")
+          "itemsize", [](const DTypeObject& d) { return dtype_size(d.value); }, doc::dtype_size)
       .def_prop_ro(
           "is_signed", [](const DTypeObject& d) { return d.value != DType::u8 && d.value != DType::boolean; },
           "Whether values may be negative.")
@@ -236,9 +236,9 @@ void bind_dtype(nb::module_& m) {
   // ember.int is int32 as torch.int; ember.bool is the bool dtype (shadowing the builtin only inside ember.*).
   m.attr("int") = nb::handle(dtype_object(DType::i32));
 
-  nb::class_<Device>(m, "device", "Where a tensor's memory lives: ember.device('cpu'), ember.device('cuda:0').")
+  nb::class_<Device>(m, "device", doc::Device)
       .def("__init__", [](Device* d, const std::string& spec) { new (d) Device(Device::parse(spec)); },
-           "spec"_a, "Parses 'cpu', 'cuda' or 'cuda:N' (DeviceError otherwise).")
+           "spec"_a, doc::Device_parse)
       .def(
           "__init__",
           [](Device* d, const std::string& type, int index) {
@@ -291,14 +291,12 @@ class Size(tuple):
   g_size_type = size_type.ptr();  // borrowed: the module holds it
   m.attr("Size") = size_type;
 
-  m.def("manual_seed", [](uint64_t seed) { manual_seed(seed); }, "seed"_a,
-        "Seeds the default generator (rand, randn, randint, dropout ...).");
+  m.def("manual_seed", [](uint64_t seed) { manual_seed(seed); }, "seed"_a, doc::manual_seed);
   m.def("initial_seed", [] { return default_generator().seed(); }, "The default generator's seed.");
-  m.def("set_num_threads", &set_num_threads, "n"_a, "Sets the number of CPU threads of ember's kernels and BLAS.");
-  m.def("get_num_threads", &get_num_threads, "The number of CPU threads ember's kernels use.");
-  m.def("use_deterministic_algorithms", &set_deterministic, "mode"_a,
-        "Makes results independent of the thread count; ops without a deterministic form raise NotDeterministicError.");
-  m.def("are_deterministic_algorithms_enabled", &is_deterministic, "Whether deterministic mode is on.");
+  m.def("set_num_threads", &set_num_threads, "n"_a, doc::set_num_threads);
+  m.def("get_num_threads", &get_num_threads, doc::get_num_threads);
+  m.def("use_deterministic_algorithms", &set_deterministic, "mode"_a, doc::set_deterministic);
+  m.def("are_deterministic_algorithms_enabled", &is_deterministic, doc::is_deterministic);
   m.def("_cuda_device_count", &backend::cuda_device_count, "Visible CUDA devices (0 without CUDA).");
   m.def("_cuda_synchronize",
         [](int device) {
@@ -307,7 +305,7 @@ class Size(tuple):
           e.synchronize();
         },
         "device"_a = 0, nb::call_guard<nb::gil_scoped_release>(), "Waits for the current stream of cuda:device.");
-  m.def("promote_types", &promote_types, "a"_a, "b"_a, "The smallest dtype both a and b convert to.");
+  m.def("promote_types", &promote_types, "a"_a, "b"_a, doc::promote_types);
 }
 
 }  // namespace ember::python

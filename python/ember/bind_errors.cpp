@@ -106,28 +106,27 @@ void bind_errors(nb::module_& m) {
   t.error = make_error(m, "Error", {PyExc_RuntimeError},
                        "Base of every error ember raises; the message says what was wrong, with the values.");
   t.shape = make_error(m, "ShapeError", {t.error, PyExc_ValueError}, "Incompatible or invalid shapes.");
-  t.dtype = make_error(m, "DTypeError", {t.error, PyExc_TypeError}, "An unsupported or mismatched dtype.");
+  t.dtype = make_error(m, "DTypeError", {t.error, PyExc_TypeError}, doc::DTypeError);
   t.device = make_error(m, "DeviceError", {t.error}, "Mismatched, unknown or absent devices.");
-  t.index = make_error(m, "IndexError", {t.error, PyExc_IndexError}, "A dim or an index out of range.");
-  t.value = make_error(m, "ValueError", {t.error, PyExc_ValueError}, "A bad argument value.");
+  t.index = make_error(m, "IndexError", {t.error, PyExc_IndexError}, doc::IndexError);
+  t.value = make_error(m, "ValueError", {t.error, PyExc_ValueError}, doc::ValueError);
   t.autograd = make_error(m, "AutogradError", {t.error}, "Misuse of the autograd graph, or a failed gradient check.");
   t.not_implemented = make_error(m, "NotImplementedError", {t.error, PyExc_NotImplementedError},
-                                 "A valid request ember does not serve (yet).");
+                                 doc::NotImplementedError);
   t.not_deterministic = make_error(m, "NotDeterministicError", {t.not_implemented},
                                    "An op without a deterministic implementation, asked for in deterministic mode.");
-  t.state = make_error(m, "StateError", {t.error}, "A call out of order.");
+  t.state = make_error(m, "StateError", {t.error}, doc::StateError);
   t.undefined = make_error(m, "UndefinedTensorError", {t.error}, "A tensor read through an undefined handle.");
-  t.capture = make_error(m, "CaptureError", {t.error}, "Something a captured step cannot replay.");
+  t.capture = make_error(m, "CaptureError", {t.error}, doc::CaptureError);
   t.cuda = make_error(m, "CudaError", {t.error}, "A failed CUDA, cuBLAS, cuDNN or NCCL call.");
   t.oom = make_error(m, "OutOfMemoryError", {t.error}, "Memory exhausted on a device.");
-  t.io = make_error(m, "IOError", {t.error, PyExc_OSError}, "A failed file read or write.");
-  t.format = make_error(m, "FormatError", {t.error, PyExc_ValueError}, "A malformed file (safetensors).");
-  t.data = make_error(m, "DataError", {t.error, PyExc_OSError},
-                      "A data set file that is missing, unreadable, truncated or corrupt (the message names it).");
+  t.io = make_error(m, "IOError", {t.error, PyExc_OSError}, doc::IOError);
+  t.format = make_error(m, "FormatError", {t.error, PyExc_ValueError}, doc::FormatError);
+  t.data = make_error(m, "DataError", {t.error, PyExc_OSError}, doc::data_DataError);
   t.distributed = make_error(m, "DistributedError", {t.error},
                              "A failed or timed-out collective, store or peer (the message names the rank and operation).");
   t.collective_mismatch = make_error(m, "CollectiveMismatchError", {t.distributed},
-                                     "Ranks issued different collectives under one sequence number (debug mode).");
+                                     doc::dist_CollectiveMismatchError);
   nb::register_exception_translator(translate);
 }
 

@@ -266,20 +266,20 @@ Tensor eye(int64_t n, std::optional<int64_t> m, TensorOptions opts) {
 }  // namespace
 
 void bind_factory(nb::module_& m) {
-  nb::class_<Generator>(m, "Generator", "A random stream (Philox4x32-10), the same numbers on the CPU and on a GPU.")
-      .def(nb::init<uint64_t>(), "seed"_a = 0, "A generator at the start of the stream of seed.")
+  nb::class_<Generator>(m, "Generator", doc::Generator)
+      .def(nb::init<uint64_t>(), "seed"_a = 0, doc::Generator_Generator)
       .def("manual_seed",
            [](nb::handle self, uint64_t seed) {
              nb::cast<Generator&>(self).manual_seed(seed);
              return nb::borrow(self);
            },
            "seed"_a, "Restarts at the start of the stream of seed; returns self.")
-      .def("initial_seed", &Generator::seed, "The seed.")
+      .def("initial_seed", &Generator::seed, doc::Generator_seed)
       .def("get_state", [](const Generator& g) { return nb::make_tuple(g.state().seed, g.state().offset); },
            "The state (seed, offset), to restore with set_state.")
       .def("set_state",
            [](Generator& g, std::pair<uint64_t, uint64_t> s) { g.set_state(GeneratorState{s.first, s.second}); },
-           "state"_a, "Goes back to a saved state.");
+           "state"_a, doc::Generator_set_state);
   m.attr("default_generator") = nb::cast(&default_generator(), nb::rv_policy::reference);
 
   m.def("tensor", &tensor_from, "data"_a, EMBER_FACTORY_KWARGS,
@@ -296,9 +296,7 @@ void bind_factory(nb::module_& m) {
     Tensor (*fn)(const Shape&, TensorOptions);
     const char* doc;
   };
-  static const Fill fills[] = {{"zeros", &zeros, "A new tensor of the shape filled with 0 (float32 unless dtype says)."},
-                               {"ones", &ones, "A new tensor of the shape filled with 1."},
-                               {"empty", &empty, "A new tensor of the shape, its values uninitialised."}};
+  static const Fill fills[] = {{"zeros", &zeros, doc::zeros}, {"ones", &ones, doc::ones}, {"empty", &empty, doc::empty}};
   for (const Fill& f : fills) {
     const auto fn = f.fn;
     const char* name = f.name;
@@ -321,8 +319,7 @@ void bind_factory(nb::module_& m) {
           if (rg) t.requires_grad_(true);
           return t;
         },
-        "start"_a, "end"_a = nb::none(), "step"_a = 1, EMBER_FACTORY_KWARGS,
-        "[start, end) in steps of step, or [0, start) with one argument; int64 unless a bound is a float.");
+        "start"_a, "end"_a = nb::none(), "step"_a = 1, EMBER_FACTORY_KWARGS, doc::arange);
   m.def("linspace",
         [](double start, double end, int64_t steps, std::optional<DType> dtype, std::optional<Device> device, bool rg) {
           return linspace(start, end, steps, make_options(dtype, device, rg));

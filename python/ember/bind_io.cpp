@@ -35,8 +35,7 @@ void bind_io(nb::module_& m) {
           nb::gil_scoped_release release;
           save_safetensors(path, tensors, metadata);
         },
-        "path"_a, "tensors"_a, "metadata"_a,
-        "Writes tensors (copied to the host) and metadata to a safetensors file, atomically.");
+        "path"_a, "tensors"_a, "metadata"_a, doc::save_safetensors);
   m.def("_load_safetensors",
         [](const std::string& path) {
           SafetensorsFile f;

@@ -240,25 +240,25 @@ void bind_math(nb::module_& m) {
     const char* doc;
   };
   static const Unary unary[] = {
-      {"neg", &neg, "-x elementwise."},
-      {"negative", &neg, "-x elementwise."},
-      {"abs", &abs, "|x| elementwise."},
-      {"sign", &sign, "-1, 0 or 1 by the sign of x."},
-      {"exp", &exp, "e^x elementwise."},
-      {"log", &log, "The natural logarithm elementwise."},
-      {"log1p", &log1p, "log(1 + x), accurate for small x."},
-      {"sqrt", &sqrt, "The square root elementwise."},
-      {"rsqrt", &rsqrt, "1 / sqrt(x) elementwise."},
-      {"sin", &sin, "The sine (radians) elementwise."},
-      {"cos", &cos, "The cosine (radians) elementwise."},
-      {"tanh", &tanh, "The hyperbolic tangent elementwise."},
-      {"sigmoid", &sigmoid, "1 / (1 + e^-x) elementwise."},
-      {"relu", &relu, "max(x, 0) elementwise."},
-      {"silu", &silu, "x * sigmoid(x) elementwise."},
-      {"erf", &erf, "The error function elementwise."},
-      {"reciprocal", &reciprocal, "1 / x elementwise."},
-      {"square", &square, "x * x elementwise."},
-      {"logical_not", &logical_not, "True where x is zero, as a bool tensor."},
+      {"neg", &neg, doc::neg},
+      {"negative", &neg, doc::neg},
+      {"abs", &abs, doc::abs},
+      {"sign", &sign, doc::sign},
+      {"exp", &exp, doc::exp},
+      {"log", &log, doc::log},
+      {"log1p", &log1p, doc::log1p},
+      {"sqrt", &sqrt, doc::sqrt},
+      {"rsqrt", &rsqrt, doc::rsqrt},
+      {"sin", &sin, doc::sin},
+      {"cos", &cos, doc::cos},
+      {"tanh", &tanh, doc::tanh},
+      {"sigmoid", &sigmoid, doc::sigmoid},
+      {"relu", &relu, doc::relu},
+      {"silu", &silu, doc::silu},
+      {"erf", &erf, doc::erf},
+      {"reciprocal", &reciprocal, doc::reciprocal},
+      {"square", &square, doc::square},
+      {"logical_not", &logical_not, doc::logical_not},
   };
   for (const Unary& u : unary) def_both(m, u.name, u.fn, u.doc);
 }
@@ -269,7 +269,7 @@ void bind_ops(nb::module_& m) {
   nb::class_<Tensor> c = tensor_class();
   nb::object vi = nb::module_::import_("collections").attr("namedtuple")("ValuesIndices", nb::make_tuple("values", "indices"));
   vi.attr("__module__") = "ember";
-  vi.attr("__doc__") = "What max(dim) and min(dim) return: the extreme values and, as int64, where they are.";
+  vi.attr("__doc__") = doc::ValuesIndices;
   m.attr("ValuesIndices") = vi;
   g_values_indices = vi;
 
@@ -284,22 +284,21 @@ void bind_ops(nb::module_& m) {
                throw ValueError("gelu: approximate must be 'none' or 'tanh', got '" + approximate + "'");
              return gelu(x, approximate == "tanh");
            },
-           "approximate"_a = "none", "x * Phi(x); approximate='tanh' gives PyTorch's tanh form.");
-  def_both(m, "clamp", &clamp_any, "min"_a = nb::none(), "max"_a = nb::none(),
-           "x limited to [min, max]; the bounds are numbers or tensors that broadcast with x.");
+           "approximate"_a = "none", doc::gelu);
+  def_both(m, "clamp", &clamp_any, "min"_a = nb::none(), "max"_a = nb::none(), doc::clamp);
   def_both(m, "clip", &clamp_any, "min"_a = nb::none(), "max"_a = nb::none(), "Alias of clamp.");
-  def_both(m, "pow", [](const Tensor& x, const Tensor& e) { return pow(x, e); }, "exponent"_a, "x ** exponent elementwise.");
-  def_both(m, "pow", [](const Tensor& x, Scalar e) { return pow(x, e); }, "exponent"_a, "x ** exponent elementwise.");
+  def_both(m, "pow", [](const Tensor& x, const Tensor& e) { return pow(x, e); }, "exponent"_a, doc::pow);
+  def_both(m, "pow", [](const Tensor& x, Scalar e) { return pow(x, e); }, "exponent"_a, doc::pow);
 
   // ---- binary, each with a tensor or a number as the second operand
   def_both(m, "add",
            [](const Tensor& a, const Tensor& b, Scalar alpha) { return alpha.to_double() == 1.0 ? add(a, b) : add(a, b, alpha); },
-           "other"_a, nb::kw_only(), "alpha"_a = 1, "a + alpha * b.");
-  def_both(m, "add", [](const Tensor& a, Scalar b) { return add(a, b); }, "other"_a, "a + b.");
+           "other"_a, nb::kw_only(), "alpha"_a = 1, doc::add);
+  def_both(m, "add", [](const Tensor& a, Scalar b) { return add(a, b); }, "other"_a, doc::add);
   def_both(m, "sub",
            [](const Tensor& a, const Tensor& b, Scalar alpha) { return alpha.to_double() == 1.0 ? sub(a, b) : sub(a, b, alpha); },
-           "other"_a, nb::kw_only(), "alpha"_a = 1, "a - alpha * b.");
-  def_both(m, "sub", [](const Tensor& a, Scalar b) { return sub(a, b); }, "other"_a, "a - b.");
+           "other"_a, nb::kw_only(), "alpha"_a = 1, doc::sub);
+  def_both(m, "sub", [](const Tensor& a, Scalar b) { return sub(a, b); }, "other"_a, doc::sub);
   def_both(m, "mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, "other"_a, doc::mul);
   def_both(m, "mul", [](const Tensor& a, Scalar b) { return mul(a, b); }, "other"_a, doc::mul);
   const auto rounding = [](const std::optional<std::string>& mode) -> std::optional<RoundingMode> {
@@ -313,14 +312,13 @@ void bind_ops(nb::module_& m) {
              const auto r = rounding(mode);
              return r ? div(a, b, *r) : div(a, b);
            },
-           "other"_a, nb::kw_only(), "rounding_mode"_a = nb::none(),
-           "a / b: true division, or rounded toward zero ('trunc') or down ('floor').");
+           "other"_a, nb::kw_only(), "rounding_mode"_a = nb::none(), doc::div);
   def_both(m, "div",
            [rounding](const Tensor& a, Scalar b, std::optional<std::string> mode) {
              const auto r = rounding(mode);
              return r ? div(a, b, *r) : div(a, b);
            },
-           "other"_a, nb::kw_only(), "rounding_mode"_a = nb::none(), "a / b (see the tensor form).");
+           "other"_a, nb::kw_only(), "rounding_mode"_a = nb::none(), doc::div);
   def_both(m, "true_divide", [](const Tensor& a, const Tensor& b) { return div(a, b); }, "other"_a, "a / b.");
   def_both(m, "floor_divide", [](const Tensor& a, const Tensor& b) { return div(a, b, RoundingMode::floor); }, "other"_a,
            "a // b (rounded down).");
@@ -329,18 +327,19 @@ void bind_ops(nb::module_& m) {
   def_both(m, "remainder", [](const Tensor& a, const Tensor& b) { return remainder(a, b); }, "other"_a,
            "a % b with the sign of b (Python's and torch's remainder).");
   def_both(m, "remainder", [](const Tensor& a, Scalar b) { return remainder(a, b); }, "other"_a, "a % b.");
-  def_both(m, "maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, "other"_a, "The larger of a and b elementwise.");
-  def_both(m, "minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, "other"_a, "The smaller of a and b elementwise.");
+  def_both(m, "maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, "other"_a, doc::maximum);
+  def_both(m, "minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, "other"_a, doc::minimum);
   struct Compare {
     const char* name;
     Tensor (*tt)(const Tensor&, const Tensor&);
     Tensor (*ts)(const Tensor&, Scalar);
+    const char* doc;
   };
-  static const Compare compares[] = {{"eq", &eq, &eq}, {"ne", &ne, &ne}, {"lt", &lt, &lt},
-                                     {"le", &le, &le}, {"gt", &gt, &gt}, {"ge", &ge, &ge}};
+  static const Compare compares[] = {{"eq", &eq, &eq, doc::eq}, {"ne", &ne, &ne, doc::ne}, {"lt", &lt, &lt, doc::lt},
+                                     {"le", &le, &le, doc::le}, {"gt", &gt, &gt, doc::gt}, {"ge", &ge, &ge, doc::ge}};
   for (const Compare& cmp : compares) {
-    def_both(m, cmp.name, cmp.tt, "other"_a, "Elementwise comparison, as a bool tensor.");
-    def_both(m, cmp.name, cmp.ts, "other"_a, "Elementwise comparison with a number, as a bool tensor.");
+    def_both(m, cmp.name, cmp.tt, "other"_a, cmp.doc);
+    def_both(m, cmp.name, cmp.ts, "other"_a, cmp.doc);
   }
   def_both(m, "logical_and", &logical_and, "other"_a, "a and b elementwise (nonzero is true), as a bool tensor.");
   def_both(m, "logical_or", &logical_or, "other"_a, "a or b elementwise, as a bool tensor.");
@@ -349,7 +348,7 @@ void bind_ops(nb::module_& m) {
         [](const Tensor& cond, const Operand& a, const Operand& b) {
           return where(cond, a.as_tensor(cond.device()), b.as_tensor(cond.device()));
         },
-        "condition"_a, "input"_a, "other"_a, "input where condition (a bool tensor) is true, else other; all broadcast.");
+        "condition"_a, "input"_a, "other"_a, doc::where);
   c.def("where",
         [](const Tensor& self, const Tensor& cond, const Operand& other) {
           return where(cond, self, other.as_tensor(self.device()));
@@ -359,12 +358,12 @@ void bind_ops(nb::module_& m) {
            [](const Tensor& x, const Tensor& mask, const Operand& v) {
              return v.tensor ? masked_fill(x, mask, *v.tensor) : masked_fill(x, mask, v.scalar);
            },
-           "mask"_a, "value"_a, "x with value where the bool mask (broadcast to x) is true.");
+           "mask"_a, "value"_a, doc::masked_fill);
   def_both(m, "equal", [](const Tensor& a, const Tensor& b) { return equal(a, b); }, "other"_a, doc::equal);
   def_both(m, "allclose",
            [](const Tensor& a, const Tensor& b, double rtol, double atol) { return allclose(a, b, rtol, atol); },
-           "other"_a, "rtol"_a = 1e-5, "atol"_a = 1e-8, "Whether |a - b| <= atol + rtol * |b| everywhere.");
-  def_both(m, "isfinite_all", [](const Tensor& x) { return all_finite(x); }, "Whether every element is finite.");
+           "other"_a, "rtol"_a = 1e-5, "atol"_a = 1e-8, doc::allclose);
+  def_both(m, "isfinite_all", [](const Tensor& x) { return all_finite(x); }, doc::all_finite);
 
   // ---- reductions
   def_both(m, "sum",
@@ -404,10 +403,10 @@ void bind_ops(nb::module_& m) {
   }
   def_both(m, "argmax",
            [](const Tensor& x, std::optional<int64_t> dim, bool keepdim) { return argmax(x, dim, keepdim); },
-           "dim"_a = nb::none(), "keepdim"_a = false, "The int64 index of the maximum (into the flattened tensor without dim).");
+           "dim"_a = nb::none(), "keepdim"_a = false, doc::argmax);
   def_both(m, "argmin",
            [](const Tensor& x, std::optional<int64_t> dim, bool keepdim) { return argmin(x, dim, keepdim); },
-           "dim"_a = nb::none(), "keepdim"_a = false, "The int64 index of the minimum.");
+           "dim"_a = nb::none(), "keepdim"_a = false, doc::argmin);
   def_both(m, "var",
            [](const Tensor& x, std::optional<DimList> dim, std::optional<bool> unbiased, bool keepdim,
               std::optional<double> correction) {
@@ -424,7 +423,7 @@ void bind_ops(nb::module_& m) {
            "The standard deviation over dim.");
   def_both(m, "logsumexp",
            [](const Tensor& x, const DimList& dim, bool keepdim) { return logsumexp(x, dim.dims, keepdim); }, "dim"_a,
-           "keepdim"_a = false, "log(sum(exp(x))) over dim, without overflow.");
+           "keepdim"_a = false, doc::logsumexp);
   def_both(m, "norm",
            [](const Tensor& x, nb::handle p, std::optional<DimList> dim, bool keepdim) {
              return norm(x, norm_order(p), all_dims_if_none(dim), keepdim);
@@ -438,23 +437,22 @@ void bind_ops(nb::module_& m) {
            "dim"_a = nb::none(), "keepdim"_a = false, "Whether every element over dim is nonzero (a bool tensor).");
   def_both(m, "softmax",
            [](const Tensor& x, int64_t dim, std::optional<DType> dtype) { return softmax(x, dim, dtype); }, "dim"_a,
-           "dtype"_a = nb::none(), "exp(x) / sum(exp(x)) along dim.");
+           "dtype"_a = nb::none(), doc::softmax);
   def_both(m, "log_softmax",
            [](const Tensor& x, int64_t dim, std::optional<DType> dtype) { return log_softmax(x, dim, dtype); }, "dim"_a,
-           "dtype"_a = nb::none(), "log(softmax(x)) along dim.");
+           "dtype"_a = nb::none(), doc::log_softmax);
 
   // ---- linear algebra; the GIL is released, as these run long
   // Operands by value: with the GIL released, another thread could rebind a Python tensor's handle.
   def_both(m, "matmul", [](Tensor a, Tensor b) { return matmul(a, b); }, "other"_a,
-           nb::call_guard<nb::gil_scoped_release>(), "torch.matmul: 1-D operands promoted, batch dims broadcast.");
+           nb::call_guard<nb::gil_scoped_release>(), doc::matmul);
   def_both(m, "mm", [](Tensor a, Tensor b) { return mm(a, b); }, "mat2"_a,
-           nb::call_guard<nb::gil_scoped_release>(), "The matrix product (n, k) @ (k, m).");
+           nb::call_guard<nb::gil_scoped_release>(), doc::mm);
   def_both(m, "bmm", [](Tensor a, Tensor b) { return bmm(a, b); }, "mat2"_a,
-           nb::call_guard<nb::gil_scoped_release>(), "The batched matrix product (b, n, k) @ (b, k, m).");
+           nb::call_guard<nb::gil_scoped_release>(), doc::bmm);
   m.def("linear",
         [](Tensor x, Tensor w, std::optional<Tensor> b) { return linear(x, w, b ? *b : Tensor()); },
-        "input"_a, "weight"_a, "bias"_a = nb::none(), nb::call_guard<nb::gil_scoped_release>(),
-        "x @ weight.T + bias, in one GEMM.");
+        "input"_a, "weight"_a, "bias"_a = nb::none(), nb::call_guard<nb::gil_scoped_release>(), doc::linear);
 
   // ---- views and shape ops
   c.def("view", [](const Tensor& x, nb::args shape) { return x.view(shape_from_args(shape, "view")); },
@@ -465,14 +463,14 @@ void bind_ops(nb::module_& m) {
       .def("reshape_as", [](const Tensor& x, const Tensor& o) { return x.reshape(o.shape()); }, "other"_a,
            "x.reshape(other.shape).")
       .def("permute", [](const Tensor& x, nb::args dims) { return x.permute(shape_from_args(dims, "permute")); },
-           "A view with the dims reordered.")
+           doc::permute)
       .def("expand", [](const Tensor& x, nb::args shape) { return x.expand(shape_from_args(shape, "expand")); },
            "A view broadcast to a larger shape (-1 keeps a size).")
       .def("expand_as", [](const Tensor& x, const Tensor& o) { return x.expand(o.shape()); }, "other"_a,
            "x.expand(other.shape).")
       .def("repeat", [](const Tensor& x, nb::args sizes) { return repeat(x, shape_from_args(sizes, "repeat")); },
            "The tensor tiled sizes[i] times along each dim (a copy).")
-      .def("t", [](const Tensor& x) { return x.t(); }, "The transpose of a 2-D tensor (0-D and 1-D as they are).")
+      .def("t", [](const Tensor& x) { return x.t(); }, doc::Tensor_t)
       .def_prop_ro("T",
                    [](const Tensor& x) {
                      Shape rev;
@@ -489,22 +487,22 @@ void bind_ops(nb::module_& m) {
            },
            "dim"_a = 0, "The slices along dim, as a tuple of views.");
   m.def("broadcast_to", [](const Tensor& x, const Shape& s) { return broadcast_to(x, s); }, "input"_a, "size"_a,
-        "x broadcast to size (a view).");
+        doc::broadcast_to);
   c.def("broadcast_to", [](const Tensor& x, const Shape& s) { return broadcast_to(x, s); }, "size"_a,
-        "The tensor broadcast to size (a view).");
+        doc::broadcast_to);
   def_both(m, "transpose", [](const Tensor& x, int64_t a, int64_t b) { return transpose(x, a, b); }, "dim0"_a, "dim1"_a,
            doc::transpose);
   def_both(m, "swapaxes", [](const Tensor& x, int64_t a, int64_t b) { return transpose(x, a, b); }, "axis0"_a, "axis1"_a,
            "Alias of transpose.");
   def_both(m, "unsqueeze", [](const Tensor& x, int64_t d) { return unsqueeze(x, d); }, "dim"_a,
-           "A view with a new size-1 dim at dim.");
-  def_both(m, "squeeze", &squeeze_any, "dim"_a = nb::none(), "A view without the size-1 dims (of dim, when given).");
+           doc::unsqueeze);
+  def_both(m, "squeeze", &squeeze_any, "dim"_a = nb::none(), doc::squeeze);
   def_both(m, "flatten", [](const Tensor& x, int64_t s, int64_t e) { return flatten(x, s, e); }, "start_dim"_a = 0,
-           "end_dim"_a = -1, "Dims start_dim..end_dim merged into one.");
+           "end_dim"_a = -1, doc::flatten);
   def_both(m, "narrow", [](const Tensor& x, int64_t d, int64_t s, int64_t l) { return narrow(x, d, s, l); }, "dim"_a,
-           "start"_a, "length"_a, "A view of elements [start, start + length) along dim.");
+           "start"_a, "length"_a, doc::narrow);
   def_both(m, "select", [](const Tensor& x, int64_t d, int64_t i) { return select(x, d, i); }, "dim"_a, "index"_a,
-           "A view of slice index along dim, without that dim.");
+           doc::select);
   def_both(m, "split",
            [](const Tensor& x, nb::handle size, int64_t dim) {
              if (PyIndex_Check(size.ptr())) return to_tuple(split(x, nb::cast<int64_t>(size), dim));
@@ -513,29 +511,29 @@ void bind_ops(nb::module_& m) {
            "split_size_or_sections"_a, "dim"_a = 0,
            "Views of split_size elements along dim each, or of the given sizes (a list).");
   def_both(m, "chunk", [](const Tensor& x, int64_t chunks, int64_t dim) { return to_tuple(chunk(x, chunks, dim)); },
-           "chunks"_a, "dim"_a = 0, "At most chunks views of equal size along dim.");
+           "chunks"_a, "dim"_a = 0, doc::chunk);
   def_both(m, "index_select", [](const Tensor& x, int64_t d, const Tensor& i) { return index_select(x, d, i); }, "dim"_a,
-           "index"_a, "The slices of x along dim at the 1-D int64 index.");
+           "index"_a, doc::index_select);
   def_both(m, "gather", [](const Tensor& x, int64_t d, const Tensor& i) { return gather(x, d, i); }, "dim"_a, "index"_a,
-           "out[i][j] = x[index[i][j]][j] for dim 0 (likewise for other dims).");
+           doc::gather);
   def_both(m, "scatter_add",
            [](const Tensor& x, int64_t d, const Tensor& i, const Tensor& s) { return scatter_add(x, d, i, s); }, "dim"_a,
-           "index"_a, "src"_a, "x with src added at index along dim (repeated indices add up).");
+           "index"_a, "src"_a, doc::scatter_add);
   def_both(m, "index_add",
            [](const Tensor& x, int64_t d, const Tensor& i, const Tensor& s, Scalar alpha) {
              return index_add(x, d, i, s, alpha);
            },
-           "dim"_a, "index"_a, "source"_a, nb::kw_only(), "alpha"_a = 1, "x with alpha * source's slices added at index along dim.");
+           "dim"_a, "index"_a, "source"_a, nb::kw_only(), "alpha"_a = 1, doc::index_add);
   c.def("sum_to_size", [](const Tensor& x, nb::args shape) { return sum_to(x, shape_from_args(shape, "sum_to_size")); },
-        "The tensor summed down to a shape it broadcasts from.");
+        doc::sum_to);
   m.def("cat", [](const std::vector<Tensor>& ts, int64_t dim) { return cat(ts, dim); }, "tensors"_a, "dim"_a = 0,
-        "The tensors joined along an existing dim.");
+        doc::cat);
   m.def("concat", [](const std::vector<Tensor>& ts, int64_t dim) { return cat(ts, dim); }, "tensors"_a, "dim"_a = 0,
         "Alias of cat.");
   m.def("stack", [](const std::vector<Tensor>& ts, int64_t dim) { return stack(ts, dim); }, "tensors"_a, "dim"_a = 0,
-        "The tensors (of one shape) joined along a new dim.");
+        doc::stack);
   m.def("result_type", [](const Tensor& a, const Tensor& b) { return result_type(a, b); }, "tensor1"_a, "tensor2"_a,
-        "The dtype an op on a and b computes in.");
+        doc::result_type);
 }
 
 }  // namespace ember::python

@@ -92,17 +92,17 @@ void bind_tensor_attributes(nb::module_&) {  // methods of Tensor only
        "data"_a = nb::none(),
        "A tensor sharing `data`'s elements without its history (data.detach()); an empty float32 vector "
        "without data. Subclasses (nn.Parameter) build on this; use ember.tensor() to convert Python data.")
-      .def_prop_ro("shape", [](const Tensor& t) { return make_size(t.shape()); }, "The size of each dim (ember.Size).")
-      .def_prop_ro("dtype", &Tensor::dtype, "The element type.")
-      .def_prop_ro("device", &Tensor::device, "Where the elements live.")
-      .def_prop_ro("ndim", &Tensor::dim, "The number of dims.")
+      .def_prop_ro("shape", [](const Tensor& t) { return make_size(t.shape()); }, doc::Tensor_shape)
+      .def_prop_ro("dtype", &Tensor::dtype, doc::Tensor_dtype)
+      .def_prop_ro("device", &Tensor::device, doc::Tensor_device)
+      .def_prop_ro("ndim", &Tensor::dim, doc::Tensor_dim)
       .def_prop_ro("is_cuda", [](const Tensor& t) { return t.device().is_cuda(); }, "Whether the tensor is on a GPU.")
       .def_prop_ro("is_cpu", [](const Tensor& t) { return t.device().is_cpu(); }, "Whether the tensor is on the host.")
-      .def("is_floating_point", &Tensor::is_floating_point, "Whether the dtype is float32, float16, bfloat16 or float64.")
-      .def("dim", &Tensor::dim, "The number of dims.")
-      .def("ndimension", &Tensor::dim, "The number of dims.")
-      .def("numel", &Tensor::numel, "The number of elements.")
-      .def("nelement", &Tensor::numel, "The number of elements.")
+      .def("is_floating_point", &Tensor::is_floating_point, doc::Tensor_is_floating_point)
+      .def("dim", &Tensor::dim, doc::Tensor_dim)
+      .def("ndimension", &Tensor::dim, doc::Tensor_dim)
+      .def("numel", &Tensor::numel, doc::Tensor_numel)
+      .def("nelement", &Tensor::numel, doc::Tensor_numel)
       .def(
           "size",
           [](const Tensor& t, std::optional<int64_t> dim) -> nb::object {
@@ -117,10 +117,10 @@ void bind_tensor_attributes(nb::module_&) {  // methods of Tensor only
             return nb::tuple(make_size(t.strides()));
           },
           "dim"_a = nb::none(), "The strides in elements, or the stride of one dim.")
-      .def("storage_offset", &Tensor::offset, "Where the first element sits in the storage, in elements.")
-      .def("is_contiguous", &Tensor::is_contiguous, "Whether the elements are dense in row-major order.")
-      .def("element_size", [](const Tensor& t) { return dtype_size(t.dtype()); }, "Bytes per element.")
-      .def_prop_ro("itemsize", [](const Tensor& t) { return dtype_size(t.dtype()); }, "Bytes per element.")
+      .def("storage_offset", &Tensor::offset, doc::Tensor_offset)
+      .def("is_contiguous", &Tensor::is_contiguous, doc::Tensor_is_contiguous)
+      .def("element_size", [](const Tensor& t) { return dtype_size(t.dtype()); }, doc::dtype_size)
+      .def_prop_ro("itemsize", [](const Tensor& t) { return dtype_size(t.dtype()); }, doc::dtype_size)
       .def_prop_ro("nbytes", [](const Tensor& t) { return t.numel() * dtype_size(t.dtype()); },
                    "Bytes the elements take (numel * itemsize).")
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw_data()); },
@@ -185,11 +185,11 @@ void bind_tensor_attributes(nb::module_&) {  // methods of Tensor only
             return nb::borrow(self);
           },
           "Detaches this Python tensor in place (it gets a new handle without history).")
-      .def("clone", [](const Tensor& t) { return t.clone(); }, "A copy with its own memory (differentiable).")
+      .def("clone", [](const Tensor& t) { return t.clone(); }, doc::clone)
       .def("contiguous", [](const Tensor& t) { return t.contiguous(); }, "The tensor itself when contiguous, else a dense copy.")
-      .def("pin_memory", [](const Tensor& t) { return t.pin_memory(); }, "A copy in page-locked host memory (needs a GPU).")
+      .def("pin_memory", [](const Tensor& t) { return t.pin_memory(); }, doc::pin_memory)
       .def("is_pinned", &Tensor::is_pinned, "Whether the memory is page-locked.")
-      .def("is_same", &Tensor::is_same, "other"_a, "Whether both Python objects are handles to the same C++ tensor.")
+      .def("is_same", &Tensor::is_same, "other"_a, doc::Tensor_is_same)
       .def("__len__",
            [](const Tensor& t) {
              if (t.dim() == 0) throw nb::type_error("len() of a 0-d tensor");
@@ -218,8 +218,8 @@ void bind_tensor_attributes(nb::module_&) {  // methods of Tensor only
            })
       // Tensors compare elementwise (__eq__ returns a tensor), so hashing is by identity, as in torch.
       .def("__hash__", [](nb::handle self) { return reinterpret_cast<intptr_t>(self.ptr()) >> 4; })
-      .def_prop_ro("_version", &Tensor::version, "The storage's version counter (bumped by in-place writes).")
-      .def("_use_count", &Tensor::use_count, "How many C++ handles share this tensor (for tests).");
+      .def_prop_ro("_version", &Tensor::version, doc::Tensor_version)
+      .def("_use_count", &Tensor::use_count, doc::Tensor_use_count);
 }
 
 }  // namespace ember::python
