@@ -103,18 +103,16 @@ Tensor pad(const Tensor& input, const std::vector<int64_t>& pads, const std::str
 void bind_functional(nb::module_& m) {
   nb::module_ F = m.def_submodule("_F", "The C++ functional ops ember.nn.functional re-exports.");
   F.def("conv2d", &conv2d, "input"_a, "weight"_a, "bias"_a.none() = nb::none(), "stride"_a = 1, "padding"_a = 0,
-        "dilation"_a = 1, "groups"_a = 1,
-        "2-D convolution (cross-correlation) of NCHW input with an (O, C/groups, kH, kW) weight; padding may be "
-        "an int, a pair, 'valid' or 'same'.");
+        "dilation"_a = 1, "groups"_a = 1, doc::conv2d);
   F.def("max_pool2d", &max_pool2d, "input"_a, "kernel_size"_a, "stride"_a.none() = nb::none(), "padding"_a = 0,
         "dilation"_a = 1, "ceil_mode"_a = false, "return_indices"_a = false,
         "Max over each window (stride defaults to the kernel); with return_indices, (values, indices) with "
         "indices h * W + w within each plane.");
   F.def("avg_pool2d", &avg_pool2d, "input"_a, "kernel_size"_a, "stride"_a.none() = nb::none(), "padding"_a = 0,
         "ceil_mode"_a = false, "count_include_pad"_a = true, "divisor_override"_a.none() = nb::none(),
-        "Mean over each window (stride defaults to the kernel).");
+        doc::avg_pool2d);
   F.def("adaptive_avg_pool2d", &adaptive_avg_pool2d, "input"_a, "output_size"_a,
-        "Mean over windows that cover the input, to output_size (an int or a pair).");
+        doc::adaptive_avg_pool2d);
   F.def("batch_norm",
         [](Tensor x, std::optional<Tensor> rm, std::optional<Tensor> rv, std::optional<Tensor> w, std::optional<Tensor> b,
            bool training, double momentum, double eps) {
@@ -124,7 +122,7 @@ void bind_functional(nb::module_& m) {
         },
         "input"_a, "running_mean"_a.none(), "running_var"_a.none(), "weight"_a.none() = nb::none(),
         "bias"_a.none() = nb::none(), "training"_a = false, "momentum"_a = 0.1, "eps"_a = 1e-5,
-        "Batch norm per channel of (N, C, ...); in training the running statistics (when given) are updated in place.");
+        doc::batch_norm);
   F.def("layer_norm",
         [](Tensor x, nb::handle shape_h, std::optional<Tensor> w, std::optional<Tensor> b, double eps) {
           const Shape shape = PyIndex_Check(shape_h.ptr()) ? Shape{nb::cast<int64_t>(shape_h)} : nb::cast<Shape>(shape_h);
@@ -133,20 +131,20 @@ void bind_functional(nb::module_& m) {
           return ember::layer_norm(x, shape, weight, bias, eps);
         },
         "input"_a, "normalized_shape"_a, "weight"_a.none() = nb::none(), "bias"_a.none() = nb::none(), "eps"_a = 1e-5,
-        "Layer norm over the trailing dims normalized_shape.");
+        doc::layer_norm);
   F.def("dropout",
         [](Tensor x, double p, bool training, Generator* gen) {
           nb::gil_scoped_release release;
           return ember::dropout(x, p, training, gen);
         },
         "input"_a, "p"_a = 0.5, "training"_a = true, nb::kw_only(), "generator"_a.none() = nb::none(),
-        "Zeroes elements with probability p and scales the rest by 1 / (1 - p); input itself when not training.");
+        doc::dropout);
   F.def("embedding",
         [](Tensor indices, Tensor weight, std::optional<int64_t> padding_idx) {
           return ember::embedding(weight, indices, padding_idx);
         },
         "input"_a, "weight"_a, "padding_idx"_a.none() = nb::none(),
-        "Rows of weight at the integer indices of input; rows at padding_idx get no gradient.");
+        doc::embedding);
   F.def("cross_entropy",
         [](Tensor logits, Tensor target, std::optional<Tensor> weight, int64_t ignore_index, const std::string& reduction,
            double label_smoothing) {
@@ -156,7 +154,7 @@ void bind_functional(nb::module_& m) {
         },
         "input"_a, "target"_a, "weight"_a.none() = nb::none(), nb::kw_only(), "ignore_index"_a = -100,
         "reduction"_a = "mean", "label_smoothing"_a = 0.0,
-        "Cross entropy of logits (N, C, ...) against class indices or class probabilities.");
+        doc::cross_entropy);
   F.def("nll_loss",
         [](Tensor log_probs, Tensor target, std::optional<Tensor> weight, int64_t ignore_index, const std::string& reduction) {
           const Tensor w = or_undefined(weight);
@@ -164,13 +162,13 @@ void bind_functional(nb::module_& m) {
           return ember::nll_loss(log_probs, target, reduction, ignore_index, w);
         },
         "input"_a, "target"_a, "weight"_a.none() = nb::none(), nb::kw_only(), "ignore_index"_a = -100,
-        "reduction"_a = "mean", "Negative log likelihood of log-probabilities (N, C, ...) at integer targets.");
+        "reduction"_a = "mean", doc::nll_loss);
   F.def("mse_loss",
         [](Tensor a, Tensor b, const std::string& reduction) {
           nb::gil_scoped_release release;
           return ember::mse_loss(a, b, reduction);
         },
-        "input"_a, "target"_a, nb::kw_only(), "reduction"_a = "mean", "Mean squared error, input and target broadcast.");
+        "input"_a, "target"_a, nb::kw_only(), "reduction"_a = "mean", doc::mse_loss);
   F.def("scaled_dot_product_attention",
         [](Tensor q, Tensor k, Tensor v, std::optional<Tensor> mask, double dropout_p, bool is_causal,
            std::optional<double> scale, Generator* gen) {
@@ -180,7 +178,7 @@ void bind_functional(nb::module_& m) {
         },
         "query"_a, "key"_a, "value"_a, "attn_mask"_a.none() = nb::none(), "dropout_p"_a = 0.0, "is_causal"_a = false,
         nb::kw_only(), "scale"_a.none() = nb::none(), "generator"_a.none() = nb::none(),
-        "softmax(q k^T * scale + mask) v; a bool mask marks the keys that take part (True) as PyTorch's SDPA.");
+        doc::scaled_dot_product_attention);
   F.def("pad", &pad, "input"_a, "pad"_a, "mode"_a = "constant", "value"_a.none() = nb::none(),
         "Pads the last dims: pad = (left, right) of the last dim, then of the one before, ... (negative crops).");
 }

@@ -138,27 +138,26 @@ nn::init::FanMode fan_mode(const std::string& mode) {
 }
 
 void bind_modules(nb::module_& m, nb::module_& nn_m) {
-  nb::class_<nn::HookHandle>(m, "_ModuleHookHandle", "What a C++ module's register_forward_hook returns.")
-      .def("remove", &nn::HookHandle::remove, "Takes the hook off (a no-op the second time).");
+  nb::class_<nn::HookHandle>(m, "_ModuleHookHandle", doc::nn_HookHandle)
+      .def("remove", &nn::HookHandle::remove, doc::nn_HookHandle_remove);
 
   nb::class_<Module>(m, "_Module", nb::is_weak_referenceable(),
                      "A C++ module of ember (a layer or a model); ember.nn's classes wrap it.")
-      .def("type_name", &Module::name, "The C++ type's name ('Linear', 'ResNet', ...).")
-      .def("extra_repr", &Module::extra_repr, "The settings its repr shows.")
+      .def("type_name", &Module::name, doc::nn_Module_name)
+      .def("extra_repr", &Module::extra_repr, doc::nn_Module_extra_repr)
       .def("__str__", &Module::str)
       .def("direct_parameters", [](const Module& mod) { return mod.named_parameters(false); },
            "(name, tensor) of its own parameters, in registration order.")
       .def("direct_buffers", [](const Module& mod) { return mod.named_buffers(false); },
            "(name, tensor) of its own buffers, in registration order.")
-      .def("named_children", [](const Module& mod) { return mod.named_children(); },
-           "(name, module) of its direct children, in registration order.")
+      .def("named_children", [](const Module& mod) { return mod.named_children(); }, doc::nn_Module_named_children)
       .def("named_parameters", [](const Module& mod) { return mod.named_parameters(true); },
            "(dotted name, tensor) of every parameter of the tree, as C++ lists them.")
-      .def("train", &Module::train, "on"_a = true, "Sets training mode on it and every descendant.")
-      .def_prop_ro("training", &Module::is_training, "Whether it is in training mode.")
-      .def("state_dict", &Module::state_dict, "The C++ state dict: parameters and buffers by dotted name.")
+      .def("train", &Module::train, "on"_a = true, doc::nn_Module_train)
+      .def_prop_ro("training", &Module::is_training, doc::nn_Module_is_training)
+      .def("state_dict", &Module::state_dict, doc::nn_Module_state_dict)
       .def("load_state_dict", &Module::load_state_dict, "state"_a, "strict"_a = true,
-           "Module::load_state_dict: copies values in; ValueError naming every problem.")
+           doc::nn_Module_load_state_dict)
       .def("num_parameters", &Module::num_parameters, "Elements over all parameters.")
       .def("is_unary", [](Module& mod) { return dynamic_cast<UnaryModule*>(&mod) != nullptr; },
            "Whether it has a forward of one tensor.")
@@ -181,7 +180,7 @@ void bind_modules(nb::module_& m, nb::module_& nn_m) {
               f.handle()(nb::cast(x));
             });
           },
-          "hook"_a, "Calls hook(input) before each forward, wherever the module is called from.")
+          "hook"_a, doc::nn_Module_register_forward_pre_hook)
       .def(
           "register_forward_hook",
           [](Module& mod, nb::handle fn) {
@@ -191,11 +190,11 @@ void bind_modules(nb::module_& m, nb::module_& nn_m) {
               f.handle()(nb::cast(x), nb::cast(y));
             });
           },
-          "hook"_a, "Calls hook(input, output) after each forward, wherever the module is called from.")
+          "hook"_a, doc::nn_Module_register_forward_hook)
       .def(
           "set_activation_checkpointing",
           [](Module& mod, bool on) { unary(mod, "set_activation_checkpointing").set_activation_checkpointing(on); },
-          "on"_a, "Recomputes this module's activations in backward instead of keeping them.")
+          "on"_a, doc::nn_UnaryModule_set_activation_checkpointing)
       .def(
           "multihead_attention",
           [](Module& mod, Tensor q, Tensor k, Tensor v, std::optional<Tensor> mask) {
@@ -204,7 +203,7 @@ void bind_modules(nb::module_& m, nb::module_& nn_m) {
             nb::gil_scoped_release release;
             return a->forward(q, k, v, mask ? *mask : Tensor());
           },
-          "query"_a, "key"_a, "value"_a, "attn_mask"_a.none(), "MultiheadAttention's forward of three inputs.");
+          "query"_a, "key"_a, "value"_a, "attn_mask"_a.none(), doc::nn_MultiheadAttention_forward);
 
   nb::class_<PythonModule, Module>(m, "_PythonModuleBridge",
                                    "A Python module standing in a C++ module tree (DDP, ZeRO); see ember.nn.Module.")
@@ -224,39 +223,39 @@ void bind_modules(nb::module_& m, nb::module_& nn_m) {
   // ---- constructors of the built-in layers (ember.nn's classes call these)
   using P = std::shared_ptr<Module>;
   nn_m.def("linear", [](int64_t i, int64_t o, bool bias) -> P { return std::make_shared<nn::Linear>(i, o, bias); },
-           "in_features"_a, "out_features"_a, "bias"_a, "nn::Linear.");
+           "in_features"_a, "out_features"_a, "bias"_a, doc::nn_Linear);
   nn_m.def("conv2d",
            [](int64_t i, int64_t o, int64_t k, int64_t s, int64_t p, bool bias, int64_t g, int64_t d) -> P {
              return std::make_shared<nn::Conv2d>(i, o, k, s, p, bias, g, d);
            },
            "in_channels"_a, "out_channels"_a, "kernel_size"_a, "stride"_a, "padding"_a, "bias"_a, "groups"_a,
-           "dilation"_a, "nn::Conv2d (square kernel, stride, padding and dilation).");
+           "dilation"_a, doc::nn_Conv2d);
   nn_m.def("batch_norm2d",
            [](int64_t c, double eps, double momentum, bool affine, bool track) -> P {
              return std::make_shared<nn::BatchNorm2d>(c, eps, momentum, affine, track);
            },
-           "num_features"_a, "eps"_a, "momentum"_a, "affine"_a, "track_running_stats"_a, "nn::BatchNorm2d.");
+           "num_features"_a, "eps"_a, "momentum"_a, "affine"_a, "track_running_stats"_a, doc::nn_BatchNorm2d);
   nn_m.def("layer_norm",
            [](const Shape& shape, double eps, bool affine) -> P { return std::make_shared<nn::LayerNorm>(shape, eps, affine); },
-           "normalized_shape"_a, "eps"_a, "elementwise_affine"_a, "nn::LayerNorm.");
-  nn_m.def("dropout", [](double p) -> P { return std::make_shared<nn::Dropout>(p); }, "p"_a, "nn::Dropout.");
+           "normalized_shape"_a, "eps"_a, "elementwise_affine"_a, doc::nn_LayerNorm);
+  nn_m.def("dropout", [](double p) -> P { return std::make_shared<nn::Dropout>(p); }, "p"_a, doc::nn_Dropout);
   nn_m.def("embedding", [](int64_t n, int64_t d) -> P { return std::make_shared<nn::Embedding>(n, d); },
-           "num_embeddings"_a, "embedding_dim"_a, "nn::Embedding.");
+           "num_embeddings"_a, "embedding_dim"_a, doc::nn_Embedding);
   nn_m.def("max_pool2d",
            [](int64_t k, std::optional<int64_t> s, int64_t p) -> P { return std::make_shared<nn::MaxPool2d>(k, s, p); },
-           "kernel_size"_a, "stride"_a.none(), "padding"_a, "nn::MaxPool2d.");
+           "kernel_size"_a, "stride"_a.none(), "padding"_a, doc::nn_MaxPool2d);
   nn_m.def("avg_pool2d",
            [](int64_t k, std::optional<int64_t> s, int64_t p) -> P { return std::make_shared<nn::AvgPool2d>(k, s, p); },
-           "kernel_size"_a, "stride"_a.none(), "padding"_a, "nn::AvgPool2d.");
+           "kernel_size"_a, "stride"_a.none(), "padding"_a, doc::nn_AvgPool2d);
   nn_m.def("adaptive_avg_pool2d",
            [](std::array<int64_t, 2> size) -> P { return std::make_shared<nn::AdaptiveAvgPool2d>(size); },
-           "output_size"_a, "nn::AdaptiveAvgPool2d.");
-  nn_m.def("identity", []() -> P { return std::make_shared<nn::Identity>(); }, "nn::Identity.");
+           "output_size"_a, doc::nn_AdaptiveAvgPool2d);
+  nn_m.def("identity", []() -> P { return std::make_shared<nn::Identity>(); }, doc::nn_Identity);
   nn_m.def("flatten", [](int64_t s, int64_t e) -> P { return std::make_shared<nn::Flatten>(s, e); }, "start_dim"_a,
-           "end_dim"_a, "nn::Flatten.");
-  nn_m.def("relu", []() -> P { return std::make_shared<nn::ReLU>(); }, "nn::ReLU.");
-  nn_m.def("gelu", [](bool tanh) -> P { return std::make_shared<nn::GELU>(tanh); }, "tanh_approximation"_a, "nn::GELU.");
-  nn_m.def("silu", []() -> P { return std::make_shared<nn::SiLU>(); }, "nn::SiLU.");
+           "end_dim"_a, doc::nn_Flatten);
+  nn_m.def("relu", []() -> P { return std::make_shared<nn::ReLU>(); }, doc::nn_ReLU);
+  nn_m.def("gelu", [](bool tanh) -> P { return std::make_shared<nn::GELU>(tanh); }, "tanh_approximation"_a, doc::nn_GELU);
+  nn_m.def("silu", []() -> P { return std::make_shared<nn::SiLU>(); }, doc::nn_SiLU);
   nn_m.def("multihead_attention",
            [](int64_t e, int64_t h, bool bias) -> P { return std::make_shared<nn::MultiheadAttention>(e, h, bias); },
            "embed_dim"_a, "num_heads"_a, "bias"_a, "nn::MultiheadAttention (batch first).");
@@ -264,12 +263,12 @@ void bind_modules(nb::module_& m, nb::module_& nn_m) {
   // ---- models
   nn_m.def("mlp",
            [](int64_t i, const std::vector<int64_t>& hidden, int64_t o) -> P { return std::make_shared<nn::MLP>(i, hidden, o); },
-           "in_features"_a, "hidden"_a, "out_features"_a, "nn::MLP: Linear-ReLU stacks.");
+           "in_features"_a, "hidden"_a, "out_features"_a, doc::nn_MLP);
   nn_m.def("small_cnn",
            [](int64_t classes, int64_t channels, int64_t size) -> P {
              return std::make_shared<nn::SmallCNN>(classes, channels, size);
            },
-           "num_classes"_a, "in_channels"_a, "image_size"_a, "nn::SmallCNN.");
+           "num_classes"_a, "in_channels"_a, "image_size"_a, doc::nn_SmallCNN);
   nn_m.def("resnet",
            [](int depth, int64_t classes, int64_t channels, bool small_input) -> P {
              const nn::ResNetOptions o{classes, channels, small_input};
@@ -280,7 +279,7 @@ void bind_modules(nb::module_& m, nb::module_& nn_m) {
              }
              throw ValueError("resnet: depth must be 18, 34 or 50, got " + std::to_string(depth));
            },
-           "depth"_a, "num_classes"_a, "in_channels"_a, "small_input"_a, "torchvision's ResNet-18/34/50.");
+           "depth"_a, "num_classes"_a, "in_channels"_a, "small_input"_a, doc::nn_ResNet);
   nn_m.def("vit",
            [](int64_t image_size, int64_t patch_size, int64_t in_channels, int64_t num_classes, int64_t embed_dim,
               int64_t depth, int64_t num_heads, double mlp_ratio, double eps) -> P {
@@ -294,13 +293,13 @@ void bind_modules(nb::module_& m, nb::module_& nn_m) {
              return train::make_model(name, {channels, size, classes});
            },
            "name"_a, "channels"_a, "size"_a, "classes"_a,
-           "The model the C++ training program builds under `name` for images of channels x size x size.");
+           doc::train_make_model);
   nn_m.def("model_names", &train::model_names, "The names make_model takes.");
   nn_m.def("apply_activation_checkpointing",
            [](Module& root, const std::vector<std::string>& types) { return nn::apply_activation_checkpointing(root, types); },
-           "root"_a, "module_types"_a, "Checkpoints every module below root whose C++ type is in module_types.");
+           "root"_a, "module_types"_a, doc::nn_apply_activation_checkpointing);
   nn_m.def("default_checkpoint_modules", &nn::default_checkpoint_modules, "model"_a,
-           "The block types ember checkpoints by default in a ResNet or ViT.");
+           doc::nn_default_checkpoint_modules);
 }
 
 void bind_init(nb::module_& nn_m) {
@@ -308,35 +307,35 @@ void bind_init(nb::module_& nn_m) {
   // Each writes into the tensor's elements in place (no graph) and returns it: the handle is copied,
   // the elements are the caller's.
   nn_m.def("calculate_gain", &calculate_gain, "nonlinearity"_a, "param"_a.none() = nb::none(),
-           "The recommended gain for a nonlinearity (torch.nn.init.calculate_gain).");
+           doc::nn_init_calculate_gain);
   nn_m.def("calculate_fan_in_and_fan_out",
            [](const Tensor& t) {
              const Fans f = calculate_fan_in_and_fan_out(t);
              return nb::make_tuple(f.fan_in, f.fan_out);
            },
-           "tensor"_a, "(fan_in, fan_out) of a weight of at least 2 dims.");
+           "tensor"_a, doc::nn_init_calculate_fan_in_and_fan_out);
   nn_m.def("uniform_", [](Tensor t, double a, double b, Generator* g) { return uniform_(t, a, b, g); }, "tensor"_a,
-           "a"_a, "b"_a, "generator"_a.none(), "U(a, b) in place.");
+           "a"_a, "b"_a, "generator"_a.none(), doc::nn_init_uniform_);
   nn_m.def("normal_", [](Tensor t, double mean, double std, Generator* g) { return normal_(t, mean, std, g); },
-           "tensor"_a, "mean"_a, "std"_a, "generator"_a.none(), "N(mean, std^2) in place.");
-  nn_m.def("constant_", [](Tensor t, double v) { return constant_(t, v); }, "tensor"_a, "val"_a, "Fills with val.");
+           "tensor"_a, "mean"_a, "std"_a, "generator"_a.none(), doc::nn_init_normal_);
+  nn_m.def("constant_", [](Tensor t, double v) { return constant_(t, v); }, "tensor"_a, "val"_a, doc::nn_init_constant_);
   nn_m.def("kaiming_uniform_",
            [](Tensor t, double a, const std::string& mode, const std::string& nl, Generator* g) {
              return kaiming_uniform_(t, a, fan_mode(mode), nl, g);
            },
-           "tensor"_a, "a"_a, "mode"_a, "nonlinearity"_a, "generator"_a.none(), "He uniform init in place.");
+           "tensor"_a, "a"_a, "mode"_a, "nonlinearity"_a, "generator"_a.none(), doc::nn_init_kaiming_uniform_);
   nn_m.def("kaiming_normal_",
            [](Tensor t, double a, const std::string& mode, const std::string& nl, Generator* g) {
              return kaiming_normal_(t, a, fan_mode(mode), nl, g);
            },
-           "tensor"_a, "a"_a, "mode"_a, "nonlinearity"_a, "generator"_a.none(), "He normal init in place.");
+           "tensor"_a, "a"_a, "mode"_a, "nonlinearity"_a, "generator"_a.none(), doc::nn_init_kaiming_normal_);
   nn_m.def("xavier_uniform_", [](Tensor t, double gain, Generator* g) { return xavier_uniform_(t, gain, g); },
-           "tensor"_a, "gain"_a, "generator"_a.none(), "Glorot uniform init in place.");
+           "tensor"_a, "gain"_a, "generator"_a.none(), doc::nn_init_xavier_uniform_);
   nn_m.def("xavier_normal_", [](Tensor t, double gain, Generator* g) { return xavier_normal_(t, gain, g); },
-           "tensor"_a, "gain"_a, "generator"_a.none(), "Glorot normal init in place.");
+           "tensor"_a, "gain"_a, "generator"_a.none(), doc::nn_init_xavier_normal_);
   nn_m.def("trunc_normal_",
            [](Tensor t, double mean, double std, double a, double b, Generator* g) { return trunc_normal_(t, mean, std, a, b, g); },
-           "tensor"_a, "mean"_a, "std"_a, "a"_a, "b"_a, "generator"_a.none(), "N(mean, std^2) cut to [a, b], in place.");
+           "tensor"_a, "mean"_a, "std"_a, "a"_a, "b"_a, "generator"_a.none(), doc::nn_init_trunc_normal_);
 }
 
 }  // namespace
@@ -365,7 +364,7 @@ void bind_nn(nb::module_& m) {
              return nn::checkpoint(f, inputs);
            },
            "function"_a, "inputs"_a, "nn::checkpoint: fn(*inputs) with its activations recomputed in backward.");
-  nn_m.def("is_recomputing", &nn::is_recomputing, "Whether this thread is inside a checkpoint's recompute.");
+  nn_m.def("is_recomputing", &nn::is_recomputing, doc::nn_is_recomputing);
 }
 
 }  // namespace ember::python

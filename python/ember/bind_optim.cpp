@@ -75,7 +75,7 @@ optim::StepInputs step_inputs(const std::optional<Tensor>& found_inf, const std:
 
 void bind_optimizer(nb::module_& m) {
   nb::class_<Optimizer>(m, "_Optimizer", "One of ember's C++ optimizers; ember.optim's classes wrap it.")
-      .def("name", [](const Optimizer& o) { return std::string(o.name()); }, "'SGD', 'Adam', 'AdamW' or 'LAMB'.")
+      .def("name", [](const Optimizer& o) { return std::string(o.name()); }, doc::optim_Optimizer_name)
       .def(
           "step",
           [](Optimizer& o, std::optional<Tensor> found_inf, std::optional<Tensor> grad_scale) {
@@ -83,11 +83,10 @@ void bind_optimizer(nb::module_& m) {
             nb::gil_scoped_release release;
             o.step(in);
           },
-          "found_inf"_a.none() = nb::none(), "grad_scale"_a.none() = nb::none(),
-          "Updates every parameter that has a gradient (skipped on the device when found_inf is nonzero).")
-      .def("zero_grad", &Optimizer::zero_grad, "set_to_none"_a = true, "Sets each gradient to None, or zeroes it.")
+          "found_inf"_a.none() = nb::none(), "grad_scale"_a.none() = nb::none(), doc::optim_Optimizer_step)
+      .def("zero_grad", &Optimizer::zero_grad, "set_to_none"_a = true, doc::optim_Optimizer_zero_grad)
       .def("add_param_group", &Optimizer::add_param_group, "params"_a, "options"_a,
-           "Adds a group; options it does not set come from the defaults.")
+           doc::optim_Optimizer_add_param_group)
       .def("num_groups", [](const Optimizer& o) { return o.param_groups().size(); }, "The number of param groups.")
       .def("group_params", [](Optimizer& o, int64_t g) { return group_at(o, g).params; }, "group"_a,
            "The parameters of group g.")
@@ -102,26 +101,26 @@ void bind_optimizer(nb::module_& m) {
             group.options[key] = value;
           },
           "group"_a, "key"_a, "value"_a, "Sets one hyperparameter of group g (what schedulers do to lr).")
-      .def("defaults", &Optimizer::defaults, "The options a new group takes where it sets none.")
+      .def("defaults", &Optimizer::defaults, doc::optim_Optimizer_defaults)
       .def("state", [](const Optimizer& o, int64_t i) { return o.state(i); }, "index"_a,
-           "The state tensors of parameter `index`, counted across groups.")
-      .def("num_params", &Optimizer::num_params, "Parameters over all groups.")
-      .def("steps_taken", &Optimizer::steps_taken, "Calls of step(), skipped ones too.")
-      .def("is_elementwise", &Optimizer::is_elementwise, "Whether ZeRO can step shards of it.")
-      .def("state_dict", &Optimizer::state_dict, "The flat state dict: state.<i>.<name>, param_groups.<g>.<option>.")
-      .def("load_state_dict", &Optimizer::load_state_dict, "state_dict"_a, "Restores a flat state dict.");
+           doc::optim_Optimizer_state)
+      .def("num_params", &Optimizer::num_params, doc::optim_Optimizer_num_params)
+      .def("steps_taken", &Optimizer::steps_taken, doc::optim_Optimizer_steps_taken)
+      .def("is_elementwise", &Optimizer::is_elementwise, doc::optim_Optimizer_is_elementwise)
+      .def("state_dict", &Optimizer::state_dict, doc::optim_Optimizer_state_dict)
+      .def("load_state_dict", &Optimizer::load_state_dict, "state_dict"_a, doc::optim_Optimizer_load_state_dict);
   m.def("_make_optimizer", &make_optimizer, "kind"_a, "params"_a, "options"_a,
         "A new C++ optimizer of kind over params with options over its defaults.");
 }
 
 void bind_schedulers(nb::module_& m) {
-  nb::class_<LRScheduler>(m, "_LRScheduler", "One of ember's C++ LR schedulers; ember.optim.lr_scheduler wraps it.")
-      .def("step", &LRScheduler::step, "Advances one epoch and sets every group's lr.")
-      .def("rewind", &LRScheduler::rewind, "steps"_a, "Takes back the last `steps` steps.")
-      .def("get_last_lr", &LRScheduler::get_last_lr, "The lr of each group, as the last step set it.")
-      .def_prop_ro("last_epoch", &LRScheduler::last_epoch, "The epoch reached (0 after construction).")
-      .def_prop_ro("base_lrs", &LRScheduler::base_lrs, "Each group's initial lr.")
-      .def("state_dict", &LRScheduler::state_dict, "last_epoch, step_count, base_lrs.<g>, last_lr.<g>.")
+  nb::class_<LRScheduler>(m, "_LRScheduler", doc::optim_LRScheduler)
+      .def("step", &LRScheduler::step, doc::optim_LRScheduler_step)
+      .def("rewind", &LRScheduler::rewind, "steps"_a, doc::optim_LRScheduler_rewind)
+      .def("get_last_lr", &LRScheduler::get_last_lr, doc::optim_LRScheduler_get_last_lr)
+      .def_prop_ro("last_epoch", &LRScheduler::last_epoch, doc::optim_LRScheduler_last_epoch)
+      .def_prop_ro("base_lrs", &LRScheduler::base_lrs, doc::optim_LRScheduler_base_lrs)
+      .def("state_dict", &LRScheduler::state_dict, doc::optim_LRScheduler_state_dict)
       .def("load_state_dict", &LRScheduler::load_state_dict, "state_dict"_a, "Restores a state dict.");
   // Each keeps its optimizer alive (keep_alive<1, 2>): it holds a reference to it.
   nb::class_<optim::StepLR, LRScheduler>(m, "_StepLR")
@@ -158,12 +157,9 @@ void bind_clip(nb::module_& m) {
           nb::gil_scoped_release release;
           return optim::clip_grad_norm_(params, max_norm, norm_type, error_if_nonfinite);
         },
-        "parameters"_a, "max_norm"_a, "norm_type"_a, "error_if_nonfinite"_a,
-        "Scales the gradients to a total norm of at most max_norm; returns the norm before.");
-  m.def("_clip_grad_value_", &optim::clip_grad_value_, "parameters"_a, "clip_value"_a,
-        "Clamps every gradient element to [-clip_value, clip_value].");
-  m.def("_total_grad_norm", &optim::total_grad_norm, "parameters"_a, "norm_type"_a,
-        "The norm of all gradients together, as one vector.");
+        "parameters"_a, "max_norm"_a, "norm_type"_a, "error_if_nonfinite"_a, doc::optim_clip_grad_norm_);
+  m.def("_clip_grad_value_", &optim::clip_grad_value_, "parameters"_a, "clip_value"_a, doc::optim_clip_grad_value_);
+  m.def("_total_grad_norm", &optim::total_grad_norm, "parameters"_a, "norm_type"_a, doc::optim_total_grad_norm);
 }
 
 // An autocast region entered and left from Python (a context manager's __enter__ and __exit__).
@@ -180,18 +176,17 @@ void bind_amp(nb::module_& m) {
             if (r.region) throw StateError("autocast: this region was entered already");
             r.region.emplace(device_type_of(device_type), dtype, enabled, cache);
           },
-          "device_type"_a, "dtype"_a.none(), "enabled"_a, "cache_enabled"_a,
-          "Enters the region on this thread (an ember error for a dtype other than float16 or bfloat16).")
+          "device_type"_a, "dtype"_a.none(), "enabled"_a, "cache_enabled"_a, doc::amp_Autocast_Autocast)
       .def("exit", [](AutocastRegion& r) { r.region.reset(); }, "Leaves the region: the previous state returns.");
   m.def("is_autocast_enabled",
         [](const std::string& device_type) { return amp::is_autocast_enabled(device_type_of(device_type)); },
-        "device_type"_a = "cuda", "Whether autocast is on for device_type on this thread.");
+        "device_type"_a = "cuda", doc::amp_is_autocast_enabled);
   m.def("get_autocast_dtype",
         [](const std::string& device_type) { return amp::get_autocast_dtype(device_type_of(device_type)); },
         "device_type"_a, "The dtype autocast lowers to on device_type.");
-  m.def("is_autocast_cache_enabled", &amp::is_autocast_cache_enabled, "Whether the weight cast cache is on.");
+  m.def("is_autocast_cache_enabled", &amp::is_autocast_cache_enabled, doc::amp_is_autocast_cache_enabled);
 
-  nb::class_<amp::GradScaler>(m, "_GradScaler", "amp::GradScaler; ember.amp.GradScaler wraps it.")
+  nb::class_<amp::GradScaler>(m, "_GradScaler", doc::amp_GradScaler)
       .def(
           "__init__",
           [](amp::GradScaler* self, double init_scale, double growth_factor, double backoff_factor,
@@ -199,26 +194,26 @@ void bind_amp(nb::module_& m) {
             new (self) amp::GradScaler({init_scale, growth_factor, backoff_factor, growth_interval, enabled});
           },
           "init_scale"_a, "growth_factor"_a, "backoff_factor"_a, "growth_interval"_a, "enabled"_a)
-      .def("scale", &amp::GradScaler::scale, "loss"_a, "loss * scale (loss itself when disabled).")
+      .def("scale", &amp::GradScaler::scale, "loss"_a, doc::amp_GradScaler_scale)
       .def("unscale_", &amp::GradScaler::unscale_, "optimizer"_a,
-           "Divides the optimizer's gradients by the scale, recording whether any is not finite.")
+           doc::amp_GradScaler_unscale_)
       .def(
           "step",
           [](amp::GradScaler& s, Optimizer& o) {
             nb::gil_scoped_release release;
             s.step(o);
           },
-          "optimizer"_a, "Unscales if not done, then steps unless a gradient was not finite (decided on the device).")
+          "optimizer"_a, doc::amp_GradScaler_step)
       .def("update", &amp::GradScaler::update, "new_scale"_a.none() = nb::none(),
-           "Backs off after an overflow, grows after growth_interval clean steps, or sets new_scale.")
+           doc::amp_GradScaler_update)
       .def("found_inf",
            [](const amp::GradScaler& s, const Optimizer& o) { return tensor_or_none(s.found_inf(o)); }, "optimizer"_a,
-           "found_inf of the optimizer's last unscale (1: the step was skipped), None before one.")
-      .def("get_scale", &amp::GradScaler::get_scale, "The scale, read on the host.")
+           doc::amp_GradScaler_found_inf)
+      .def("get_scale", &amp::GradScaler::get_scale, doc::amp_GradScaler_get_scale)
       .def("scale_tensor", [](const amp::GradScaler& s) { return tensor_or_none(s.scale_tensor()); },
-           "The scale as a 0-dim tensor on its device; None before the first scale().")
+           doc::amp_GradScaler_scale_tensor)
       .def("is_enabled", &amp::GradScaler::is_enabled, "Whether scaling is on.")
-      .def("state_dict", &amp::GradScaler::state_dict, "PyTorch's keys as 0-dim tensors (empty when disabled).")
+      .def("state_dict", &amp::GradScaler::state_dict, doc::amp_GradScaler_state_dict)
       .def("load_state_dict", &amp::GradScaler::load_state_dict, "state_dict"_a, "Restores a state dict.");
 }
 
