@@ -215,7 +215,8 @@ void bind_autograd(nb::module_& m) {
   m.def("is_grad_enabled", &autograd::GradMode::is_enabled, doc::autograd_GradMode_is_enabled);
   m.def("_set_grad_enabled", &autograd::GradMode::set_enabled, "enabled"_a, doc::autograd_GradMode_set_enabled);
   m.def("is_anomaly_enabled", &autograd::AnomalyMode::is_enabled, doc::autograd_AnomalyMode_is_enabled);
-  m.def("_set_anomaly_enabled", &autograd::AnomalyMode::set_enabled, "enabled"_a, doc::autograd_AnomalyMode_set_enabled);
+  m.def("_set_anomaly_enabled", &autograd::AnomalyMode::set_enabled, "enabled"_a,
+        doc::autograd_AnomalyMode_set_enabled);
 
   // ---- engine entry points
   m.def("_backward",

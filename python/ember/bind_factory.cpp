@@ -296,7 +296,8 @@ void bind_factory(nb::module_& m) {
     Tensor (*fn)(const Shape&, TensorOptions);
     const char* doc;
   };
-  static const Fill fills[] = {{"zeros", &zeros, doc::zeros}, {"ones", &ones, doc::ones}, {"empty", &empty, doc::empty}};
+  static const Fill fills[] = {
+      {"zeros", &zeros, doc::zeros}, {"ones", &ones, doc::ones}, {"empty", &empty, doc::empty}};
   for (const Fill& f : fills) {
     const auto fn = f.fn;
     const char* name = f.name;

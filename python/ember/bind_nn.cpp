@@ -254,7 +254,8 @@ void bind_modules(nb::module_& m, nb::module_& nn_m) {
   nn_m.def("flatten", [](int64_t s, int64_t e) -> P { return std::make_shared<nn::Flatten>(s, e); }, "start_dim"_a,
            "end_dim"_a, doc::nn_Flatten);
   nn_m.def("relu", []() -> P { return std::make_shared<nn::ReLU>(); }, doc::nn_ReLU);
-  nn_m.def("gelu", [](bool tanh) -> P { return std::make_shared<nn::GELU>(tanh); }, "tanh_approximation"_a, doc::nn_GELU);
+  nn_m.def("gelu", [](bool tanh) -> P { return std::make_shared<nn::GELU>(tanh); }, "tanh_approximation"_a,
+           doc::nn_GELU);
   nn_m.def("silu", []() -> P { return std::make_shared<nn::SiLU>(); }, doc::nn_SiLU);
   nn_m.def("multihead_attention",
            [](int64_t e, int64_t h, bool bias) -> P { return std::make_shared<nn::MultiheadAttention>(e, h, bias); },
@@ -318,7 +319,8 @@ void bind_init(nb::module_& nn_m) {
            "a"_a, "b"_a, "generator"_a.none(), doc::nn_init_uniform_);
   nn_m.def("normal_", [](Tensor t, double mean, double std, Generator* g) { return normal_(t, mean, std, g); },
            "tensor"_a, "mean"_a, "std"_a, "generator"_a.none(), doc::nn_init_normal_);
-  nn_m.def("constant_", [](Tensor t, double v) { return constant_(t, v); }, "tensor"_a, "val"_a, doc::nn_init_constant_);
+  nn_m.def("constant_", [](Tensor t, double v) { return constant_(t, v); }, "tensor"_a, "val"_a,
+           doc::nn_init_constant_);
   nn_m.def("kaiming_uniform_",
            [](Tensor t, double a, const std::string& mode, const std::string& nl, Generator* g) {
              return kaiming_uniform_(t, a, fan_mode(mode), nl, g);
