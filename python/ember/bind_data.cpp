@@ -64,7 +64,7 @@ data::ImageFolder& image_folder(Dataset& d) {
 }  // namespace
 
 void bind_data(nb::module_& m) {
-  nb::class_<Dataset>(m, "_Dataset", "One of ember's C++ data sets; ember.datasets' classes wrap it.")
+  nb::class_<Dataset>(m, "_Dataset", doc::data_Dataset)
       .def("__len__", &Dataset::size)
       .def(
           "get_batch",
@@ -78,7 +78,7 @@ void bind_data(nb::module_& m) {
           },
           "indices"_a, "seed"_a = 0, "epoch"_a = 0,
           "(images, labels) of the examples at indices, as epoch `epoch` of a loader seeded with `seed` sees them.")
-      .def("bad_examples", &Dataset::bad_examples, "Bad files replaced so far (ImageFolder's skip_bad_images).")
+      .def("bad_examples", &Dataset::bad_examples, doc::data_Dataset_bad_examples)
       .def("classes", [](Dataset& d) { return image_folder(d).classes(); }, "An ImageFolder's class names, sorted.")
       .def(
           "samples",
@@ -91,9 +91,9 @@ void bind_data(nb::module_& m) {
 
   using P = std::shared_ptr<Dataset>;
   m.def("_fashion_mnist", [](const std::string& dir, bool train) -> P { return std::make_shared<data::FashionMNIST>(dir, train); },
-        "root"_a, "train"_a, "Fashion-MNIST (or MNIST) from root; DataError naming a missing or bad file.");
+        "root"_a, "train"_a, doc::data_FashionMNIST);
   m.def("_cifar10", [](const std::string& dir, bool train) -> P { return std::make_shared<data::CIFAR10>(dir, train); },
-        "root"_a, "train"_a, "CIFAR-10's binary version from root.");
+        "root"_a, "train"_a, doc::data_CIFAR10);
   m.def("_image_tensor_dataset",
         [](Tensor images, Tensor labels, int64_t keep) -> P {
           auto d = std::make_shared<data::TensorDataset>(images, labels);
@@ -107,7 +107,7 @@ void bind_data(nb::module_& m) {
           if (!t) throw ValueError("truncate: only in-memory data sets (Fashion-MNIST, CIFAR-10) can be cut");
           t->truncate(n);
         },
-        "dataset"_a, "n"_a, "Keeps the first n examples of an in-memory data set.");
+        "dataset"_a, "n"_a, doc::data_TensorDataset_truncate);
   m.def("_image_folder",
         [](const std::string& root, bool train, int64_t size, int64_t resize, std::pair<double, double> scale,
            std::pair<double, double> ratio, double flip_p, std::array<float, 3> mean, std::array<float, 3> stddev,
@@ -120,8 +120,7 @@ void bind_data(nb::module_& m) {
         "root"_a, "train"_a, "size"_a, "resize"_a, "scale"_a, "ratio"_a, "flip_p"_a, "mean"_a, "std"_a, "dtype"_a,
         "channels_last"_a, "skip_bad_images"_a, "Image files in class folders, decoded and transformed per batch.");
 
-  m.def("_permutation", &data::permutation, "n"_a, "seed"_a, "epoch"_a,
-        "The seeded permutation of 0..n-1 the C++ loader shuffles with.");
+  m.def("_permutation", &data::permutation, "n"_a, "seed"_a, "epoch"_a, doc::data_permutation);
   m.def("_distributed_sampler_indices",
         [](int64_t size, int64_t epoch, int rank, int world_size, bool shuffle, uint64_t seed, bool drop_last) {
           return data::distributed_sampler({rank, world_size, shuffle, seed, drop_last})(size, epoch);
@@ -153,7 +152,7 @@ void bind_data(nb::module_& m) {
           },
           "dataset"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "drop_last"_a, "num_workers"_a, "prefetch_factor"_a,
           "distributed"_a.none(), "transforms"_a.none(), "pin_memory"_a, nb::keep_alive<1, 2>())
-      .def("__len__", &data::DataLoader::size, "Batches per epoch.")
+      .def("__len__", &data::DataLoader::size, doc::data_DataLoader_size)
       .def(
           "next",
           [](data::DataLoader& l) -> nb::object {
@@ -166,13 +165,13 @@ void bind_data(nb::module_& m) {
             return batch_tuple(*b);
           },
           "The next batch (images, labels) of the current epoch, or None when it is done.")
-      .def("set_epoch", &data::DataLoader::set_epoch, "epoch"_a, "Starts epoch e from its first batch.")
+      .def("set_epoch", &data::DataLoader::set_epoch, "epoch"_a, doc::data_DataLoader_set_epoch)
       .def("position",
            [](const data::DataLoader& l) { return nb::make_tuple(l.position().epoch, l.position().batch); },
            "(epoch, next batch).")
       .def("set_position", [](data::DataLoader& l, int64_t e, int64_t b) { l.set_position({e, b}); }, "epoch"_a,
            "batch"_a, "Goes to a saved position.")
-      .def("epoch_order", &data::DataLoader::epoch_order, "epoch"_a, "The example indices of every batch of epoch.");
+      .def("epoch_order", &data::DataLoader::epoch_order, "epoch"_a, doc::data_DataLoader_epoch_order);
 }
 
 }  // namespace ember::python

@@ -138,14 +138,14 @@ void bind_groups(nb::module_& m) {
             w.wait(t);
             return true;
           },
-          "timeout"_a.none() = nb::none(), "Waits until it finished (DistributedError on failure or timeout).")
-      .def("is_completed", &dist::Work::is_completed, "Whether it finished, without waiting.");
+          "timeout"_a.none() = nb::none(), doc::dist_Work_wait)
+      .def("is_completed", &dist::Work::is_completed, doc::dist_Work_is_completed);
 
   nb::class_<ProcessGroup>(m, "_ProcessGroup", "A process group; ember.distributed holds the default one.")
-      .def("rank", &ProcessGroup::rank, "This process's rank.")
-      .def("size", &ProcessGroup::size, "The number of ranks.")
-      .def("backend", &ProcessGroup::backend_name, "'gloo' or 'nccl'.")
-      .def("device", &ProcessGroup::device, "Where its tensors live.")
+      .def("rank", &ProcessGroup::rank, doc::dist_ProcessGroup_rank)
+      .def("size", &ProcessGroup::size, doc::dist_ProcessGroup_size)
+      .def("backend", &ProcessGroup::backend_name, doc::dist_ProcessGroup_backend_name)
+      .def("device", &ProcessGroup::device, doc::dist_ProcessGroup_device)
       .def("timeout_s", [](const ProcessGroup& g) { return g.timeout().count() / 1000.0; },
            "The bound of each collective, in seconds.")
       .def("set_timeout_s", [](ProcessGroup& g, double s) { g.set_timeout(millis(s)); }, "seconds"_a,
@@ -155,13 +155,13 @@ void bind_groups(nb::module_& m) {
           [](ProcessGroup& g, const Tensor& t, const std::string& op, bool async_op, std::optional<double> timeout) {
             return finish(g.all_reduce_async(t, reduce_op(op), collective(timeout)), async_op);
           },
-          "tensor"_a, "op"_a, "async_op"_a, "timeout"_a.none(), "Reduces tensor over the ranks in place.")
+          "tensor"_a, "op"_a, "async_op"_a, "timeout"_a.none(), doc::dist_ProcessGroup_all_reduce_async)
       .def(
           "broadcast",
           [](ProcessGroup& g, const Tensor& t, int src, bool async_op, std::optional<double> timeout) {
             return finish(g.broadcast_async(t, src, collective(timeout)), async_op);
           },
-          "tensor"_a, "src"_a, "async_op"_a, "timeout"_a.none(), "Copies rank src's tensor into tensor on every rank.")
+          "tensor"_a, "src"_a, "async_op"_a, "timeout"_a.none(), doc::dist_ProcessGroup_broadcast_async)
       .def(
           "all_gather",
           [](ProcessGroup& g, const std::vector<Tensor>& outputs, const Tensor& input, bool async_op,
@@ -181,26 +181,25 @@ void bind_groups(nb::module_& m) {
              std::optional<double> timeout) {
             return finish(g.reduce_scatter_async(output, input, reduce_op(op), collective(timeout)), async_op);
           },
-          "output"_a, "input"_a, "op"_a, "async_op"_a, "timeout"_a.none(),
-          "Reduces input over the ranks; rank r keeps the r-th slice in output.")
+          "output"_a, "input"_a, "op"_a, "async_op"_a, "timeout"_a.none(), doc::dist_ProcessGroup_reduce_scatter_async)
       .def(
           "send",
           [](ProcessGroup& g, const Tensor& t, int dst, int tag, bool async_op, std::optional<double> timeout) {
             return finish(g.send_async(t, dst, tag, collective(timeout)), async_op);
           },
-          "tensor"_a, "dst"_a, "tag"_a, "async_op"_a, "timeout"_a.none(), "Sends tensor to rank dst.")
+          "tensor"_a, "dst"_a, "tag"_a, "async_op"_a, "timeout"_a.none(), doc::dist_ProcessGroup_send_async)
       .def(
           "recv",
           [](ProcessGroup& g, const Tensor& t, int src, int tag, bool async_op, std::optional<double> timeout) {
             return finish(g.recv_async(t, src, tag, collective(timeout)), async_op);
           },
-          "tensor"_a, "src"_a, "tag"_a, "async_op"_a, "timeout"_a.none(), "Receives into tensor from rank src.")
+          "tensor"_a, "src"_a, "tag"_a, "async_op"_a, "timeout"_a.none(), doc::dist_ProcessGroup_recv_async)
       .def(
           "barrier",
           [](ProcessGroup& g, bool async_op, std::optional<double> timeout) {
             return finish(g.barrier_async(collective(timeout)), async_op);
           },
-          "async_op"_a, "timeout"_a.none(), "Returns once every rank reached it.");
+          "async_op"_a, "timeout"_a.none(), doc::dist_ProcessGroup_barrier_async);
 
   m.def(
       "_init_process_group",
@@ -241,7 +240,7 @@ void bind_wrappers(nb::module_& m) {
         return std::make_shared<dist::DistributedDataParallel>(u, group, o);
       },
       "module"_a, "process_group"_a, "bucket_cap_mb"_a, "first_bucket_mb"_a, "find_unused_parameters"_a,
-      "broadcast_buffers"_a, "use_ring"_a.none(), "dist::DistributedDataParallel over module (a C++ module handle).");
+      "broadcast_buffers"_a, "use_ring"_a.none(), doc::dist_DistributedDataParallel_DistributedDataParallel);
   m.def(
       "_ddp_no_sync",
       [](nn::Module& ddp) {
@@ -280,21 +279,20 @@ void bind_wrappers(nb::module_& m) {
             nb::gil_scoped_release release;
             z.step();
           },
-          "Steps this rank's pieces with the averaged gradients, then gathers the updated parameters.")
-      .def("zero_grad", &dist::ZeroOptimizer::zero_grad, "Sets the pieces' gradients to None.")
+          doc::dist_ZeroOptimizer_step)
+      .def("zero_grad", &dist::ZeroOptimizer::zero_grad, doc::dist_ZeroOptimizer_zero_grad)
       .def(
           "clip_grad_norm_",
           [](dist::ZeroOptimizer& z, double max_norm) {
             nb::gil_scoped_release release;
             return z.clip_grad_norm_(max_norm);
           },
-          "max_norm"_a, "Clips every rank's gradients together; returns the global norm before.")
-      .def("inner", &dist::ZeroOptimizer::inner, nb::rv_policy::reference_internal,
-           "The optimizer over this rank's pieces (what a scheduler drives).")
-      .def("pieces", [](dist::ZeroOptimizer& z) { return z.partition().pieces(); }, "This rank's pieces.")
+          "max_norm"_a, doc::dist_ZeroOptimizer_clip_grad_norm_)
+      .def("inner", &dist::ZeroOptimizer::inner, nb::rv_policy::reference_internal, doc::dist_ZeroOptimizer_inner)
+      .def("pieces", [](dist::ZeroOptimizer& z) { return z.partition().pieces(); }, doc::dist_ZeroPartition_pieces)
       .def("units", [](dist::ZeroOptimizer& z) { return units_of(z.partition()); }, "The partition's units.")
       .def("memory", [](dist::ZeroOptimizer& z) { return memory_of(z.partition()); }, "Bytes this rank holds.")
-      .def("stage", [](dist::ZeroOptimizer& z) { return z.partition().stage(); }, "The ZeRO stage.")
+      .def("stage", [](dist::ZeroOptimizer& z) { return z.partition().stage(); }, doc::dist_ZeroPartition_stage)
       .def(
           "no_sync",
           [](dist::ZeroOptimizer& z) {
@@ -335,17 +333,17 @@ void bind_wrappers(nb::module_& m) {
             nb::gil_scoped_release release;
             d.step();
           },
-          "Steps the optimizer with the averaged gradients.")
-      .def("zero_grad", &dist::DataParallel::zero_grad, "Sets the gradients to None.")
+          doc::dist_DataParallel_step)
+      .def("zero_grad", &dist::DataParallel::zero_grad, doc::dist_DataParallel_zero_grad)
       .def(
           "clip_grad_norm_",
           [](dist::DataParallel& d, double max_norm) {
             nb::gil_scoped_release release;
             return d.clip_grad_norm_(max_norm);
           },
-          "max_norm"_a, "Clips the whole model's gradient across the ranks; returns the norm before.")
+          "max_norm"_a, doc::dist_DataParallel_clip_grad_norm_)
       .def("optimizer", &dist::DataParallel::optimizer, nb::rv_policy::reference_internal,
-           "The optimizer that steps (under ZeRO, over this rank's pieces).")
+           doc::dist_DataParallel_optimizer)
       .def("strategy", [](const dist::DataParallel& d) { return std::string(dist::strategy_name(d.strategy())); },
            "'ddp', 'zero1', 'zero2' or 'zero3'.")
       .def(
