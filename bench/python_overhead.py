@@ -201,22 +201,33 @@ def measure(args):
 
 
 def table(rows, threads):
-    """Markdown: each side's median, and the ratios the targets are stated in."""
+    """Markdown: each side's median and range, and the ratios the targets are stated in, of the medians and
+    of the best runs (noise on a shared machine only ever slows a run down)."""
     lines = ["| case | C++ | Python | PyTorch | Python against C++ | Python against PyTorch |",
-             "|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|", ]
     for row in rows:
-        m, key = row["medians"], row["measure"]
-        torch_value = m.get("PyTorch")
-        if key == "us":  # lower is better: what Python adds to the call, and the ratio of the costs
-            against_cpp = f"+{m['Python'] - m['C++']:.2f} us"
-            against_torch = f"{m['Python'] / torch_value:.2f}x the time" if torch_value else "-"
-        else:
-            against_cpp = f"{m['Python'] / m['C++']:.3f}x"
-            against_torch = f"{m['Python'] / torch_value:.2f}x" if torch_value else "-"
-        cell = lambda v: f"{v:.4g} {key}" if v is not None else "none"
-        lines.append(f"| {row['name']} | {cell(m['C++'])} | {cell(m['Python'])} | {cell(torch_value)} | "
-                     f"{against_cpp} | {against_torch} |")
-    return "\n".join(lines) + (f"\n\n{threads} threads each; medians of rotating runs, each in a fresh process.\n")
+        key, samples = row["measure"], row["samples"]
+        lower_is_better = key == "us"
+        stats = {"median": row["medians"],
+                 "best": {side: (min if lower_is_better else max)(values) for side, values in samples.items()}}
+
+        def against(other):
+            if other not in samples:
+                return "-"
+            if lower_is_better and other == "C++":  # what Python adds to the call
+                return " / ".join(f"+{s['Python'] - s[other]:.2f} us" for s in stats.values())
+            return " / ".join(f"{s['Python'] / s[other]:.2f}x" for s in stats.values()) + (
+                " the time" if lower_is_better else "")
+
+        def cell(side):
+            if side not in samples:
+                return "none"
+            return f"{row['medians'][side]:.4g} ({min(samples[side]):.4g}-{max(samples[side]):.4g}) {key}"
+
+        lines.append(f"| {row['name']} | {cell('C++')} | {cell('Python')} | {cell('PyTorch')} | "
+                     f"{against('C++')} | {against('PyTorch')} |")
+    return "\n".join(lines) + (f"\n\n{threads} threads each; median (range) of rotating runs, each in a fresh "
+                                "process; the comparisons are of the medians / of the best runs.\n")
 
 
 def main():
@@ -238,6 +249,7 @@ def main():
     report = table(rows, args.threads)
     print(report)
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"rows": rows, "threads": args.threads, "torch_python": torch_python}, indent=1))
 
 
