@@ -51,6 +51,7 @@ def test_vit_tiny_forward_backward_and_names():
         assert name in keys, name
     assert model.blocks[1].attn.num_heads == 3 and model.patch_embed.num_patches == 4
     assert model.pos_embed.shape == (1, 5, 192)
+    assert (model.embed_dim, model.num_features, model.num_classes, model.num_prefix_tokens) == (192, 192, 5, 1)
 
 
 def test_model_names():

@@ -57,6 +57,10 @@ class VisionTransformer(_CppModule):
                  num_heads=12, mlp_ratio=4.0, eps=1e-6):
         _CppModule.__init__(self, _nn.vit(image_size, patch_size, in_channels, num_classes, embed_dim, depth,
                                           num_heads, mlp_ratio, eps))
+        # timm's attributes, which code around a ViT reads (a new head's in_features is num_features).
+        self.num_classes = num_classes
+        self.embed_dim = self.num_features = embed_dim
+        self.num_prefix_tokens = 1  # the class token
 
 
 def vit_tiny(**kwargs):
