@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include "autograd/grad_mode.h"
 #include "tensor/error.h"
@@ -50,6 +51,32 @@ void Module::register_child(const std::string& name, std::shared_ptr<Module> m) 
   check_name(name, "module");
   if (!m) throw ValueError("register_module: '" + name + "' is null");
   children_.emplace_back(name, std::move(m));
+}
+
+std::shared_ptr<Module> Module::replace_module(const std::string& name, std::shared_ptr<Module> m) {
+  auto slot = std::find_if(children_.begin(), children_.end(), [&](const auto& c) { return c.first == name; });
+  if (slot == children_.end()) {
+    std::string names;
+    for (const auto& [n, c] : children_) names += (names.empty() ? "" : ", ") + n;
+    throw ValueError("replace_module: " + this->name() + " has no child '" + name + "' (its children: " +
+                     (names.empty() ? "none" : names) + ")");
+  }
+  if (!m) throw ValueError("replace_module: the new " + this->name() + "." + name + " is null");
+  rebind_child(name, m);  // may refuse: nothing has changed yet
+  return std::exchange(slot->second, std::move(m));
+}
+
+void Module::rebind_child(const std::string& name, const std::shared_ptr<Module>&) {
+  throw NotImplementedError("replace_module: " + this->name() + " cannot replace its child '" + name +
+                            "' (it keeps pointers to its children that it does not update)");
+}
+
+void Module::throw_wrong_child_type(const std::string& name, const std::string& got, std::string expected) const {
+  if (expected.empty())  // the type of the child being replaced
+    for (const auto& [n, c] : children_)
+      if (n == name) expected = c->name();
+  throw ValueError("replace_module: " + this->name() + "." + name + " must be a " + expected +
+                   " (the forward calls it as one), got a " + got);
 }
 
 void Module::collect_params(const std::string& prefix, bool recurse,
@@ -330,7 +357,22 @@ Tensor Sequential::forward(const Tensor& x) {
   return y;
 }
 
+namespace {
+// The index of child `name` of a container ("0", "1", ...).
+size_t child_index(const std::string& name) { return static_cast<size_t>(std::stoull(name)); }
+}  // namespace
+
+void Sequential::rebind_child(const std::string& name, const std::shared_ptr<Module>& m) {
+  auto layer = std::dynamic_pointer_cast<UnaryModule>(m);
+  if (!layer) throw_wrong_child_type(name, m->name(), "module with a forward of one tensor (a UnaryModule)");
+  layers_[child_index(name)] = std::move(layer);
+}
+
 // ---- ModuleList
+
+void ModuleList::rebind_child(const std::string& name, const std::shared_ptr<Module>& m) {
+  items_[child_index(name)] = m;
+}
 
 void ModuleList::append(std::shared_ptr<Module> m) {
   register_child(std::to_string(items_.size()), m);

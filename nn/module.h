@@ -79,6 +79,12 @@ class Module : public std::enable_shared_from_this<Module> {
     register_child(name, m);
     return m;
   }
+  /// Puts `m` in the place of child `name` and returns the child it replaces (PyTorch's
+  /// `model.fc = nn.Linear(512, 3)`; libtorch's replace_module). The module's forward calls `m`
+  /// from then on; optimizers made before still hold the old child's parameters. ValueError when
+  /// there is no child `name`, m is null, or m is not of the type the forward calls there (a
+  /// ResNet's fc must be a Linear); nothing changes then.
+  std::shared_ptr<Module> replace_module(const std::string& name, std::shared_ptr<Module> m);
 
   /// Parameters of this module, then (recurse) of its children depth first, each in registration
   /// order as PyTorch lists them; a shared tensor once; dotted names ("layer1.0.conv1.weight").
@@ -144,6 +150,27 @@ class Module : public std::enable_shared_from_this<Module> {
  protected:
   /// Stores child `m` under `name` (register_module for any module type).
   void register_child(const std::string& name, std::shared_ptr<Module> m);
+  /// replace_module's part in a module that keeps its own pointers to its children (the typed
+  /// members its forward calls): point the one of child `name` at `m`, or throw ValueError when m
+  /// cannot serve there. Runs before the child is swapped, so a refusal changes nothing. The
+  /// default refuses every child (NotImplementedError): a module that keeps no such pointers, or
+  /// keeps them up to date here, overrides it.
+  virtual void rebind_child(const std::string& name, const std::shared_ptr<Module>& m);
+  /// For rebind_child: when `name` is `child`, points `member` at `m` as a T (ValueError naming both
+  /// types when m is not one) and returns true; otherwise false.
+  template <class T>
+  bool rebind(const std::string& name, const char* child, const std::shared_ptr<Module>& m,
+              std::shared_ptr<T>& member) const {
+    if (name != child) return false;
+    auto typed = std::dynamic_pointer_cast<T>(m);
+    if (!typed) throw_wrong_child_type(name, m->name());
+    member = std::move(typed);
+    return true;
+  }
+  /// The ValueError of a replacement child of type `got` that the forward cannot call at `name`,
+  /// which must be an `expected` (by default the type of the child there now).
+  [[noreturn]] void throw_wrong_child_type(const std::string& name, const std::string& got,
+                                           std::string expected = "") const;
   /// Whether any forward hook is registered.
   bool has_forward_hooks() const { return hooks_ && (!hooks_->pre.empty() || !hooks_->post.empty()); }
   void run_forward_pre_hooks(const Tensor& input);  ///< Runs the pre-hooks on `input`, in registration order.
@@ -222,6 +249,8 @@ class Sequential : public UnaryModule {
   std::vector<std::shared_ptr<UnaryModule>> layers_;
  protected:
   Tensor forward(const Tensor& x) override;                        ///< x through every child in order.
+  /// Child i ("i") may become any UnaryModule.
+  void rebind_child(const std::string& name, const std::shared_ptr<Module>& m) override;
 };
 
 /// Holds modules by index ("0", "1", ...) with no forward of its own.
@@ -249,6 +278,9 @@ class ModuleList : public Module {
   void append(std::shared_ptr<Module> m);
   [[noreturn]] void throw_wrong_type(size_t i) const;
   std::vector<std::shared_ptr<Module>> items_;
+ protected:
+  /// Module i ("i") may become any module (at() checks the type where it is used).
+  void rebind_child(const std::string& name, const std::shared_ptr<Module>& m) override;
 };
 
 }  // namespace ember::nn

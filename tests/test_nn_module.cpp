@@ -433,6 +433,46 @@ TEST_CASE("models: parameter counts match torchvision and timm") {
   CHECK(r50->fc->in_features == 2048);
 }
 
+TEST_CASE("module: replace_module puts a new child where the forward calls it, or changes nothing") {
+  manual_seed(0);
+  auto r = nn::resnet18({.num_classes = 10, .small_input = true});
+  const Tensor x = randn({2, 3, 8, 8});
+  auto head = std::make_shared<nn::Linear>(512, 3);
+  auto old = r->replace_module("fc", head);
+  CHECK(old->name() == "Linear");
+  CHECK(r->fc == head);
+  CHECK((*r)(x).shape() == Shape{2, 3});  // the forward calls the new head
+  const auto params = r->named_parameters();
+  CHECK(params.back().first == "fc.bias");
+  CHECK(params[params.size() - 2].second.is_same(head->weight));  // parameters() finds it by the same name
+  CHECK(r->state_dict().at("fc.weight").shape() == Shape{3, 512});
+
+  // A child of another type than the forward calls: a ValueError naming both, and nothing changed.
+  const std::string wrong = error_of([&] { r->replace_module("fc", std::make_shared<nn::ReLU>()); });
+  CHECK(wrong.find("ResNet.fc must be a Linear") != std::string::npos);
+  CHECK(wrong.find("got a ReLU") != std::string::npos);
+  CHECK(r->fc == head);
+  CHECK(r->named_children().back().second == head);
+  CHECK(error_of([&] { r->replace_module("head", head); }).find("no child 'head' (its children: conv1, bn1") !=
+        std::string::npos);
+  CHECK_THROWS_AS(r->replace_module("fc", nullptr), ValueError);
+
+  // Containers: a Sequential takes any one-input module, a ModuleList any module.
+  auto stage = r->layer4;
+  stage->replace_module("1", std::make_shared<nn::Identity>());
+  CHECK((*stage)[1]->name() == "Identity");
+  CHECK((*r)(x).shape() == Shape{2, 3});
+  auto vit = nn::vit_tiny({.image_size = 16, .patch_size = 8, .num_classes = 4, .depth = 2});
+  vit->blocks->replace_module("1", std::make_shared<nn::Identity>());
+  vit->replace_module("head", std::make_shared<nn::Linear>(192, 7));
+  CHECK((*vit)(randn({2, 3, 16, 16})).shape() == Shape{2, 7});
+
+  // A module that keeps its own pointers and does not say how to update them refuses.
+  Net net;
+  CHECK_THROWS_AS(net.replace_module("fc1", std::make_shared<nn::Linear>(4, 3)), NotImplementedError);
+  CHECK(net.named_children().front().second == net.fc1);
+}
+
 TEST_CASE("models: SmallCNN forward and backward") {
   manual_seed(1);
   nn::SmallCNN net;

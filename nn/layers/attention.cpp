@@ -60,4 +60,8 @@ Tensor MultiheadAttention::forward(const Tensor& q_in, const Tensor& k_in, const
   return (*out_proj)(reshape(out, {B, L, E}));
 }
 
+void MultiheadAttention::rebind_child(const std::string& n, const std::shared_ptr<Module>& m) {
+  if (!rebind(n, "out_proj", m, out_proj)) Module::rebind_child(n, m);
+}
+
 }  // namespace ember::nn

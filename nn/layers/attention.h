@@ -18,7 +18,6 @@ class MultiheadAttention : public UnaryModule {
   /// disagree. attn_mask (L, S) or (B*heads or B, 1.., L, S), broadcast over the scores: bool (true =
   /// masked out) or floating (added to the scores).
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask = {});
-  /// Self-attention: forward(x, x, x).
   /// PyTorch's init: in_proj_weight xavier_uniform_, the biases 0 (out_proj's weight as Linear's).
   void reset_parameters();
 
@@ -30,7 +29,9 @@ class MultiheadAttention : public UnaryModule {
   /// @}
   std::shared_ptr<Linear> out_proj;  ///< (E, E) output projection
  protected:
-  Tensor forward(const Tensor& x) override { return forward(x, x, x); }
+  Tensor forward(const Tensor& x) override { return forward(x, x, x); }  ///< Self-attention: forward(x, x, x).
+  /// replace_module: a child may become another module of its type.
+  void rebind_child(const std::string& name, const std::shared_ptr<Module>& m) override;
 };
 
 }  // namespace ember::nn

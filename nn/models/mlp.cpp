@@ -34,4 +34,11 @@ Tensor SmallCNN::forward(const Tensor& x) {
   return (*fc2)(relu((*fc1)(flatten(y, 1))));
 }
 
+void SmallCNN::rebind_child(const std::string& n, const std::shared_ptr<Module>& m) {
+  if (!(rebind(n, "conv1", m, conv1) || rebind(n, "bn1", m, bn1) || rebind(n, "conv2", m, conv2) ||
+        rebind(n, "bn2", m, bn2) || rebind(n, "pool", m, pool) || rebind(n, "fc1", m, fc1) ||
+        rebind(n, "fc2", m, fc2)))
+    Module::rebind_child(n, m);
+}
+
 }  // namespace ember::nn

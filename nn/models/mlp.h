@@ -37,6 +37,8 @@ class SmallCNN : public UnaryModule {
   /// @}
  protected:
   Tensor forward(const Tensor& x) override;  ///< (N, in_channels, image_size, image_size) -> (N, num_classes) logits
+  /// replace_module: a child may become another module of its type.
+  void rebind_child(const std::string& name, const std::shared_ptr<Module>& m) override;
 };
 
 }  // namespace ember::nn

@@ -30,6 +30,12 @@ Tensor BasicBlock::forward(const Tensor& x) {
   return relu(out + (downsample ? (*downsample)(x) : x));
 }
 
+void BasicBlock::rebind_child(const std::string& n, const std::shared_ptr<Module>& m) {
+  if (!(rebind(n, "conv1", m, conv1) || rebind(n, "bn1", m, bn1) || rebind(n, "conv2", m, conv2) ||
+        rebind(n, "bn2", m, bn2) || rebind(n, "downsample", m, downsample)))
+    Module::rebind_child(n, m);
+}
+
 Bottleneck::Bottleneck(int64_t inplanes, int64_t planes, int64_t stride, std::shared_ptr<Sequential> ds) {
   conv1 = register_module("conv1", conv1x1(inplanes, planes));
   bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(planes));
@@ -45,6 +51,13 @@ Tensor Bottleneck::forward(const Tensor& x) {
   out = relu((*bn2)((*conv2)(out)));
   out = (*bn3)((*conv3)(out));
   return relu(out + (downsample ? (*downsample)(x) : x));
+}
+
+void Bottleneck::rebind_child(const std::string& n, const std::shared_ptr<Module>& m) {
+  if (!(rebind(n, "conv1", m, conv1) || rebind(n, "bn1", m, bn1) || rebind(n, "conv2", m, conv2) ||
+        rebind(n, "bn2", m, bn2) || rebind(n, "conv3", m, conv3) || rebind(n, "bn3", m, bn3) ||
+        rebind(n, "downsample", m, downsample)))
+    Module::rebind_child(n, m);
 }
 
 ResNet::ResNet(ResNetBlock block, std::array<int64_t, 4> layers, const ResNetOptions& opts) {
@@ -99,6 +112,13 @@ Tensor ResNet::forward(const Tensor& x) {
   if (maxpool) y = (*maxpool)(y);
   y = (*layer4)((*layer3)((*layer2)((*layer1)(y))));
   return (*fc)(flatten((*avgpool)(y), 1));
+}
+
+void ResNet::rebind_child(const std::string& n, const std::shared_ptr<Module>& m) {
+  if (!(rebind(n, "conv1", m, conv1) || rebind(n, "bn1", m, bn1) || rebind(n, "maxpool", m, maxpool) ||
+        rebind(n, "layer1", m, layer1) || rebind(n, "layer2", m, layer2) || rebind(n, "layer3", m, layer3) ||
+        rebind(n, "layer4", m, layer4) || rebind(n, "avgpool", m, avgpool) || rebind(n, "fc", m, fc)))
+    Module::rebind_child(n, m);
 }
 
 std::shared_ptr<ResNet> resnet18(const ResNetOptions& o) {

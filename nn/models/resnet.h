@@ -33,6 +33,8 @@ class BasicBlock : public UnaryModule {
   std::shared_ptr<Sequential> downsample;  ///< null when the shortcut is the identity
  protected:
   Tensor forward(const Tensor& x) override;
+  /// replace_module: a child may become another module of its type.
+  void rebind_child(const std::string& name, const std::shared_ptr<Module>& m) override;
 };
 
 /// ResNet-50's block: 1x1 down, 3x3 (with the stride, torchvision's v1.5), 1x1 up to 4 x planes.
@@ -51,6 +53,8 @@ class Bottleneck : public UnaryModule {
   std::shared_ptr<Sequential> downsample;  ///< null when the shortcut is the identity
  protected:
   Tensor forward(const Tensor& x) override;
+  /// replace_module: a child may become another module of its type.
+  void rebind_child(const std::string& name, const std::shared_ptr<Module>& m) override;
 };
 
 /// The block a ResNet stacks: BasicBlock or Bottleneck.
@@ -78,6 +82,8 @@ class ResNet : public UnaryModule {
   int64_t inplanes_ = 64;
  protected:
   Tensor forward(const Tensor& x) override;  ///< (N, in_channels, H, W) -> (N, num_classes) logits
+  /// replace_module: a child may become another module of its type.
+  void rebind_child(const std::string& name, const std::shared_ptr<Module>& m) override;
 };
 
 std::shared_ptr<ResNet> resnet18(const ResNetOptions& opts = {});  ///< ResNet-18: BasicBlocks {2, 2, 2, 2}.

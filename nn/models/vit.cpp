@@ -18,10 +18,18 @@ Tensor PatchEmbed::forward(const Tensor& x) {
   return flatten((*proj)(x), 2).transpose(1, 2);  // (B, E, h, w) -> (B, h*w, E)
 }
 
+void PatchEmbed::rebind_child(const std::string& n, const std::shared_ptr<Module>& m) {
+  if (!rebind(n, "proj", m, proj)) Module::rebind_child(n, m);
+}
+
 ViTMlp::ViTMlp(int64_t dim, int64_t hidden) {
   fc1 = register_module("fc1", std::make_shared<Linear>(dim, hidden));
   act = register_module("act", std::make_shared<GELU>());
   fc2 = register_module("fc2", std::make_shared<Linear>(hidden, dim));
+}
+
+void ViTMlp::rebind_child(const std::string& n, const std::shared_ptr<Module>& m) {
+  if (!(rebind(n, "fc1", m, fc1) || rebind(n, "act", m, act) || rebind(n, "fc2", m, fc2))) Module::rebind_child(n, m);
 }
 
 ViTBlock::ViTBlock(int64_t dim, int64_t heads, double mlp_ratio, double eps) {
@@ -34,6 +42,12 @@ ViTBlock::ViTBlock(int64_t dim, int64_t heads, double mlp_ratio, double eps) {
 Tensor ViTBlock::forward(const Tensor& x) {
   Tensor y = x + (*attn)((*norm1)(x));
   return y + (*mlp)((*norm2)(y));
+}
+
+void ViTBlock::rebind_child(const std::string& n, const std::shared_ptr<Module>& m) {
+  if (!(rebind(n, "norm1", m, norm1) || rebind(n, "attn", m, attn) || rebind(n, "norm2", m, norm2) ||
+        rebind(n, "mlp", m, mlp)))
+    Module::rebind_child(n, m);
 }
 
 VisionTransformer::VisionTransformer(const ViTOptions& o) : options(o) {
@@ -57,9 +71,15 @@ Tensor VisionTransformer::forward(const Tensor& x) {
     throw ShapeError("VisionTransformer: input " + to_string(x.shape()) + " gives " + std::to_string(t.size(1)) +
                      " patches, the model was built for " + std::to_string(pos_embed.size(1) - 1));
   t = cat({expand(cls_token, {B, 1, options.embed_dim}), t}, 1) + pos_embed;  // (B, N + 1, E)
-  for (const auto& b : *blocks) t = (*std::static_pointer_cast<ViTBlock>(b))(t);
+  for (size_t i = 0; i < blocks->size(); ++i) t = (*blocks->at<UnaryModule>(i))(t);  // a replaced block: any UnaryModule
   t = (*norm)(t);
   return (*head)(select(t, 1, 0));  // the class token
+}
+
+void VisionTransformer::rebind_child(const std::string& n, const std::shared_ptr<Module>& m) {
+  if (!(rebind(n, "patch_embed", m, patch_embed) || rebind(n, "blocks", m, blocks) || rebind(n, "norm", m, norm) ||
+        rebind(n, "head", m, head)))
+    Module::rebind_child(n, m);
 }
 
 namespace {

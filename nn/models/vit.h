@@ -34,6 +34,8 @@ class PatchEmbed : public UnaryModule {
   std::shared_ptr<Conv2d> proj;              ///< Conv2d patch x patch with stride patch
  protected:
   Tensor forward(const Tensor& x) override;  ///< (B, C, H, W) -> (B, N, E)
+  /// replace_module: a child may become another module of its type.
+  void rebind_child(const std::string& name, const std::shared_ptr<Module>& m) override;
 };
 
 /// A block's MLP: fc1, GELU, fc2 (timm's Mlp).
@@ -47,6 +49,8 @@ class ViTMlp : public UnaryModule {
   std::shared_ptr<GELU> act;  ///< exact GELU
  protected:
   Tensor forward(const Tensor& x) override { return (*fc2)((*act)((*fc1)(x))); }  ///< fc2(act(fc1(x))).
+  /// replace_module: a child may become another module of its type.
+  void rebind_child(const std::string& name, const std::shared_ptr<Module>& m) override;
 };
 
 /// A pre-norm transformer block (timm's Block).
@@ -62,6 +66,8 @@ class ViTBlock : public UnaryModule {
   std::shared_ptr<ViTMlp> mlp;               ///< the MLP
  protected:
   Tensor forward(const Tensor& x) override;  ///< x + attn(norm1(x)), then + mlp(norm2(.))
+  /// replace_module: a child may become another module of its type.
+  void rebind_child(const std::string& name, const std::shared_ptr<Module>& m) override;
 };
 
 /// ViT (Dosovitskiy et al., 2021) as timm builds it (see the file's description); classifies from
@@ -81,6 +87,8 @@ class VisionTransformer : public UnaryModule {
   std::shared_ptr<Linear> head;        ///< the classifier on the class token
  protected:
   Tensor forward(const Tensor& x) override;  ///< (B, C, H, W) -> (B, num_classes)
+  /// replace_module: a child may become another module of its type.
+  void rebind_child(const std::string& name, const std::shared_ptr<Module>& m) override;
 };
 
 /// ViT-Ti: width 192, depth 12, 3 heads. The presets set embed_dim, depth and num_heads (small

@@ -151,6 +151,7 @@ void bind_modules(nb::module_& m, nb::module_& nn_m) {
       .def("direct_buffers", [](const Module& mod) { return mod.named_buffers(false); },
            "(name, tensor) of its own buffers, in registration order.")
       .def("named_children", [](const Module& mod) { return mod.named_children(); }, doc::nn_Module_named_children)
+      .def("replace_module", &Module::replace_module, "name"_a, "module"_a, doc::nn_Module_replace_module)
       .def("named_parameters", [](const Module& mod) { return mod.named_parameters(true); },
            "(dotted name, tensor) of every parameter of the tree, as C++ lists them.")
       .def("train", &Module::train, "on"_a = true, doc::nn_Module_train)

@@ -226,6 +226,38 @@ def test_cpp_layer_structure_is_fixed():
     assert lin(ember.ones(1, 2)).tolist() == [[2.0, 2.0, 2.0]]
 
 
+def test_children_of_cpp_models_are_replaced_by_built_in_modules():
+    ember.manual_seed(0)
+    model = nn.models.resnet18(num_classes=10, small_input=True)
+    head = nn.Linear(512, 3)
+    model.fc = head  # fine-tuning's new classifier: the C++ forward calls it
+    assert model.fc is head
+    x = ember.randn(2, 3, 8, 8)
+    assert model(x).shape == (2, 3)
+    names = dict(model.named_parameters())
+    assert names["fc.weight"] is head.weight and names["fc.weight"].shape == (3, 512)
+    assert model.state_dict()["fc.bias"].shape == (3,)
+    opt = ember.optim.SGD(model.parameters(), lr=0.1)  # the new head trains
+    before = head.weight.detach().clone()
+    F.cross_entropy(model(x), ember.tensor([0, 2])).backward()
+    opt.step()
+    assert not head.weight.equal(before)
+
+    model.layer4[1] = nn.Identity()  # a C++ Sequential's child, through __setitem__
+    assert type(model.layer4[1]) is nn.Identity and model(x).shape == (2, 3)
+
+    with pytest.raises(ember.ValueError, match="ResNet.fc must be a Linear"):
+        model.fc = nn.ReLU()
+    assert model.fc is head and model(x).shape == (2, 3)  # a refusal changes nothing
+
+    class Head(nn.Module):
+        def forward(self, x):
+            return x
+
+    with pytest.raises(NotImplementedError, match="Python module Head"):
+        model.fc = Head()
+
+
 def test_containers_and_repr():
     seq = nn.Sequential(nn.Linear(2, 4), nn.ReLU(), nn.Linear(4, 1))
     assert len(seq) == 3 and isinstance(seq[1], nn.ReLU) and isinstance(seq[-1], nn.Linear)

@@ -771,8 +771,9 @@ class ModuleDict(Module):
 
 class _CppModule(Module):
     """A Python module wrapping one of ember's C++ modules (see the file's description). Its
-    parameters, buffers and children are the C++ module's and cannot be replaced (assign values in
-    place: ``copy_``, ``.data =``, ``load_state_dict``); its forward and forward hooks run in C++."""
+    parameters and buffers are the C++ module's and cannot be replaced (assign values in place:
+    ``copy_``, ``.data =``, ``load_state_dict``); a child can be, by another built-in module
+    (``model.fc = nn.Linear(512, 3)``); its forward and forward hooks run in C++."""
 
     def __init_subclass__(cls, **kwargs):
         # The outermost constructor call of a built-in layer or model is recorded: deepcopy builds
@@ -873,16 +874,32 @@ class _CppModule(Module):
         if name == "training":
             self.train(bool(value))
             return
+        if name in d["_modules"] and isinstance(value, Module):
+            self._replace_child(name, value)
+            return
         if name in d["_parameters"] or name in d["_buffers"] or name in d["_modules"] or isinstance(value, (Parameter, Module)):
             raise NotImplementedError(
-                f"{type(self).__name__}.{name}: the parameters, buffers and children of ember's C++ modules are fixed; "
-                "change values in place (.copy_(), .data = ..., load_state_dict) or build the layer with the sizes you need"
+                f"{type(self).__name__}.{name}: the parameters and buffers of ember's C++ modules are fixed, and a "
+                "child can only be replaced by another built-in module; change values in place (.copy_(), "
+                ".data = ..., load_state_dict) or build the layer with the sizes you need"
             )
         if name in d["_config_keys"]:
             self._cpp.set_config(name, value)
             d[name] = value
             return
         object.__setattr__(self, name, value)
+
+    def _replace_child(self, name, module):
+        """``self.name = module`` for a child of the C++ module (``resnet.fc = nn.Linear(512, 3)``): the C++
+        forward calls the new one. It must be a built-in module, of the type the forward calls there."""
+        if not isinstance(module, _CppModule):
+            raise NotImplementedError(
+                f"{type(self).__name__}.{name}: a child of ember's C++ modules can be replaced by a built-in module "
+                f"(ember.nn's layers and models), not by the Python module {type(module).__name__}; to run Python "
+                "code there, write the model as a Python Module"
+            )
+        self._cpp.replace_module(name, module._cpp)
+        self.__dict__["_modules"][name] = module
 
     def register_parameter(self, name, param):
         raise NotImplementedError(f"{type(self).__name__}: ember's C++ modules take no new parameters from Python")
