@@ -99,7 +99,8 @@ TRAIN = re.compile(r"^train/cpu/fp32/(\w+)/(\d+)$")
 
 
 def ember_train_img_per_s(ember, name, min_seconds):
-    model_name, batch = TRAIN.match(name)[1], int(TRAIN.match(name)[2])
+    m = TRAIN.match(name)
+    model_name, batch = m[1], int(m[2])
     channels, size, classes = TRAIN_MODELS[model_name]
     ember.manual_seed(0)
     if model_name == "cnn_28":
@@ -170,11 +171,9 @@ def run_child(python, side, name, threads):
 
 def torch_interpreter(args):
     """The interpreter to run PyTorch in, or None when there is none."""
-    candidates = [args.torch_python] if args.torch_python else [sys.executable]
-    for python in candidates:
-        probe = subprocess.run([python, "-c", "import torch, torchvision"], capture_output=True)
-        if probe.returncode == 0:
-            return python
+    python = args.torch_python or sys.executable
+    if subprocess.run([python, "-c", "import torch, torchvision"], capture_output=True).returncode == 0:
+        return python
     if args.torch_python:
         raise SystemExit(f"python_overhead: {args.torch_python} cannot import torch and torchvision")
     return None

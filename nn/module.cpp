@@ -363,9 +363,7 @@ size_t child_index(const std::string& name) { return static_cast<size_t>(std::st
 }  // namespace
 
 void Sequential::rebind_child(const std::string& name, const std::shared_ptr<Module>& m) {
-  auto layer = std::dynamic_pointer_cast<UnaryModule>(m);
-  if (!layer) throw_wrong_child_type(name, m->name(), "module with a forward of one tensor (a UnaryModule)");
-  layers_[child_index(name)] = std::move(layer);
+  layers_[child_index(name)] = child_as<UnaryModule>(name, m, "module with a forward of one tensor (a UnaryModule)");
 }
 
 // ---- ModuleList

@@ -156,15 +156,22 @@ class Module : public std::enable_shared_from_this<Module> {
   /// default refuses every child (NotImplementedError): a module that keeps no such pointers, or
   /// keeps them up to date here, overrides it.
   virtual void rebind_child(const std::string& name, const std::shared_ptr<Module>& m);
-  /// For rebind_child: when `name` is `child`, points `member` at `m` as a T (ValueError naming both
-  /// types when m is not one) and returns true; otherwise false.
+  /// For rebind_child: `m`, the new child `name`, as a T; ValueError naming both types when it is not
+  /// one (`expected` describes T, by default as the type of the child there now).
+  template <class T>
+  std::shared_ptr<T> child_as(const std::string& name, const std::shared_ptr<Module>& m,
+                              const std::string& expected = "") const {
+    auto typed = std::dynamic_pointer_cast<T>(m);
+    if (!typed) throw_wrong_child_type(name, m->name(), expected);
+    return typed;
+  }
+  /// For rebind_child: when `name` is `child`, points `member` at `m` as a T (child_as) and returns
+  /// true; otherwise false.
   template <class T>
   bool rebind(const std::string& name, const char* child, const std::shared_ptr<Module>& m,
               std::shared_ptr<T>& member) const {
     if (name != child) return false;
-    auto typed = std::dynamic_pointer_cast<T>(m);
-    if (!typed) throw_wrong_child_type(name, m->name());
-    member = std::move(typed);
+    member = child_as<T>(name, m);
     return true;
   }
   /// The ValueError of a replacement child of type `got` that the forward cannot call at `name`,

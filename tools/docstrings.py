@@ -18,7 +18,6 @@ template), its trailing `///<` comment, or that of the member group (`/// ... @{
 name is the identifier before the first `(` (functions, constructors), after class/struct/enum, or
 before `=`, `{` or `;` (constants, aliases). Operators and `@file` blocks are skipped.
 """
-import keyword
 import re
 import sys
 from pathlib import Path
@@ -35,13 +34,21 @@ def strip_strings_and_comments(line):
     return line.split("//", 1)[0]
 
 
+# A statement that declares a class (ending at its `{`, or `;` for a forward declaration), without
+# its template head: the class's name.
+CLASS_HEAD = re.compile(r"\s*(?:class|struct|union)\s+(?:\w+\s+)*?(\w+)\s*(?:final\s*)?(?::[^{;(]*)?[{;]$")
+
+
+def without_template_head(statement):
+    return re.sub(r"^\s*template\s*<.*?>\s*", "", statement, flags=re.S)
+
+
 def declared_name(statement):
     """The name a declaration statement declares, or None (operators, friends, blocks, statements)."""
-    s = re.sub(r"^\s*template\s*<.*?>\s*", "", statement, flags=re.S)
-    s = re.sub(r"\[\[[^\]]*\]\]", "", s).strip()
+    s = re.sub(r"\[\[[^\]]*\]\]", "", without_template_head(statement)).strip()
     if not s or s.startswith(("friend", "return", "static_assert", "#", "public:", "private:", "protected:")):
         return None
-    m = re.match(r"(?:class|struct|union)\s+(?:\w+\s+)*?(\w+)\s*(?:final\s*)?(?::[^{;]*)?[{;]", s)
+    m = CLASS_HEAD.match(s)
     if m:
         return m.group(1)
     m = re.match(r"enum\s+(?:class\s+|struct\s+)?(\w+)", s)
@@ -150,8 +157,7 @@ def header_docs(text):
                 statement, parens, ended = "", 0, True
             elif ch == "{":
                 ns = re.match(r"\s*(?:inline\s+)?namespace\s*([\w:]*)\s*\{$", statement)
-                cls = re.match(r"\s*(?:template\s*<.*>\s*)?(?:class|struct)\s+(?:\w+\s+)*?(\w+)\s*(?:final\s*)?(?::[^{(]*)?\{$",
-                               statement)
+                cls = CLASS_HEAD.match(without_template_head(statement))
                 if not ns:  # a class, or a declaration whose body or initializer begins here
                     record(docs, scopes, statement, doc)
                     ended = True
@@ -184,7 +190,7 @@ def identifier(qualified):
     if parts[0] == "ember":
         parts = parts[1:]
     name = "_".join(parts)
-    return name + "_" if name in CPP_RESERVED or keyword.iskeyword(name) else name
+    return name + "_" if name in CPP_RESERVED else name
 
 
 def main():

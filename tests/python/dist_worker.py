@@ -51,17 +51,27 @@ def batches(rank, world):
     return out
 
 
+def train_steps(forward, opt, batches):
+    """One step per (x, y): the cross entropy of forward(x) against y, zero_grad, backward, step."""
+    for x, y in batches:
+        loss = F.cross_entropy(forward(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
 def reference(make_model, make_optimizer, data):
     """The single-process run on the whole batches, from rank 0's initial values."""
     ember.manual_seed(0)
     model = make_model()
-    opt = make_optimizer(model.parameters())
-    for x, y, _, _ in data:
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    train_steps(model, make_optimizer(model.parameters()), [(x, y) for x, y, _, _ in data])
     return flat(model)
+
+
+def agreement(vec, make_model, make_optimizer, data):
+    """How far this rank's weights are from the single-process reference, and from the other ranks'."""
+    return {"vs_reference": float(np.abs(vec - reference(make_model, make_optimizer, data)).max()),
+            "across_ranks": max_rank_difference(vec)}
 
 
 def max_rank_difference(vec):
@@ -107,14 +117,9 @@ def main():
     model = Net()
     ddp = nn.parallel.DistributedDataParallel(model)
     opt = sgd(ddp.parameters())
-    for _, _, x, y in data:
-        loss = F.cross_entropy(ddp(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    train_steps(ddp, opt, [(x, y) for _, _, x, y in data])
     vec = flat(model)
-    result["ddp_python"] = {"vs_reference": float(np.abs(vec - reference(Net, sgd, data)).max()),
-                            "across_ranks": max_rank_difference(vec), "calls": model.calls.item(),
+    result["ddp_python"] = {**agreement(vec, Net, sgd, data), "calls": model.calls.item(),
                             "buckets": len(ddp.buckets())}
 
     # ---- DDP of a built-in model (its forward in C++ under the wrapper)
@@ -125,14 +130,9 @@ def main():
     model = mlp()
     ddp = nn.parallel.DistributedDataParallel(model)
     opt = sgd(model.parameters())
-    for _, _, x, y in data:
-        loss = F.cross_entropy(ddp(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    train_steps(ddp, opt, [(x, y) for _, _, x, y in data])
     vec = flat(model)
-    result["ddp_builtin"] = {"vs_reference": float(np.abs(vec - reference(mlp, sgd, data)).max()),
-                             "across_ranks": max_rank_difference(vec)}
+    result["ddp_builtin"] = agreement(vec, mlp, sgd, data)
 
     # ---- gradient accumulation with no_sync: two half steps equal one whole
     ember.manual_seed(0)
@@ -146,8 +146,7 @@ def main():
         (F.cross_entropy(ddp(x[2:]), y[2:]) / 2).backward()
         opt.step()
     vec = flat(model)
-    result["ddp_no_sync"] = {"vs_reference": float(np.abs(vec - reference(Net, sgd, data)).max()),
-                             "across_ranks": max_rank_difference(vec)}
+    result["ddp_no_sync"] = agreement(vec, Net, sgd, data)
 
     # ---- ZeRO stage 2 over a Python module
     ember.manual_seed(rank)
@@ -158,8 +157,7 @@ def main():
         zero.step()
         zero.zero_grad()
     vec = flat(model)
-    result["zero2"] = {"vs_reference": float(np.abs(vec - reference(Net, adamw, data)).max()),
-                       "across_ranks": max_rank_difference(vec), "lr": zero.param_groups[0]["lr"]}
+    result["zero2"] = {**agreement(vec, Net, adamw, data), "lr": zero.param_groups[0]["lr"]}
 
     # ---- FSDP: DataParallel with ZeRO-3 (parameters gathered around each Linear's forward)
     ember.manual_seed(rank)
@@ -172,8 +170,7 @@ def main():
         dp.zero_grad()
     with dp.gathered():
         vec = flat(model)
-    result["zero3"] = {"vs_reference": float(np.abs(vec - reference(Net, adamw, data)).max()),
-                       "across_ranks": max_rank_difference(vec), "units": len(dp.units())}
+    result["zero3"] = {**agreement(vec, Net, adamw, data), "units": len(dp.units())}
 
     dist.barrier()
     dist.destroy_process_group()
