@@ -7,7 +7,10 @@
 // the memory stays the producer's (a borrowed Storage) and is returned when no ember tensor uses it.
 #include <nanobind/stl/pair.h>
 
+#include <sys/mman.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 
 #include "python/ember/bind.h"
@@ -370,6 +373,97 @@ Tensor from_dlpack(nb::handle obj, std::optional<Device> device, std::optional<b
   return t;
 }
 
+// torch.frombuffer: a 1-D tensor over the bytes of any object with the buffer protocol (bytearray,
+// mmap, array.array, NumPy). The object is kept alive through its buffer until no tensor uses the
+// memory. ember has no read-only tensors: read-only memory (bytes) is copied, as from_dlpack does.
+Tensor frombuffer(nb::handle buffer, DType dtype, int64_t count, int64_t offset, bool requires_grad) {
+  if (!PyObject_CheckBuffer(buffer.ptr()))
+    throw nb::type_error(("frombuffer: " + std::string(Py_TYPE(buffer.ptr())->tp_name) +
+                          " does not support the buffer protocol").c_str());
+  auto* view = new Py_buffer{};
+  bool read_only = false;
+  if (PyObject_GetBuffer(buffer.ptr(), view, PyBUF_WRITABLE) != 0) {
+    PyErr_Clear();
+    read_only = true;
+    if (PyObject_GetBuffer(buffer.ptr(), view, PyBUF_SIMPLE) != 0) {
+      delete view;
+      throw nb::python_error();
+    }
+  }
+  auto release = [view] {
+    nb::gil_scoped_acquire gil;  // the last tensor may go on a thread Python did not create
+    if (gil.is_valid()) PyBuffer_Release(view);
+    delete view;
+  };
+  const int64_t length = view->len, item = dtype_size(dtype);
+  std::string problem;
+  if (offset < 0 || (offset > 0 && offset >= length))
+    problem = "offset " + std::to_string(offset) + " is outside the buffer's " + std::to_string(length) + " bytes";
+  else if (count == 0 || count < -1)
+    problem = "count must be positive or -1 (all the elements after offset), got " + std::to_string(count);
+  else if (count == -1 && (length - offset) % item != 0)
+    problem = "the buffer's " + std::to_string(length - offset) + " bytes after offset " + std::to_string(offset) +
+              " are not a whole number of " + dtype_name(dtype) + " elements (" + std::to_string(item) + " bytes)";
+  else if (count == -1 && length - offset == 0)
+    problem = "the buffer has no bytes after offset " + std::to_string(offset);
+  else if (count > 0 && count > (length - offset) / item)
+    problem = std::to_string(count) + " " + dtype_name(dtype) + " elements of " + std::to_string(item) +
+              " bytes do not fit in the buffer's " + std::to_string(length - offset) + " bytes after offset " +
+              std::to_string(offset);
+  else if (reinterpret_cast<uintptr_t>(static_cast<char*>(view->buf) + offset) % item != 0)
+    problem = "offset " + std::to_string(offset) + " leaves the data misaligned for " + dtype_name(dtype) +
+              " elements (" + std::to_string(item) + "-byte alignment)";
+  if (!problem.empty()) {
+    release();
+    throw ValueError("frombuffer: " + problem);
+  }
+  const int64_t n = count == -1 ? (length - offset) / item : count;
+  DLTensor dl{};
+  dl.data = static_cast<char*>(view->buf) + offset;
+  dl.device = DLDevice{kDLCPU, 0};
+  dl.ndim = 1;
+  dl.dtype = dl_dtype(dtype);
+  dl.shape = const_cast<int64_t*>(&n);
+  Tensor t = import_dltensor(dl, release);
+  if (read_only) t = t.clone();
+  if (requires_grad) t.requires_grad_(true);
+  return t;
+}
+
+// ---- shared-memory files
+
+// A file mapped into this process (the DataLoader's workers pass batches in shared-memory files): its
+// bytes as a writable buffer for frombuffer, unmapped when the last tensor over it is gone. Python's
+// mmap would also do, but it keeps a duplicate of the file's descriptor open for its whole life: one
+// descriptor per batch alive, where a training loop that keeps its batches runs out of them.
+struct MappedFile {
+  void* data = nullptr;
+  size_t size = 0;
+  MappedFile(int fd, int64_t bytes) : size(static_cast<size_t>(bytes)) {
+    if (bytes <= 0) throw ValueError("_MappedFile: a size of " + std::to_string(bytes) + " bytes; expected a positive one");
+    data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (data == MAP_FAILED) {
+      const int error = errno;
+      PyErr_Format(PyExc_OSError, "_MappedFile: mapping %lld bytes of descriptor %d failed: %s",
+                   static_cast<long long>(bytes), fd, std::strerror(error));
+      throw nb::python_error();
+    }
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile() { munmap(data, size); }
+};
+
+int mapped_file_get_buffer(PyObject* self, Py_buffer* view, int flags) {
+  const MappedFile& file = nb::cast<const MappedFile&>(nb::handle(self));
+  return PyBuffer_FillInfo(view, self, file.data, static_cast<Py_ssize_t>(file.size), 0, flags);
+}
+
+PyType_Slot mapped_file_slots[] = {
+    {Py_bf_getbuffer, reinterpret_cast<void*>(&mapped_file_get_buffer)},
+    {0, nullptr},
+};
+
 }  // namespace
 
 PyType_Slot tensor_buffer_slots[] = {
@@ -397,6 +491,17 @@ void bind_interop(nb::module_& m) {
   m.def("from_dlpack", &from_dlpack, "ext_tensor"_a, nb::kw_only(), "device"_a = nb::none(), "copy"_a = nb::none(),
         "A tensor sharing the memory of any object with __dlpack__ (NumPy, CuPy, PyTorch, JAX) or of a DLPack "
         "capsule. The producer's memory is returned once no ember tensor uses it. Read-only memory is copied.");
+  m.def("frombuffer", &frombuffer, "buffer"_a, nb::kw_only(), "dtype"_a, "count"_a = -1, "offset"_a = 0,
+        "requires_grad"_a = false,
+        "A 1-D CPU tensor over the bytes of an object with the buffer protocol (bytearray, mmap, array.array, "
+        "NumPy), from byte offset on: count elements, or all that follow. The memory is shared and the object "
+        "kept alive while a tensor uses it; read-only buffers (bytes) are copied, as ember has no read-only "
+        "tensors. ValueError when the bytes do not hold the elements or the offset misaligns them.");
+  nb::class_<MappedFile>(m, "_MappedFile", nb::type_slots(mapped_file_slots), nb::is_weak_referenceable(),
+                         "A file mapped into memory (read and write, shared), as a buffer; unmapped when unused.")
+      .def(nb::init<int, int64_t>(), "fd"_a, "size"_a,
+           "Maps the first size bytes of the open file fd (which may be closed afterwards).")
+      .def("__len__", [](const MappedFile& f) { return f.size; });
   m.def("to_dlpack", [](const Tensor& t) { return to_capsule(t.detach(), false); }, "tensor"_a,
         "A legacy DLPack capsule ('dltensor') over the tensor's memory.");
   m.def("_foreign_memory_count", [] { return g_borrowed_buffers.load(); },

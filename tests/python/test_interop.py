@@ -2,6 +2,8 @@
 checked by pointer equality and by writes seen on the other side; lifetimes by deleting the original."""
 
 import gc
+import mmap
+import struct
 import subprocess
 import sys
 import weakref
@@ -244,6 +246,96 @@ def test_from_dlpack_options_and_errors():
     assert ember.as_tensor(a).data_ptr() == a.ctypes.data
     assert ember.as_tensor([1, 2]).tolist() == [1, 2]
     assert ember.as_tensor(a, dtype=ember.float32).dtype is ember.float32
+
+
+def test_frombuffer_shares_a_bytearray_both_ways():
+    buf = bytearray(struct.pack("<4f", 1.0, 2.0, 3.0, 4.0))
+    t = ember.frombuffer(buf, dtype=ember.float32)
+    assert t.shape == (4,) and t.tolist() == [1.0, 2.0, 3.0, 4.0]
+    t[1] = 20.0
+    assert struct.unpack_from("<f", buf, 4)[0] == 20.0
+    struct.pack_into("<f", buf, 12, -4.0)
+    assert t[3].item() == -4.0
+    # count and offset pick a run of elements; the view keeps its own start.
+    middle = ember.frombuffer(buf, dtype=ember.float32, count=2, offset=4)
+    assert middle.tolist() == [20.0, 3.0]
+
+
+@pytest.mark.parametrize("dtype, fmt", [(ember.int64, "<q"), (ember.int32, "<i"), (ember.float64, "<d"),
+                                        (ember.float16, "<e"), (ember.uint8, "<B")])
+def test_frombuffer_reads_each_dtype_as_its_bytes(dtype, fmt):
+    values = [3, 1, 4, 1, 5]
+    buf = bytearray(struct.pack("<" + fmt[1] * len(values), *values))
+    assert ember.frombuffer(buf, dtype=dtype).tolist() == values
+
+
+def test_frombuffer_bfloat16_is_the_top_half_of_float32():
+    floats = [1.5, -2.0, 0.15625]  # exact in bfloat16
+    halves = [struct.unpack("<I", struct.pack("<f", f))[0] >> 16 for f in floats]
+    buf = bytearray(struct.pack("<3H", *halves))
+    assert ember.frombuffer(buf, dtype=ember.bfloat16).float().tolist() == floats
+
+
+def test_frombuffer_keeps_the_buffer_exported_until_the_last_view_goes():
+    buf = bytearray(16)
+    before = _foreign_count()
+    t = ember.frombuffer(buf, dtype=ember.int32)
+    view = t[1:3]
+    del t
+    gc.collect()
+    with pytest.raises(BufferError):  # an exported bytearray cannot be resized
+        buf.extend(b"x")
+    view.fill_(7)
+    assert buf[4:12] == struct.pack("<2i", 7, 7)
+    del view
+    gc.collect()
+    buf.extend(b"x")
+    assert _foreign_count() == before
+
+
+def test_frombuffer_over_an_mmap_and_a_numpy_array():
+    region = mmap.mmap(-1, 32)
+    t = ember.frombuffer(region, dtype=ember.float64)
+    t.fill_(2.5)
+    assert struct.unpack_from("<d", region, 24)[0] == 2.5
+    a = np.arange(6, dtype=np.int32)
+    assert ember.frombuffer(a, dtype=ember.int32).data_ptr() == a.ctypes.data
+    del t
+    gc.collect()
+    region.close()  # raises BufferError while a tensor still views it
+
+
+def test_frombuffer_copies_read_only_buffers():
+    data = struct.pack("<2f", 1.0, 2.0)
+    t = ember.frombuffer(data, dtype=ember.float32, requires_grad=True)
+    assert t.requires_grad and t.tolist() == [1.0, 2.0]
+    with ember.no_grad():
+        t.mul_(3)
+    assert struct.unpack("<2f", data) == (1.0, 2.0)
+
+
+def test_frombuffer_errors_name_the_sizes():
+    buf = bytearray(10)
+    with pytest.raises(TypeError, match="buffer protocol"):
+        ember.frombuffer([1, 2], dtype=ember.float32)
+    with pytest.raises(ValueError, match="10 bytes after offset 0 are not a whole number of float32"):
+        ember.frombuffer(buf, dtype=ember.float32)
+    with pytest.raises(ValueError, match="3 float32 elements of 4 bytes do not fit in the buffer's 10 bytes"):
+        ember.frombuffer(buf, dtype=ember.float32, count=3)
+    with pytest.raises(ValueError, match="do not fit"):
+        ember.frombuffer(buf, dtype=ember.float64, count=2**62)
+    with pytest.raises(ValueError, match="offset 10 is outside the buffer's 10 bytes"):
+        ember.frombuffer(buf, dtype=ember.uint8, offset=10)
+    with pytest.raises(ValueError, match="offset -1"):
+        ember.frombuffer(buf, dtype=ember.uint8, offset=-1)
+    with pytest.raises(ValueError, match="count must be positive or -1"):
+        ember.frombuffer(buf, dtype=ember.uint8, count=0)
+    with pytest.raises(ValueError, match="no bytes after offset"):
+        ember.frombuffer(bytearray(), dtype=ember.uint8)
+    with pytest.raises(ValueError, match="misaligned for float32"):
+        ember.frombuffer(bytearray(12), dtype=ember.float32, count=2, offset=2)
+    # A failed call exports nothing: the bytearray can still be resized.
+    buf.extend(b"x")
 
 
 def test_torch_interchange_if_available():
