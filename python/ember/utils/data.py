@@ -4,8 +4,11 @@
 ``DataLoader`` has two engines. Over ember's built-in data sets (``ember.datasets``: Fashion-MNIST,
 CIFAR-10, ImageFolder) it drives ember's C++ DataLoader (data/dataloader.h): batches are gathered,
 decoded and augmented on C++ threads (``num_workers``) while Python trains, and arrive as
-``(images, labels)``. Over any other data set it runs in Python on the calling thread: indices from the
-sampler, ``dataset[i]`` for each, ``collate_fn`` (``default_collate`` stacks). Both shuffle with ember's
+``(images, labels)``. Over any other data set it runs in Python: indices from the sampler,
+``dataset[i]`` for each, ``collate_fn`` (``default_collate`` stacks), on the calling thread or, with
+``num_workers > 0``, in that many worker processes as PyTorch runs them (_worker.py: batches come back
+through shared memory, in the sampler's order; ``get_worker_info()`` tells a worker which it is). Both
+shuffle with ember's
 seeded permutation of (seed, epoch), so an order is reproducible: the seed is ``seed=``, or the
 ``generator``'s, or drawn from ember's default generator when the loader is built (``ember.manual_seed``
 fixes it); each pass over the loader is the next epoch.
@@ -13,9 +16,11 @@ fixes it); each pass over the loader is the next epoch.
 
 import collections.abc
 import itertools
+import multiprocessing
 
 from .. import _ember
 from .._ember import Tensor
+from ._worker import WorkerInfo, WorkerPool, get_worker_info
 
 __all__ = [
     "BatchSampler",
@@ -29,7 +34,9 @@ __all__ = [
     "SequentialSampler",
     "Subset",
     "TensorDataset",
+    "WorkerInfo",
     "default_collate",
+    "get_worker_info",
     "random_split",
 ]
 
@@ -319,9 +326,12 @@ class DataLoader:
     description for its two engines). Each ``for batch in loader`` is one epoch.
 
     ``sampler`` (an iterable of indices, e.g. a DistributedSampler) replaces shuffle; ``batch_sampler``
-    yields whole lists of indices. Over ember's built-in data sets ``num_workers`` C++ threads prepare
-    ``prefetch_factor`` batches each ahead; over Python data sets the work runs on the calling thread
-    (``num_workers`` is accepted and ignored). ``seed`` is ember's addition: the shuffle seed."""
+    yields whole lists of indices. ``num_workers`` prepare ``prefetch_factor`` batches each ahead: C++
+    threads over ember's built-in data sets, worker processes over Python data sets (started with
+    ``multiprocessing_context``, the default start method when None; each calls ``worker_init_fn(id)``
+    once; ``persistent_workers`` keeps them from one epoch to the next; ``timeout`` > 0 bounds the wait
+    for a batch). With 0 the Python work runs on the calling thread. ``seed`` is ember's addition: the
+    shuffle seed, from which each epoch's worker seeds derive too."""
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
@@ -333,14 +343,28 @@ class DataLoader:
             raise ValueError("sampler option is mutually exclusive with shuffle")
         if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0):
             raise ValueError(f"batch_size should be a positive integer, got {batch_size!r}")
-        if num_workers < 0:
-            raise ValueError("num_workers option should be non-negative")
+        if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0:
+            raise ValueError(f"num_workers option should be a non-negative integer, got {num_workers!r}")
+        if not isinstance(timeout, (int, float)) or timeout < 0:
+            raise ValueError(f"timeout option should be non-negative, got {timeout!r}")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+        if prefetch_factor is not None and (not isinstance(prefetch_factor, int) or prefetch_factor < 1):
+            raise ValueError(f"prefetch_factor option should be a positive integer, got {prefetch_factor!r}")
+        if isinstance(multiprocessing_context, str) and multiprocessing_context not in multiprocessing.get_all_start_methods():
+            raise ValueError(f"multiprocessing_context option should be one of {multiprocessing.get_all_start_methods()}, "
+                             f"got {multiprocessing_context!r}")
         self.dataset = dataset
         self.batch_size = batch_size
         self.drop_last = drop_last
         self.num_workers = num_workers
         self.prefetch_factor = prefetch_factor if prefetch_factor is not None else 2
         self.pin_memory = pin_memory
+        self.timeout = timeout
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = multiprocessing_context
+        self.persistent_workers = persistent_workers
+        self._workers = None  # the persistent workers, once started
         self.collate_fn = collate_fn if collate_fn is not None else default_collate
         self.shuffle = bool(shuffle)
         self.seed = _seed_of(generator, seed)
@@ -387,11 +411,15 @@ class DataLoader:
         self.epoch += 1
         if self._cpp_loader is not None:
             return self._iter_cpp(epoch)
-        if self._iterable:
-            return self._iter_stream()
         if isinstance(self.sampler, RandomSampler):
             self.sampler.set_epoch(epoch)
-        return self._iter_python()
+        if self._iterable:
+            tasks = itertools.repeat(None)
+        else:
+            tasks = iter(self.batch_sampler if self.batch_sampler is not None else self.sampler)
+        if self.num_workers:
+            return self._iter_workers(tasks, epoch)
+        return self._iter_here(tasks)
 
     def _iter_cpp(self, epoch):
         loader = self._cpp_loader
@@ -404,29 +432,70 @@ class DataLoader:
                 return
             yield batch
 
-    def _fetch(self, indices):
+    def _fetcher(self):
+        return _BatchFetcher(self.dataset, self.collate_fn, self.batch_size, self.drop_last)
+
+    def _iter_here(self, tasks):
+        fetch = self._fetcher()
+        for task in tasks:
+            try:
+                batch = fetch(task)
+            except StopIteration:  # the end of an IterableDataset's stream
+                return
+            yield batch
+
+    def _iter_workers(self, tasks, epoch):
+        workers = self._workers
+        if workers is None or not workers.alive:
+            # Each epoch's workers are seeded anew from (seed, epoch): a run is reproducible.
+            base_seed = int(_ember.randint(0, 2**62, (1,), generator=_ember.Generator(self.seed + epoch)).item())
+            workers = WorkerPool(self, self._fetcher(), base_seed)
+            if self.persistent_workers:
+                self._workers = workers
+        try:
+            yield from workers.batches(tasks, self._iterable)
+        finally:
+            if not self.persistent_workers:
+                workers.close()
+
+    def __del__(self):
+        if getattr(self, "_workers", None) is not None:
+            self._workers.close()
+
+
+class _BatchFetcher:
+    """What the loader makes of one task, on the calling thread or in a worker: the batch of a list of
+    indices (``collate_fn`` over the examples, or the data set's own batch gather), one example when
+    batching is off (``batch_size=None``: ``collate_fn`` applies only when one was given), or, from an
+    IterableDataset (task None), the next batch of its stream: StopIteration when it is done.
+    Picklable, so that workers started by spawn or forkserver get it with their copy of the data set."""
+
+    def __init__(self, dataset, collate_fn, batch_size, drop_last):
+        self.dataset, self.collate_fn, self.batch_size, self.drop_last = dataset, collate_fn, batch_size, drop_last
+        self.stream = None
+
+    def restart(self):
+        """The next stream task starts the IterableDataset's stream over (a new epoch)."""
+        self.stream = None
+
+    def __call__(self, task):
+        if task is None:
+            return self._next_of_stream()
+        if self.batch_size is None:
+            item = self.dataset[task]
+            return item if self.collate_fn is default_collate else self.collate_fn(item)
         getter = getattr(self.dataset, "_get_batch", None)
         if getter is not None and self.collate_fn is default_collate:
-            return getter(indices)
-        return self.collate_fn([self.dataset[i] for i in indices])
+            return getter(task)
+        return self.collate_fn([self.dataset[i] for i in task])
 
-    def _iter_python(self):
-        if self.batch_sampler is None:
-            for i in self.sampler:
-                yield self.collate_fn(self.dataset[i]) if self.collate_fn is not default_collate else self.dataset[i]
-            return
-        for indices in self.batch_sampler:
-            yield self._fetch(list(indices))
-
-    def _iter_stream(self):
+    def _next_of_stream(self):
+        if self.stream is None:
+            self.stream = iter(self.dataset)
         if self.batch_size is None:
-            yield from iter(self.dataset)
-            return
-        batch = []
-        for item in self.dataset:
-            batch.append(item)
-            if len(batch) == self.batch_size:
-                yield self.collate_fn(batch)
-                batch = []
-        if batch and not self.drop_last:
-            yield self.collate_fn(batch)
+            item = next(self.stream)
+            return item if self.collate_fn is default_collate else self.collate_fn(item)
+        batch = list(itertools.islice(self.stream, self.batch_size))
+        if not batch or (self.drop_last and len(batch) < self.batch_size):
+            raise StopIteration
+        return self.collate_fn(batch)
