@@ -13,6 +13,14 @@
                built from ember.nn layers (nn::SmallCNN's layers, its forward run layer by layer from
                Python); resnet18's is ember.nn.models.resnet18 (its forward one call into C++).
       PyTorch  bench/torch_compare.py's case of that name (torchvision's ResNet-18)
+  data/cpu/<set>/<workers>            examples per second through a DataLoader over a Python Dataset
+                                      with num_workers=<workers> (persistent), higher is better:
+      Python   ember.utils.data.DataLoader
+      PyTorch  torch.utils.data.DataLoader
+               over the same data set, whose __getitem__ returns NumPy arrays that the default collate
+               stacks into the library's tensors. augment: 3x32x32 float32 images, each made by 40
+               NumPy passes (work a Python augmentation does), batches of 32; transfer: one 3x224x224
+               float32 image, batches of 128 (77 MB to move from a worker per batch).
 
 Every measurement runs in a fresh process, the three sides alternating in a rotating order so that
 drift falls on each; the table holds the medians of --repeats runs. PyTorch is optional: without it
@@ -35,9 +43,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 CASES = ["dispatch/cpu/f32/add/nograd", "dispatch/cpu/f32/add/grad", "train/cpu/fp32/cnn_28/128",
-         "train/cpu/fp32/resnet18/32"]
-# The counter each kind of case is measured by: microseconds per call, images per second.
-MEASURE = {"dispatch": "us", "train": "img_per_s"}
+         "train/cpu/fp32/resnet18/32", "data/cpu/augment/0", "data/cpu/augment/2", "data/cpu/transfer/0",
+         "data/cpu/transfer/2"]
+# The counter each kind of case is measured by: microseconds per call, images (examples) per second.
+MEASURE = {"dispatch": "us", "train": "img_per_s", "data": "img_per_s"}
 ADD_CALLS = 1000        # adds per timed batch, as bench_ops' dispatch case
 MIN_SECONDS = 1.0       # each side times at least this long per run
 
@@ -121,6 +130,53 @@ def ember_train_img_per_s(ember, name, min_seconds):
     return batch / time_batches(step, min_seconds)
 
 
+class AugmentSet:
+    """1024 images of 3x32x32, each made by NumPy work as a Python augmentation would do."""
+
+    def __len__(self):
+        return 1024
+
+    def __getitem__(self, i):
+        import numpy as np
+
+        image = np.random.default_rng(i).random((3, 32, 32), dtype=np.float32)
+        for _ in range(40):
+            image = np.sqrt(image * image + 0.1)
+        return image, i
+
+
+class TransferSet:
+    """1024 copies of one 3x224x224 image: the loader's own cost of moving large batches."""
+
+    def __init__(self):
+        import numpy as np
+
+        self.image = np.ones((3, 224, 224), dtype=np.float32)
+
+    def __len__(self):
+        return 1024
+
+    def __getitem__(self, i):
+        return self.image, i
+
+
+DATA = re.compile(r"^data/cpu/(augment|transfer)/(\d+)$")
+
+
+def loader_examples_per_s(lib, name, min_seconds):
+    m = DATA.match(name)
+    dataset, batch = (AugmentSet(), 32) if m[1] == "augment" else (TransferSet(), 128)
+    workers = int(m[2])
+    loader = lib.utils.data.DataLoader(dataset, batch_size=batch, num_workers=workers,
+                                       persistent_workers=workers > 0)
+
+    def epoch():
+        for images, _ in loader:
+            pass
+
+    return len(dataset) / time_batches(epoch, min_seconds)
+
+
 def one_python_case(side, name, min_seconds, threads):
     """The counters of one case on the ember-Python or PyTorch side, as bench_ops/bench_train name them."""
     kind = name.split("/")[0]
@@ -130,6 +186,10 @@ def one_python_case(side, name, min_seconds, threads):
         torch.set_num_threads(threads)
         if kind == "dispatch":
             return {"us": add_us(torch, name.endswith("/grad"), min_seconds)}
+        if kind == "data":
+            import torch.utils.data
+
+            return {"img_per_s": loader_examples_per_s(torch, name, min_seconds)}
         sys.path.insert(0, str(HERE))
         import torch_compare
 
@@ -139,6 +199,8 @@ def one_python_case(side, name, min_seconds, threads):
 
     if kind == "dispatch":
         return {"us": add_us(ember, name.endswith("/grad"), min_seconds)}
+    if kind == "data":
+        return {"img_per_s": loader_examples_per_s(ember, name, min_seconds)}
     return {"img_per_s": ember_train_img_per_s(ember, name, min_seconds)}
 
 
@@ -188,8 +250,8 @@ def measure(args):
     rows = []
     for name in [n for n in CASES if re.search(args.filter, n)]:
         key = MEASURE[name.split("/")[0]]
-        samples = {side: [] for side in sides}
-        order = list(sides)
+        order = [side for side in sides if not (side == "C++" and name.startswith("data/"))]  # no C++ side
+        samples = {side: [] for side in order}
         for r in range(args.repeats):
             for side in order[r % len(order):] + order[:r % len(order)]:
                 samples[side].append(sides[side](name)[key])
