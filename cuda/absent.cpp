@@ -52,6 +52,7 @@ Stream::~Stream() = default;
 void Stream::synchronize() const {}
 void Stream::wait(const Event&) const {}
 void set_device(int) { no_cuda("cuda::set_device"); }
+int current_device() { no_cuda("cuda::current_device"); }
 Event::Event(bool enable_timing) : timing_(enable_timing) { no_cuda("cuda::Event"); }
 Event::~Event() = default;
 void Event::record(const Stream&) {}

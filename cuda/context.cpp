@@ -92,6 +92,10 @@ DeviceContext& context(int device) {
 }
 
 int current_device() {
+  // cudaGetDevice answers a machine without a GPU with a driver error; say what is wrong instead.
+  if (backend::cuda_device_count() == 0)
+    throw DeviceError("cuda::current_device: no CUDA device is visible (no GPU, no driver, or CUDA_VISIBLE_DEVICES "
+                      "hides them)");
   int d = 0;
   EMBER_CUDA_CHECK(cudaGetDevice(&d));
   return d;

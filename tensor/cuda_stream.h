@@ -35,6 +35,9 @@ class Stream {
 /// CUDA context opens and where work that names no device goes. DeviceError for a device no GPU
 /// answers to.
 void set_device(int device);
+/// The current device of the calling thread (torch.cuda.current_device): set_device's, else 0.
+/// DeviceError without CUDA.
+int current_device();
 
 /// A CUDA event (torch.cuda.Event): a point in a stream's work to wait for or time. The CUDA event
 /// is created at the first record, on the recording stream's device (as PyTorch's CUDAEvent): an

@@ -8,7 +8,8 @@
 
 ``ember.nn`` (modules, the built-in layers and models, functional), ``ember.optim`` (optimizers, LR
 schedulers), ``ember.amp`` (autocast, GradScaler), ``ember.utils.data`` (DataLoader), ``ember.datasets``
-and ``ember.distributed`` (process groups, DDP, ZeRO) cover training; ``save_file``/``load_file`` read and
+and ``ember.distributed`` (process groups, DDP, ZeRO) cover training; ``ember.cuda`` (devices, memory,
+streams, events) and ``ember.backends`` (TF32, cuDNN benchmark mode) the GPU; ``save_file``/``load_file`` read and
 write safetensors, ``load_checkpoint`` the checkpoints of ember's C++ training program.
 
 Tensors share memory with NumPy (``np.asarray(t)``, ``ember.from_numpy(a)``) and with any DLPack
@@ -28,7 +29,7 @@ from ._ember import is_grad_enabled
 from . import _tensor  # noqa: F401  (adds the Python-side Tensor methods)
 from . import autograd, cuda
 from .autograd import enable_grad, no_grad, set_grad_enabled
-from . import amp, nn, optim, utils
+from . import amp, backends, nn, optim, utils
 from .serialization import load_checkpoint, load_file, save_checkpoint, save_file
 
 # ember.bool, ember.float and ember.int are dtypes (as in torch); the builtins stay reachable here.
@@ -76,6 +77,27 @@ def from_numpy(ndarray):
     return from_dlpack(ndarray)
 
 
+_MATMUL_PRECISIONS = ("highest", "high", "medium")
+_matmul_precision = "high"  # the last of "high" and "medium" asked for: both allow TF32 in ember
+
+
+def set_float32_matmul_precision(precision):
+    """As ``torch.set_float32_matmul_precision``: "highest" keeps float32 matmul in float32; "high" and
+    "medium" let it run on TF32 tensor cores (``ember.backends.cuda.matmul.allow_tf32``; ember has no
+    bfloat16-based variant for "medium"). Nothing changes on the CPU."""
+    global _matmul_precision
+    if precision not in _MATMUL_PRECISIONS:
+        raise ValueError(f"set_float32_matmul_precision: expected one of {_MATMUL_PRECISIONS}, got {precision!r}")
+    if precision != "highest":
+        _matmul_precision = precision
+    backends.cuda.matmul.allow_tf32 = precision != "highest"
+
+
+def get_float32_matmul_precision():
+    """"highest" while float32 matmul stays float32, else the precision last set ("high" or "medium")."""
+    return _matmul_precision if backends.cuda.matmul.allow_tf32 else "highest"
+
+
 def as_tensor(data, dtype=None, device=None):
     """``data`` as a tensor, sharing memory when it can: a tensor of the right dtype and device comes back
     as it is, a NumPy array is viewed (then converted if dtype or device differ); anything else is
@@ -104,5 +126,5 @@ __all__ = sorted(
     name
     for name, value in list(globals().items())
     if not name.startswith("_") and not _builtins.hasattr(_builtins, name) and not isinstance(value, type(_builtins))
-) + ["amp", "autograd", "cuda", "datasets", "distributed", "nn", "optim", "utils"]
+) + ["amp", "autograd", "backends", "cuda", "datasets", "distributed", "nn", "optim", "utils"]
 

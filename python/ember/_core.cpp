@@ -1,5 +1,5 @@
 // The ember._ember extension module: each bind_*.cpp file adds one concept (errors, dtypes, the Tensor
-// class, ops, factories, indexing, interchange, autograd; then the training stack: nn, functional,
+// class, ops, factories, indexing, interchange, CUDA devices, autograd; then the training stack: nn, functional,
 // optim, io, data, dist). The order matters where a part adds to what an earlier one made: Tensor
 // exists before the parts that add its methods, nn's module handle before data and dist use it.
 #include <cstdlib>
@@ -21,6 +21,7 @@ NB_MODULE(_ember, m) {
   bind_factory(m);
   bind_index(m);
   bind_interop(m);
+  bind_cuda(m);
   bind_autograd(m);
   bind_nn(m);
   bind_functional(m);

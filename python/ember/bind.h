@@ -94,6 +94,7 @@ void bind_ops(nb::module_& m);
 void bind_factory(nb::module_& m);
 void bind_index(nb::module_& m);
 void bind_interop(nb::module_& m);
+void bind_cuda(nb::module_& m);         // devices, memory figures, streams, events, the CUDA switches
 void bind_autograd(nb::module_& m);
 void bind_nn(nb::module_& m);          // C++ modules, the Python-module bridge, nn.init, checkpointing
 void bind_functional(nb::module_& m);  // ember.nn.functional's C++ half

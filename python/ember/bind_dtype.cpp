@@ -297,14 +297,6 @@ class Size(tuple):
   m.def("get_num_threads", &get_num_threads, doc::get_num_threads);
   m.def("use_deterministic_algorithms", &set_deterministic, "mode"_a, doc::set_deterministic);
   m.def("are_deterministic_algorithms_enabled", &is_deterministic, doc::is_deterministic);
-  m.def("_cuda_device_count", &backend::cuda_device_count, "Visible CUDA devices (0 without CUDA).");
-  m.def("_cuda_synchronize",
-        [](int device) {
-          cuda::Event e;
-          e.record(device);
-          e.synchronize();
-        },
-        "device"_a = 0, nb::call_guard<nb::gil_scoped_release>(), "Waits for the current stream of cuda:device.");
   m.def("promote_types", &promote_types, "a"_a, "b"_a, doc::promote_types);
 }
 

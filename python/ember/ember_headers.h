@@ -11,6 +11,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "tensor/atomic_file.h"
+#include "tensor/cuda_settings.h"
 #include "tensor/cuda_stream.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"

@@ -62,3 +62,49 @@ def test_torch_cuda_interchange():
     assert e.data_ptr() == src.data_ptr() and e.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
     del src
     assert e.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]  # the capsule keeps torch's memory
+
+
+def test_current_device_and_memory_figures():
+    ember.cuda.set_device("cuda:0")
+    assert ember.cuda.current_device() == 0
+    ember.cuda.synchronize()
+    before = ember.cuda.memory_allocated()
+    ember.cuda.reset_peak_memory_stats()
+    t = ember.empty(1 << 20, device="cuda")  # 4 MiB
+    assert ember.cuda.memory_allocated(0) == before + (4 << 20)
+    assert ember.cuda.max_memory_allocated() >= before + (4 << 20)
+    assert ember.cuda.memory_reserved() >= ember.cuda.memory_allocated()
+    stats = ember.cuda.memory_stats(ember.device("cuda", 0))
+    assert stats["allocated_bytes.all.current"] == before + (4 << 20) and stats["allocation.all.current"] >= 1
+    del t
+    ember.cuda.synchronize()
+    assert ember.cuda.memory_allocated() == before
+    assert ember.cuda.max_memory_allocated() >= before + (4 << 20)  # the peak stays until reset
+    ember.cuda.empty_cache()
+    assert ember.cuda.memory_reserved() <= stats["reserved_bytes.all.current"]
+    ember.cuda.reset_peak_memory_stats()
+    assert ember.cuda.max_memory_allocated() == before
+
+
+def test_events_time_work_and_streams_order_it():
+    a = ember.randn(1024, 1024, device="cuda")
+    start, end = ember.cuda.Event(enable_timing=True), ember.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(10):
+        a = a @ a / 32
+    end.record()
+    end.synchronize()
+    assert end.query() and start.elapsed_time(end) > 0
+    side = ember.cuda.Stream()
+    assert side.device == "cuda:0" and side.cuda_stream != 0
+    x = ember.ones(1 << 20, device="cuda")
+    side.wait_stream(ember.cuda.Stream())  # an empty stream: nothing to wait for
+    with ember.cuda.stream(side):
+        y = x * 3  # queued on side
+    done = ember.cuda.Event()
+    done.record(side)
+    done.wait()  # the current stream waits for side's work
+    assert (y + 0).sum().item() == 3 * (1 << 20)
+    side.synchronize()
+    with ember.cuda.stream(None):
+        assert (x * 2).sum().item() == 2 * (1 << 20)
