@@ -302,3 +302,19 @@ def test_worker_options_are_checked():
         DataLoader(data, num_workers=1, prefetch_factor=0)
     with pytest.raises(ValueError, match="multiprocessing_context option should be one of"):
         DataLoader(data, num_workers=1, multiprocessing_context="threads")
+
+
+def test_a_data_set_spawn_cannot_pickle_fails_at_the_start_and_leaves_no_worker():
+    import multiprocessing
+
+    class Local(Dataset):  # a class inside a function: spawn cannot pickle it
+        def __len__(self):
+            return 2
+
+        def __getitem__(self, i):
+            return i
+
+    loader = DataLoader(Local(), batch_size=1, num_workers=2, multiprocessing_context="spawn")
+    with pytest.raises(Exception, match="(?i)pickle"):  # AttributeError or PicklingError, by Python version
+        list(loader)
+    assert not [p for p in multiprocessing.active_children() if p.name.startswith("ember DataLoader")]

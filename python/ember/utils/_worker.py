@@ -125,17 +125,23 @@ class WorkerPool:
         self.timeout = loader.timeout
         self.prefetch = loader.prefetch_factor
         self.processes, self.conns = [], []
-        for worker_id in range(loader.num_workers):
-            parent_end, worker_end = context.Pipe(duplex=True)
-            process = context.Process(
-                target=_worker_loop, daemon=True, name=f"ember DataLoader worker {worker_id}",
-                args=(worker_end, fetch, loader.worker_init_fn, worker_id, loader.num_workers, base_seed + worker_id,
-                      os.getpid(), self.prefetch + _FILES_HELD))
-            process.start()
-            worker_end.close()
-            self.processes.append(process)
-            self.conns.append(parent_end)
         self.in_flight = collections.deque()  # worker ids, in the order their tasks were sent
+        try:
+            for worker_id in range(loader.num_workers):
+                parent_end, worker_end = context.Pipe(duplex=True)
+                process = context.Process(
+                    target=_worker_loop, daemon=True, name=f"ember DataLoader worker {worker_id}",
+                    args=(worker_end, fetch, loader.worker_init_fn, worker_id, loader.num_workers,
+                          base_seed + worker_id, os.getpid(), self.prefetch + _FILES_HELD))
+                self.conns.append(parent_end)
+                try:
+                    process.start()  # spawn and forkserver pickle the data set here
+                finally:
+                    worker_end.close()
+                self.processes.append(process)
+        except BaseException:  # the workers started so far stop; the error is the caller's
+            self.close(grace=0)
+            raise
         # Per worker, the ids of its shared files whose batch is gone (appended by finalizers, from any
         # thread), to be sent with its next task.
         self.released = [collections.deque() for _ in self.conns]
