@@ -62,7 +62,7 @@ class DataLoader {
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  int64_t size() const;  ///< batches per epoch
+  int64_t size() const;  ///< The number of batches per epoch.
   const Dataset& dataset() const { return *dataset_; }  ///< The data set it reads.
   /// The settings it was built with (pin_memory turned off when no GPU is visible).
   const DataLoaderOptions& options() const { return opts_; }

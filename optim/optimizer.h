@@ -77,7 +77,7 @@ class Optimizer {
   /// State of parameter `index`, counted across groups in order (PyTorch's state_dict numbering).
   const ParamState& state(int64_t index) const;
   int64_t num_params() const;  ///< Parameters over all groups.
-  int64_t steps_taken() const { return steps_taken_; }  ///< calls of step() (skipped ones too)
+  int64_t steps_taken() const { return steps_taken_; }  ///< The calls of step() so far, skipped ones too.
   /// Whether each element's update depends only on that element's gradient and state, so that any
   /// slice of a parameter can be stepped alone (ZeRO steps shards): all but LAMB, whose trust ratio
   /// takes whole-parameter norms.

@@ -20,7 +20,7 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
 
   int device() const { return device_; }    ///< The CUDA device the stream belongs to.
-  void* handle() const { return stream_; }  ///< the cudaStream_t
+  void* handle() const { return stream_; }  ///< The cudaStream_t.
   /// Waits on the host until the stream's work is done (counted by host_sync_count()).
   void synchronize() const;
   /// Work queued on this stream after the call waits for `event` (on the device, not the host).

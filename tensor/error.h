@@ -17,14 +17,14 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-class ShapeError : public Error { using Error::Error; };           ///< incompatible shapes
-class DTypeError : public Error { using Error::Error; };           ///< unsupported / mismatched dtypes
-class DeviceError : public Error { using Error::Error; };          ///< mismatched or absent devices
-class IndexError : public Error { using Error::Error; };           ///< dim or index out of range
-class ValueError : public Error { using Error::Error; };           ///< a bad argument value
-class AutogradError : public Error { using Error::Error; };        ///< misuse of the autograd graph
-class NotImplementedError : public Error { using Error::Error; };  ///< a valid request not (yet) served
-class StateError : public Error { using Error::Error; };           ///< a call out of order (unscale_ twice)
+class ShapeError : public Error { using Error::Error; };           ///< Incompatible shapes.
+class DTypeError : public Error { using Error::Error; };           ///< An unsupported or mismatched dtype.
+class DeviceError : public Error { using Error::Error; };          ///< Mismatched or absent devices.
+class IndexError : public Error { using Error::Error; };           ///< A dim or an index out of range.
+class ValueError : public Error { using Error::Error; };           ///< A bad argument value.
+class AutogradError : public Error { using Error::Error; };        ///< A misuse of the autograd graph.
+class NotImplementedError : public Error { using Error::Error; };  ///< A valid request not (yet) served.
+class StateError : public Error { using Error::Error; };           ///< A call out of order (unscale_ twice).
 /// A tensor read through an undefined handle (a default-constructed Tensor, grad() before any
 /// backward, an optional argument left out): the message names the member called.
 class UndefinedTensorError : public Error { using Error::Error; };

@@ -45,8 +45,10 @@ Tensor wrapped_scalar(Scalar value, Device device);
 DType result_type(const Tensor& a, const Tensor& b);
 
 // ---- random (tensor/random.cpp); default generator unless one is given
-Tensor rand(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);   ///< U[0, 1)
-Tensor randn(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);  ///< N(0, 1)
+/// A new tensor of `shape` drawn uniformly from [0, 1), from `gen` or else the default generator.
+Tensor rand(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);
+/// A new tensor of `shape` drawn from the standard normal N(0, 1), from `gen` or else the default generator.
+Tensor randn(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts = DType::i64,
                Generator* gen = nullptr);  ///< uniform in [low, high)
 
@@ -82,7 +84,7 @@ Tensor pow(const Tensor& x, Scalar exponent);
 Tensor add(const Tensor& a, const Tensor& b);      ///< a + b.
 Tensor sub(const Tensor& a, const Tensor& b);      ///< a - b.
 Tensor mul(const Tensor& a, const Tensor& b);      ///< a * b.
-Tensor div(const Tensor& a, const Tensor& b);      ///< true division: integers give floats
+Tensor div(const Tensor& a, const Tensor& b);      ///< a / b, true division: integer operands give floats.
 /// How div(a, b, mode) rounds the quotient: toward zero or down (PyTorch's rounding_mode).
 enum class RoundingMode { trunc, floor };
 /// a / b rounded as `mode` says, in the operands' promoted dtype (integers stay integers, and an
@@ -182,8 +184,11 @@ Tensor pin_memory(const Tensor& x);
 Tensor clone(const Tensor& x);  ///< A contiguous copy of x with its own storage (differentiable).
 
 // ---- views and shape ops (tensor/view.cpp); views share storage with their input
-Tensor view(const Tensor& x, const Shape& shape);     ///< one dim may be -1; ShapeError if strides forbid a view
-Tensor reshape(const Tensor& x, const Shape& shape);  ///< a view when possible, else a copy
+/// A view of x with another shape (one size may be -1, inferred from the others); ShapeError when x's
+/// strides cannot be viewed so (reshape copies then).
+Tensor view(const Tensor& x, const Shape& shape);
+/// x with another shape (one size may be -1): a view when the strides allow, else a copy.
+Tensor reshape(const Tensor& x, const Shape& shape);
 /// A view with the dims reordered: dim i of the result is dim dims[i] of x.
 Tensor permute(const Tensor& x, const Shape& dims);
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);  ///< A view with dims dim0 and dim1 swapped.
@@ -193,7 +198,9 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
 /// A view of slice `index` along dim, without that dim; IndexError when out of range.
 Tensor select(const Tensor& x, int64_t dim, int64_t index);
-Tensor expand(const Tensor& x, const Shape& shape);        ///< -1 keeps a size
+/// A view of x broadcast to a larger shape, without a copy: sizes of 1 grow, a size of -1 keeps x's,
+/// and new dims go in front.
+Tensor expand(const Tensor& x, const Shape& shape);
 Tensor broadcast_to(const Tensor& x, const Shape& shape);  ///< expand() to a shape written out in full.
 Tensor squeeze(const Tensor& x);                 ///< A view without the dims of size 1.
 Tensor squeeze(const Tensor& x, int64_t dim);    ///< A view without dim when its size is 1 (x itself otherwise).
@@ -272,8 +279,8 @@ Tensor norm(const Tensor& x, double p = 2.0, const Shape& dims = {}, bool keepdi
 // ---- linear algebra and softmax (tensor/linalg.cpp, tensor/softmax.cpp)
 /// PyTorch's matmul: 1-D operands are promoted and squeezed back; batch dims broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b);
-Tensor mm(const Tensor& a, const Tensor& b);   ///< matrix product (n,k) @ (k,m)
-Tensor bmm(const Tensor& a, const Tensor& b);  ///< batched matrix product (b,n,k) @ (b,k,m)
+Tensor mm(const Tensor& a, const Tensor& b);   ///< The matrix product of a (n, k) and b (k, m): (n, m).
+Tensor bmm(const Tensor& a, const Tensor& b);  ///< The batched matrix product of (B, n, k) and (B, k, m): (B, n, m).
 /// x (..., in) w^T + b with w (out, in) and b (out) or undefined, as torch.nn.functional.linear: one
 /// GEMM with the bias added in its output pass (matmul(x, w.t()) + b computes the same). A 1-D w
 /// (in) gives x @ w of shape (...), with a 0-dim b.

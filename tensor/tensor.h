@@ -120,7 +120,7 @@ class Tensor {
   /// Marks a leaf as requiring grad (or not). AutogradError on a non-leaf, DTypeError for a
   /// non-floating dtype.
   Tensor& requires_grad_(bool enabled = true);
-  bool is_leaf() const;  ///< no grad_fn
+  bool is_leaf() const;  ///< Whether it has no grad_fn: made by the user (or detached), not by a recorded op.
   /// The gradient backward accumulated (undefined before the first backward, and on non-leaves
   /// unless retain_grad()).
   Tensor grad() const;
@@ -133,14 +133,14 @@ class Tensor {
   void set_grad_fn(std::shared_ptr<autograd::Node> fn, uint32_t output_nr) const;
   /// Backpropagates from this tensor; `grad` defaults to ones for a one-element tensor.
   void backward(const Tensor& grad = {}, bool retain_graph = false, bool create_graph = false) const;
-  Tensor detach() const;  ///< shares storage, no history
+  Tensor detach() const;  ///< A tensor sharing this one's storage, without autograd history.
   /// Runs `hook` on this tensor's gradient each time backward computes it; AutogradError when the
   /// tensor does not require grad.
   void register_hook(GradHook hook) const;
   /// Runs `hook` after backward added into this leaf's .grad; AutogradError unless a leaf that
   /// requires grad.
   void register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const;
-  void retain_grad() const;  ///< keep .grad on a non-leaf after backward
+  void retain_grad() const;  ///< Keeps .grad on this non-leaf after backward (only leaves keep theirs otherwise).
   /// The storage's version counter, bumped by every in-place write.
   uint64_t version() const { return checked("version()").storage->version(); }
   /// The autograd state; null for tensors outside any graph.
@@ -154,7 +154,7 @@ class Tensor {
   // a tensor has its method (a test holds that) except zeros_like, ones_like, full_like,
   // result_type, where (PyTorch's x.where has another order) and std (the name would hide
   // namespace std in the class: use ember::std(x)).
-  Tensor t() const;  ///< transpose of a 2-D tensor; a 0-D or 1-D tensor is returned as it is
+  Tensor t() const;  ///< The transpose of a 2-D tensor; a 0-D or 1-D tensor comes back as it is.
   Tensor neg() const;  ///< ember::neg(*this)
   Tensor abs() const;  ///< ember::abs(*this)
   Tensor sign() const;  ///< ember::sign(*this)

@@ -268,7 +268,7 @@ void bind_autograd(nb::module_& m) {
                      return fn ? nb::cast(fn) : nb::none();
                    },
                    doc::Tensor_grad_fn)
-      .def_prop_ro("is_leaf", &Tensor::is_leaf, "Whether the tensor has no grad_fn (made by the user, not by an op).")
+      .def_prop_ro("is_leaf", &Tensor::is_leaf, doc::Tensor_is_leaf)
       .def_prop_ro("retains_grad",
                    [](const Tensor& t) { return t.autograd_meta() && t.autograd_meta()->retained_grad != nullptr; },
                    "Whether retain_grad() was called on this non-leaf.")

@@ -338,13 +338,13 @@ void bind_factory(nb::module_& m) {
           return rand(shape_from_args(size, "rand"), make_options(dtype, device, rg), gen);
         },
         "size"_a, nb::kw_only(), "generator"_a = nb::none(), "dtype"_a = nb::none(), "device"_a = nb::none(),
-        "requires_grad"_a = false, "Uniform values in [0, 1).");
+        "requires_grad"_a = false, doc::rand);
   m.def("randn",
         [](nb::args size, Generator* gen, std::optional<DType> dtype, std::optional<Device> device, bool rg) {
           return randn(shape_from_args(size, "randn"), make_options(dtype, device, rg), gen);
         },
         "size"_a, nb::kw_only(), "generator"_a = nb::none(), "dtype"_a = nb::none(), "device"_a = nb::none(),
-        "requires_grad"_a = false, "Standard normal values.");
+        "requires_grad"_a = false, doc::randn);
   m.def("randint",
         [](int64_t high, const Shape& size, Generator* gen, std::optional<DType> dtype, std::optional<Device> device) {
           return randint(0, high, size, make_options(dtype, device, false, DType::i64), gen);

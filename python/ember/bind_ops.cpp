@@ -456,16 +456,16 @@ void bind_ops(nb::module_& m) {
 
   // ---- views and shape ops
   c.def("view", [](const Tensor& x, nb::args shape) { return x.view(shape_from_args(shape, "view")); },
-        "A view with another shape (one size may be -1); ShapeError when the strides forbid it.")
+        doc::view)
       .def("reshape", [](const Tensor& x, nb::args shape) { return x.reshape(shape_from_args(shape, "reshape")); },
-           "The tensor with another shape: a view when possible, else a copy.")
+           doc::reshape)
       .def("view_as", [](const Tensor& x, const Tensor& o) { return x.view(o.shape()); }, "other"_a, "x.view(other.shape).")
       .def("reshape_as", [](const Tensor& x, const Tensor& o) { return x.reshape(o.shape()); }, "other"_a,
            "x.reshape(other.shape).")
       .def("permute", [](const Tensor& x, nb::args dims) { return x.permute(shape_from_args(dims, "permute")); },
            doc::permute)
       .def("expand", [](const Tensor& x, nb::args shape) { return x.expand(shape_from_args(shape, "expand")); },
-           "A view broadcast to a larger shape (-1 keeps a size).")
+           doc::expand)
       .def("expand_as", [](const Tensor& x, const Tensor& o) { return x.expand(o.shape()); }, "other"_a,
            "x.expand(other.shape).")
       .def("repeat", [](const Tensor& x, nb::args sizes) { return repeat(x, shape_from_args(sizes, "repeat")); },

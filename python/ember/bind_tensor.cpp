@@ -175,7 +175,7 @@ void bind_tensor_attributes(nb::module_&) {  // methods of Tensor only
       .def("bool", [](const Tensor& t) { return t.to(DType::boolean); }, "The tensor as bool.")
       .def("type_as", [](const Tensor& t, const Tensor& o) { return t.to(o.dtype()); }, "other"_a,
            "The tensor converted to other's dtype.")
-      .def("detach", &Tensor::detach, "A tensor sharing these elements, without autograd history.")
+      .def("detach", &Tensor::detach, doc::Tensor_detach)
       .def(
           "detach_",
           [](nb::handle self) {
