@@ -2,13 +2,14 @@
 each training the same SmallCNN from the same initial weights on the same batches, with the loss, the
 time per step and what each mode keeps in which dtype. The modes the Python package can express:
   fp32        everything in float32
+  tf32        float32, with TF32 tensor cores for matmul and conv (ember.backends' switches; GPU only:
+              on the CPU it is fp32, so the CPU leaves it out unless asked)
   amp_fp16    float32 weights; autocast runs matmul and conv in float16; GradScaler scales the loss so
               that small gradients survive float16, unscales them, skips a step that overflowed
   amp_bf16    the same in bfloat16, whose float32-sized exponent needs no loss scaling
   pure_bf16   the model and the optimizer state in bfloat16: no masters, no scaling
-The C++ program also has tf32 (a GPU switch), naive_fp16 and naive_bf16 (a 16-bit model with float32
-master weights and a dynamic loss scale): they are train::TrainingPrecision's, which the package does
-not bind. On the CPU the 16-bit modes store 16 bits but compute in float32, so they save memory, not
+The C++ program also has naive_fp16 and naive_bf16 (a 16-bit model with float32 master weights and a
+dynamic loss scale): they are train::TrainingPrecision's, which the package does not bind. On the CPU the 16-bit modes store 16 bits but compute in float32, so they save memory, not
 time; on a GPU (--device cuda) they run on tensor cores. The script checks that every mode learns,
 stays near fp32's loss, stores the dtypes it promises, and that the loss scale backed off after
 exactly the steps whose gradients were not finite, the ones GradScaler skips (it does not report a
@@ -39,6 +40,7 @@ class Mode:
     autocast: object  # the dtype autocast computes matmul and conv in, or None
     scaled: bool  # whether GradScaler scales the loss
     stored: object  # the dtype of the model, the optimizer state and the input
+    tf32: bool = False  # float32 matmul and conv on TF32 tensor cores (a GPU's)
 
     def promised_dtypes(self):
         """The dtypes the mode keeps the convolution's and batch norm's weights in."""
@@ -47,6 +49,7 @@ class Mode:
 
 MODES = {
     "fp32": Mode(None, False, ember.float32),
+    "tf32": Mode(None, False, ember.float32, tf32=True),
     "amp_fp16": Mode(ember.float16, True, ember.float32),
     "amp_bf16": Mode(ember.bfloat16, False, ember.float32),
     "pure_bf16": Mode(None, False, ember.bfloat16),
@@ -88,7 +91,12 @@ def train_in_mode(name, data, args):
         counts["backoffs"] += scaler.get_scale() < scale
         return loss
 
-    report = fit(model, data, args, step, input_dtype=mode.stored)
+    # Process-wide switches, as in PyTorch: on for this mode's run only.
+    ember.backends.cuda.matmul.allow_tf32 = ember.backends.cudnn.allow_tf32 = mode.tf32
+    try:
+        report = fit(model, data, args, step, input_dtype=mode.stored)
+    finally:
+        ember.backends.cuda.matmul.allow_tf32 = ember.backends.cudnn.allow_tf32 = False
     return ModeResult(name, report, model.conv1.weight.dtype, model.bn1.weight.dtype, scaler.get_scale(),
                       counts["skipped"], counts["backoffs"])
 
@@ -102,9 +110,11 @@ def main():
                                      "one model and one data set.")
     add_fit_options(parser, steps=40, batch_size=32, lr=0.02)
     add_fashion_mnist_flag(parser)
-    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES),
-                        help="the modes to compare, fp32 first (default: all)")
+    parser.add_argument("--modes", nargs="+", choices=list(MODES),
+                        help="the modes to compare, fp32 first (default: all; on the CPU all but tf32)")
     args = parser.parse_args()
+    if args.modes is None:
+        args.modes = [m for m in MODES if m != "tf32" or ember.device(args.device).type != "cpu"]
     modes = ["fp32"] + [m for m in dict.fromkeys(args.modes) if m != "fp32"]  # the reference first
 
     def body(checks):
