@@ -8,14 +8,19 @@ and losses in float32), and ``GradScaler``, loss scaling for float16 training
     scaler.scale(loss).backward()
     scaler.step(optimizer)
     scaler.update()
+
+``TrainingPrecision`` runs ember's seven precision modes by name (train/precision.h), the naive ones
+(Apex O2's float16 model with float32 master weights) among them, which autocast cannot express.
 """
 
+import contextlib
 import functools
 
 from . import _ember
 from ._ember import Tensor, get_autocast_dtype, is_autocast_cache_enabled, is_autocast_enabled
 
-__all__ = ["GradScaler", "autocast", "get_autocast_dtype", "is_autocast_cache_enabled", "is_autocast_enabled"]
+__all__ = ["GradScaler", "TrainingPrecision", "autocast", "get_autocast_dtype", "is_autocast_cache_enabled",
+           "is_autocast_enabled", "precision_modes"]
 
 
 class autocast:
@@ -130,3 +135,109 @@ class GradScaler:
             else:
                 converted[key] = _ember.tensor(float(value), dtype=_ember.float32)
         self._cpp.load_state_dict(converted)
+
+
+def precision_modes():
+    """The names of ember's training precision modes, as TrainingPrecision takes them."""
+    return list(_ember._precision_names())
+
+
+class TrainingPrecision:
+    """One of ember's training precision modes, by name (train/precision.h, the C++ programs' --precision):
+
+      fp32        float32 everywhere
+      tf32        float32, matmul and conv on TF32 tensor cores (a GPU's; sets ember.backends' switches)
+      amp_fp16    autocast to float16 and GradScaler (PyTorch's AMP)
+      amp_bf16    autocast to bfloat16, no loss scaling
+      naive_fp16  a float16 model (batch norm kept float32), float32 master weights that the optimizer
+                  steps, and a dynamic loss scale (Apex O2, DeepSpeed's and Colossal-AI's fp16)
+      naive_bf16  the same in bfloat16, without loss scaling
+      pure_bf16   the model and the optimizer state in bfloat16: no masters, no scaling
+
+    It casts ``model`` as the mode asks (build it on its device first) and builds ``optimizer_class``
+    with ``optimizer_kwargs`` over what the mode steps: the masters in the naive modes, else the
+    parameters. ``optimizer`` is that optimizer (for a scheduler). A step::
+
+        precision.zero_grad()
+        with precision.autocast("cuda"):
+            loss = loss_fn(model(x.to(precision.input_dtype)), y)
+        grad_norm, skipped = precision.backward_and_step(loss, clip_grad_norm=1.0)
+
+    ``backward_and_step`` scales the loss where the mode does, unscales, checks for overflow, clips,
+    steps (or skips on an overflow) and updates the scale, all on the device: ``grad_norm`` and
+    ``skipped`` are 0-dim tensors nothing has read back. ``grad_scaler`` and ``loss_scaler`` take the
+    scalers' options by name (GradScaler's: init_scale, growth_interval, ...; the naive modes'
+    DynamicLossScaler: initial_scale_power, loss_scale_window, hysteresis, min_loss_scale, ...)."""
+
+    def __init__(self, model, mode, optimizer_class, grad_scaler=None, loss_scaler=None, **optimizer_kwargs):
+        from .nn.modules import _cpp_handle_of
+        from .optim import _spec_of_optimizer, _wrap_cpp_optimizer
+
+        if mode not in precision_modes():
+            raise ValueError(f"TrainingPrecision: unknown mode {mode!r}; the modes are {', '.join(precision_modes())}")
+        kind, options = _spec_of_optimizer(optimizer_class, optimizer_kwargs)
+        cpp_module, bridges = _cpp_handle_of(model)
+        self.model = model
+        self._bridges = bridges  # the C++ stand-ins of Python modules: alive while this is
+        self._cpp = _ember._TrainingPrecision(cpp_module, mode, kind, options, dict(grad_scaler or {}),
+                                              dict(loss_scaler or {}))
+        self.optimizer = _wrap_cpp_optimizer(self._cpp.optimizer(), self)
+
+    @property
+    def mode(self):
+        """The mode's name."""
+        return self._cpp.mode()
+
+    @property
+    def input_dtype(self):
+        """The dtype the model takes its input in: float16 or bfloat16 in the naive and pure modes, else
+        float32."""
+        return self._cpp.input_dtype()
+
+    @contextlib.contextmanager
+    def autocast(self, device_type="cuda"):
+        """The mode's autocast region for the forward and the loss (amp_fp16, amp_bf16); nothing in the
+        others."""
+        region = self._cpp.autocast(_ember.device(device_type))
+        try:
+            yield
+        finally:
+            region.exit()
+
+    def zero_grad(self):
+        """Sets the gradients of what the mode steps (and of the model's parameters) to None."""
+        self._cpp.zero_grad()
+
+    def backward_and_step(self, loss, clip_grad_norm=0.0):
+        """backward(loss) then step(clip_grad_norm): returns (grad_norm, skipped), 0-dim float32 tensors on
+        the device (the norm of the unscaled gradients before clipping; 1 when the step was skipped)."""
+        return self._cpp.backward_and_step(loss, float(clip_grad_norm))
+
+    def backward(self, loss):
+        """One micro-batch's backward (the loss scaled where the mode scales), its gradients added to those
+        of the backwards before it since zero_grad(): gradient accumulation."""
+        self._cpp.backward(loss)
+
+    def step(self, clip_grad_norm=0.0):
+        """The rest of a step over the gradients added up: unscale and overflow check, clipping to
+        clip_grad_norm when > 0, the step (skipped on an overflow) and the scale update; returns
+        (grad_norm, skipped) as backward_and_step."""
+        return self._cpp.step(float(clip_grad_norm))
+
+    @property
+    def scales_loss(self):
+        """Whether the mode scales the loss (amp_fp16, naive_fp16)."""
+        return self._cpp.scales_loss()
+
+    def loss_scale(self):
+        """The current loss scale, a 0-dim float32 tensor on the device (1 in the modes that do not scale)."""
+        return self._cpp.loss_scale()
+
+    def state_dict(self):
+        """The scaler's state and, in the naive modes, the float32 masters: tensors by name (empty in fp32,
+        tf32, amp_bf16 and pure_bf16). The optimizer's state is its own (``optimizer.state_dict()``)."""
+        return self._cpp.state_dict()
+
+    def load_state_dict(self, state_dict):
+        """Restores a state_dict() of the same mode; ValueError when it does not fit."""
+        self._cpp.load_state_dict(state_dict)

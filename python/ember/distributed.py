@@ -14,12 +14,12 @@ Data parallelism: ``ember.nn.parallel.DistributedDataParallel`` (gradients avera
 
 import contextlib
 import datetime
-import inspect
 import os
 
 from . import _ember
 from ._ember import Tensor
 from .nn.modules import Module, _CppModule, _cpp_handle_of, _route_through_bridges
+from .optim import _spec_of_optimizer, _wrap_cpp_optimizer
 
 __all__ = [
     "DataParallel",
@@ -182,27 +182,6 @@ def barrier(group=None, async_op=False, device_ids=None, timeout=None):
 # ---- ZeRO and one interface over the strategies
 
 
-def _optimizer_spec(optimizer_class, kwargs):
-    """(C++ kind, C++ options) of an ember.optim class and its keyword arguments."""
-    from .optim import _KNOWN, _to_cpp_options
-
-    kind = getattr(optimizer_class, "_kind", None)
-    if kind is None:
-        raise TypeError(f"expected an ember.optim optimizer class (SGD, Adam, AdamW, LAMB), got {optimizer_class!r}")
-    bound = inspect.signature(optimizer_class.__init__).bind(None, None, **kwargs)
-    bound.apply_defaults()
-    named = {k: v for k, v in bound.arguments.items() if k in _KNOWN[kind] or k == "betas"}
-    options, _ = _to_cpp_options(named, _KNOWN[kind])
-    return kind, options
-
-
-def _inner_optimizer(cpp, owner):
-    from .optim import Optimizer
-
-    groups = [cpp.group_params(g) for g in range(cpp.num_groups())]
-    return Optimizer._from_cpp(cpp, groups, owner)
-
-
 @contextlib.contextmanager
 def _guard(make):
     guard = make()
@@ -262,7 +241,7 @@ class ZeroOptimizer(_SteppedInCpp):
 
     def __init__(self, module, optimizer_class, stage=1, process_group=None, zero_options=None, **optimizer_kwargs):
         group = _group(process_group)
-        kind, options = _optimizer_spec(optimizer_class, optimizer_kwargs)
+        kind, options = _spec_of_optimizer(optimizer_class, optimizer_kwargs)
         cpp_module, bridges = _cpp_handle_of(module)
         zero = dict(zero_options or {})
         zero["stage"] = stage
@@ -271,7 +250,7 @@ class ZeroOptimizer(_SteppedInCpp):
         self._cpp_module = cpp_module
         self._cpp = _ember._ZeroOptimizer(cpp_module, group, kind, options, zero)
         _route_through_bridges(bridges)
-        self.optimizer = _inner_optimizer(self._cpp.inner(), self)
+        self.optimizer = _wrap_cpp_optimizer(self._cpp.inner(), self)
 
     @property
     def param_groups(self):
@@ -311,7 +290,7 @@ class DataParallel(_SteppedInCpp, Module):
                  **optimizer_kwargs):
         super().__init__()
         group = _group(process_group)
-        kind, options = _optimizer_spec(optimizer_class, optimizer_kwargs)
+        kind, options = _spec_of_optimizer(optimizer_class, optimizer_kwargs)
         cpp_module, bridges = _cpp_handle_of(module)
         self.module = module
         self.__dict__["_bridges"] = bridges
@@ -320,7 +299,7 @@ class DataParallel(_SteppedInCpp, Module):
                                                      bool(broadcast_buffers), dict(zero_options or {}))
         if strategy == "zero3":
             _route_through_bridges([(m, b) for m, b in bridges if m is not module])
-        self.__dict__["optimizer"] = _inner_optimizer(self._cpp.optimizer(), self)
+        self.__dict__["optimizer"] = _wrap_cpp_optimizer(self._cpp.optimizer(), self)
 
     def forward(self, *args, **kwargs):
         """The model's forward under the strategy's wrapper."""

@@ -25,4 +25,5 @@
 #include "tensor/autocast.h"
 #include "train/checkpoint.h"
 #include "train/model_zoo.h"
+#include "train/precision.h"
 #pragma GCC visibility pop

@@ -9,6 +9,7 @@ next step uses (schedulers written in Python work), and keys ember does not know
 ``state_dict()`` has PyTorch's layout (``{"state": {i: {...}}, "param_groups": [...]}``).
 """
 
+import inspect
 from collections.abc import MutableMapping
 
 from .. import _ember
@@ -311,5 +312,24 @@ class LAMB(Optimizer):
 
 
 _KIND_CLASSES = {"SGD": SGD, "Adam": Adam, "AdamW": AdamW, "LAMB": LAMB}
+
+
+def _spec_of_optimizer(optimizer_class, kwargs):
+    """(C++ kind, C++ options) of an ember.optim class and its keyword arguments: what the wrappers that
+    build their optimizer in C++ (ZeRO, DataParallel, TrainingPrecision) build it from."""
+    kind = getattr(optimizer_class, "_kind", None)
+    if kind is None:
+        raise TypeError(f"expected an ember.optim optimizer class (SGD, Adam, AdamW, LAMB), got {optimizer_class!r}")
+    bound = inspect.signature(optimizer_class.__init__).bind(None, None, **kwargs)
+    bound.apply_defaults()
+    named = {k: v for k, v in bound.arguments.items() if k in _KNOWN[kind] or k == "betas"}
+    options, _ = _to_cpp_options(named, _KNOWN[kind])
+    return kind, options
+
+
+def _wrap_cpp_optimizer(cpp, owner):
+    """An Optimizer over a C++ optimizer that ``owner`` built and keeps (for param_groups, schedulers)."""
+    groups = [cpp.group_params(g) for g in range(cpp.num_groups())]
+    return Optimizer._from_cpp(cpp, groups, owner)
 
 from . import lr_scheduler  # noqa: E402  (it needs Optimizer)
