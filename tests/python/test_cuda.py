@@ -108,3 +108,13 @@ def test_events_time_work_and_streams_order_it():
     side.synchronize()
     with ember.cuda.stream(None):
         assert (x * 2).sum().item() == 2 * (1 << 20)
+
+
+def test_a_python_data_set_loads_pinned_batches():
+    from ember.utils.data import DataLoader, TensorDataset
+
+    data = TensorDataset(ember.arange(8.0).reshape(4, 2), ember.arange(4))
+    for workers in (0, 1):
+        batches = list(DataLoader(data, batch_size=2, num_workers=workers, pin_memory=True))
+        assert all(x.is_pinned() and y.is_pinned() for x, y in batches)
+        assert batches[1][0].cuda(non_blocking=True).cpu().tolist() == [[4.0, 5.0], [6.0, 7.0]]

@@ -318,3 +318,10 @@ def test_a_data_set_spawn_cannot_pickle_fails_at_the_start_and_leaves_no_worker(
     with pytest.raises(Exception, match="(?i)pickle"):  # AttributeError or PicklingError, by Python version
         list(loader)
     assert not [p for p in multiprocessing.active_children() if p.name.startswith("ember DataLoader")]
+
+
+@pytest.mark.skipif(ember.cuda.is_available(), reason="a GPU is visible: test_cuda.py pins batches")
+def test_pin_memory_without_a_gpu_is_ignored_with_a_warning():
+    with pytest.warns(UserWarning, match="pin_memory=True ignored: no CUDA device is visible"):
+        loader = DataLoader(Squares(4), batch_size=2, num_workers=1, pin_memory=True)
+    assert [y.tolist() for _, y in loader] == [[0, 1], [4, 9]]

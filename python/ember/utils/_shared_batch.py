@@ -40,16 +40,16 @@ class _SharedTensor:
         return (_SharedTensor, (self.offset, self.dtype, self.shape, self.requires_grad))
 
 
-def _map_structure(obj, leaf):
+def map_structure(obj, leaf):
     """``obj`` rebuilt with ``leaf(x)`` in place of each item of its tuples, lists and dicts (the containers
     default_collate builds; namedtuples and dict subclasses keep their type when they can); anything else
     is a leaf too."""
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(_map_structure(x, leaf) for x in obj))
+        return type(obj)(*(map_structure(x, leaf) for x in obj))
     if isinstance(obj, (tuple, list)):
-        return type(obj)(_map_structure(x, leaf) for x in obj)
+        return type(obj)(map_structure(x, leaf) for x in obj)
     if isinstance(obj, collections.abc.Mapping):
-        mapped = {k: _map_structure(v, leaf) for k, v in obj.items()}
+        mapped = {k: map_structure(v, leaf) for k, v in obj.items()}
         try:
             return mapped if type(obj) is dict else type(obj)(mapped)
         except TypeError:  # a mapping built otherwise (defaultdict): a plain dict, as default_collate falls back
@@ -111,7 +111,7 @@ class WorkerFiles:
             size += _padded_size(x)
             return p
 
-        structure = _map_structure(batch, place)
+        structure = map_structure(batch, place)
         if size == 0:
             conn.send_bytes(reduction.ForkingPickler.dumps(("batch", structure, 0, None)))
             return
@@ -166,7 +166,7 @@ def receive(conn, reply, released):
             t.requires_grad_(True)
         return t
 
-    return _map_structure(structure, rebuild)
+    return map_structure(structure, rebuild)
 
 
 def discard(conn, reply, released):

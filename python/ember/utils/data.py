@@ -17,9 +17,11 @@ fixes it); each pass over the loader is the next epoch.
 import collections.abc
 import itertools
 import multiprocessing
+import warnings
 
 from .. import _ember
 from .._ember import Tensor
+from ._shared_batch import map_structure
 from ._worker import WorkerInfo, WorkerPool, get_worker_info
 
 __all__ = [
@@ -330,8 +332,9 @@ class DataLoader:
     threads over ember's built-in data sets, worker processes over Python data sets (started with
     ``multiprocessing_context``, the default start method when None; each calls ``worker_init_fn(id)``
     once; ``persistent_workers`` keeps them from one epoch to the next; ``timeout`` > 0 bounds the wait
-    for a batch). With 0 the Python work runs on the calling thread. ``seed`` is ember's addition: the
-    shuffle seed, from which each epoch's worker seeds derive too."""
+    for a batch). With 0 the Python work runs on the calling thread. ``pin_memory`` hands out batches in
+    page-locked memory when a GPU is visible. ``seed`` is ember's addition: the shuffle seed, from which
+    each epoch's worker seeds derive too."""
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
@@ -374,6 +377,11 @@ class DataLoader:
         self._use_cpp = (cpp_dataset is not None and collate_fn is None and batch_sampler is None and batch_size is not None
                          and (sampler is None or isinstance(sampler, DistributedSampler)))
         self._cpp_loader = None
+        # Page-locked batches need a GPU: without one the option is ignored and said so once, as the C++
+        # loader does for its own batches.
+        self._pin = bool(pin_memory) and not self._use_cpp and _ember._cuda_device_count() > 0
+        if pin_memory and not self._use_cpp and not self._pin:
+            warnings.warn("DataLoader pin_memory=True ignored: no CUDA device is visible", stacklevel=2)
         if self._iterable:
             self.sampler = None
             self.batch_sampler = None
@@ -417,9 +425,8 @@ class DataLoader:
             tasks = itertools.repeat(None)
         else:
             tasks = iter(self.batch_sampler if self.batch_sampler is not None else self.sampler)
-        if self.num_workers:
-            return self._iter_workers(tasks, epoch)
-        return self._iter_here(tasks)
+        batches = self._iter_workers(tasks, epoch) if self.num_workers else self._iter_here(tasks)
+        return map(_pinned, batches) if self._pin else batches
 
     def _iter_cpp(self, epoch):
         loader = self._cpp_loader
@@ -461,6 +468,12 @@ class DataLoader:
     def __del__(self):
         if getattr(self, "_workers", None) is not None:
             self._workers.close()
+
+
+def _pinned(batch):
+    """The batch with its CPU tensors copied into page-locked memory (copies to a GPU then run
+    asynchronously), as PyTorch's pin_memory does."""
+    return map_structure(batch, lambda x: x.pin_memory() if isinstance(x, Tensor) and x.device.type == "cpu" else x)
 
 
 class _BatchFetcher:
