@@ -261,6 +261,21 @@ def test_an_exception_in_a_worker_is_raised_with_its_type_and_traceback():
     assert len(list(loader)) == 4
 
 
+def test_an_exception_of_a_local_type_arrives_as_a_runtime_error_with_its_name():
+    class LocalError(Exception):
+        pass
+
+    class Raises(Dataset):
+        def __len__(self):
+            return 2
+
+        def __getitem__(self, i):
+            raise LocalError(f"bad example {i}")
+
+    with pytest.raises(RuntimeError, match="Caught LocalError in DataLoader worker process 0(.|\n)*bad example 0"):
+        list(DataLoader(Raises(), batch_size=1, num_workers=1))
+
+
 def test_a_worker_that_dies_is_a_runtime_error_naming_it():
     start = time.monotonic()
     with pytest.raises(RuntimeError, match=r"DataLoader worker 1 \(pid \d+\) exited unexpectedly with exit code 3"):

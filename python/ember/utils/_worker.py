@@ -13,6 +13,7 @@ never hangs the loop."""
 import collections
 import multiprocessing
 import os
+import pickle
 import random
 import signal
 import sys
@@ -58,7 +59,11 @@ class _RaisedInWorker:
     """An exception a worker caught, with its traceback as text (tracebacks do not pickle)."""
 
     def __init__(self, worker_id, exc):
-        self.exc_type = type(exc)
+        try:  # the type crosses by name: one defined inside a function cannot, and becomes a RuntimeError
+            pickle.dumps(type(exc))
+            self.exc_type = type(exc)
+        except Exception:
+            self.exc_type = RuntimeError
         self.message = (f"Caught {type(exc).__name__} in DataLoader worker process {worker_id}.\n"
                         f"Original {''.join(traceback.format_exception(exc))}")
 
