@@ -12,11 +12,14 @@ time per step and what each mode keeps in which dtype. The modes the Python pack
   naive_bf16  the same in bfloat16, without loss scaling
   pure_bf16   the model and the optimizer state in bfloat16: no masters, no scaling
 The modes PyTorch has are written as PyTorch writes them (autocast, GradScaler); the naive ones, which
-autocast cannot express, run through ember.amp.TrainingPrecision, the C++ program's train::TrainingPrecision. On the CPU the 16-bit modes store 16 bits but compute in float32, so they save memory, not
-time; on a GPU (--device cuda) they run on tensor cores. The script checks that every mode learns,
-stays near fp32's loss, stores the dtypes it promises, and that the loss scale backed off after
-exactly the steps whose gradients were not finite, the ones GradScaler skips (it does not report a
-skip, as PyTorch's does not: the script counts those steps from the gradients).
+autocast cannot express, run through ember.amp.TrainingPrecision, the C++ program's
+train::TrainingPrecision. On the CPU the 16-bit modes store 16 bits but compute in float32, so they
+save memory, not time; on a GPU (--device cuda) they run on tensor cores. The script checks that
+every mode learns, stays near fp32's loss and stores the dtypes it promises. Under GradScaler the loss
+scale must back off after exactly the steps whose gradients were not finite, the ones it skips (it
+does not report a skip, as PyTorch's does not: the script counts those steps from the gradients);
+the naive modes' dynamic scale tolerates an overflow before it backs off, so there it may back off
+only after skipped steps, which TrainingPrecision reports.
 
 Read next: python/ember/amp.py (autocast, GradScaler: thin wrappers of the C++ ones),
 python/ember/nn/models.py (SmallCNN, built in C++), then the C++ they call: tensor/autocast.cpp (which
