@@ -27,9 +27,11 @@ from . import _ember
 from ._ember import *  # noqa: F401,F403  (the Tensor class, dtypes, factories, ops, errors)
 from ._ember import is_grad_enabled
 from . import _tensor  # noqa: F401  (adds the Python-side Tensor methods)
+from ._tensor import isfinite, isinf, isnan
 from . import autograd, cuda
 from .autograd import enable_grad, no_grad, set_grad_enabled
 from . import amp, backends, nn, optim, utils
+from .compiled_step import compile_step
 from .serialization import load_checkpoint, load_file, save_checkpoint, save_file
 
 # ember.bool, ember.float and ember.int are dtypes (as in torch); the builtins stay reachable here.

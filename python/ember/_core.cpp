@@ -1,8 +1,8 @@
 // The ember._ember extension module: each bind_*.cpp file adds one concept (errors, dtypes, the Tensor
 // class, ops, factories, indexing, interchange, CUDA devices, autograd; then the training stack: nn,
-// functional, optim, precision modes, io, data, dist). The order matters where a part adds to what an
-// earlier one made: Tensor exists before the parts that add its methods, nn's module handle before data
-// and dist use it.
+// functional, optim, precision modes, whole-step capture, io, data, dist). The order matters where a
+// part adds to what an earlier one made: Tensor exists before the parts that add its methods, nn's
+// module handle before data and dist use it.
 #include <cstdlib>
 
 #include "python/ember/bind.h"
@@ -28,6 +28,7 @@ NB_MODULE(_ember, m) {
   bind_functional(m);
   bind_optim(m);
   bind_precision(m);
+  bind_compiled_step(m);
   bind_io(m);
   bind_data(m);
   bind_dist(m);

@@ -1,6 +1,6 @@
-"""The parts of ``ember.Tensor`` written in Python: NumPy conversion, iteration, formatting, copying and
-pickling. They run rarely enough that Python's cost does not matter, and NumPy stays an optional
-dependency (imported on first use)."""
+"""The parts of ``ember.Tensor`` written in Python: NumPy conversion, iteration, formatting, copying,
+pickling, and the NaN and infinity tests, composed of comparisons. They run rarely enough that
+Python's cost does not matter, and NumPy stays an optional dependency (imported on first use)."""
 
 import builtins
 
@@ -48,6 +48,24 @@ def __format__(self, spec):
     if self.dim() == 0:
         return self.item().__format__(spec)
     return object.__format__(self, spec)
+
+
+def isnan(input):
+    """Where ``input`` is NaN, as a bool tensor (``torch.isnan``): the elements unequal to themselves.
+    Integer and bool tensors have none."""
+    return input != input
+
+
+def isinf(input):
+    """Where ``input`` is +inf or -inf, as a bool tensor (``torch.isinf``)."""
+    if not input.is_floating_point():
+        return _ember.zeros_like(input, dtype=_ember.bool)
+    return input.abs() == float("inf")
+
+
+def isfinite(input):
+    """Where ``input`` is neither NaN nor infinite, as a bool tensor (``torch.isfinite``)."""
+    return _ember.logical_not(isnan(input) | isinf(input))
 
 
 def __deepcopy__(self, memo):
@@ -112,6 +130,9 @@ Tensor.__array_priority__ = 1000
 
 for _name, _fn in [
     ("numpy", numpy),
+    ("isnan", isnan),
+    ("isinf", isinf),
+    ("isfinite", isfinite),
     ("__array__", __array__),
     ("__iter__", __iter__),
     ("__contains__", __contains__),

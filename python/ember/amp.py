@@ -57,10 +57,10 @@ class autocast:
         return wrapper
 
 
-def _cpp_optimizer(optimizer):
+def _cpp_optimizer(optimizer, caller="GradScaler"):
     cpp = getattr(optimizer, "_cpp", None)
     if cpp is None:
-        raise TypeError(f"GradScaler: expected an ember.optim optimizer, got {type(optimizer).__name__}")
+        raise TypeError(f"{caller}: expected an ember.optim optimizer, got {type(optimizer).__name__}")
     return cpp
 
 

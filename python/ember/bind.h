@@ -100,6 +100,7 @@ void bind_nn(nb::module_& m);          // C++ modules, the Python-module bridge,
 void bind_functional(nb::module_& m);  // ember.nn.functional's C++ half
 void bind_optim(nb::module_& m);       // optimizers, schedulers, clipping, autocast, GradScaler
 void bind_precision(nb::module_& m);   // the training precision modes (fp32 ... naive_fp16, pure_bf16)
+void bind_compiled_step(nb::module_& m);  // whole-step capture (ember.compile_step)
 void bind_io(nb::module_& m);          // safetensors files and training checkpoints
 void bind_data(nb::module_& m);        // built-in data sets and the C++ DataLoader
 void bind_dist(nb::module_& m);        // process groups, DDP, ZeRO

@@ -118,3 +118,16 @@ def test_a_python_data_set_loads_pinned_batches():
         batches = list(DataLoader(data, batch_size=2, num_workers=workers, pin_memory=True))
         assert all(x.is_pinned() and y.is_pinned() for x, y in batches)
         assert batches[1][0].cuda(non_blocking=True).cpu().tolist() == [[4.0, 5.0], [6.0, 7.0]]
+
+
+def test_a_python_step_replays_from_a_cuda_graph_as_it_ran_eagerly():
+    from test_compiled_step import data, sgd_training
+
+    batches = [(x.cuda(), y.cuda()) for x, y in data(7)[5:]]  # past the overflowed batch
+    batches += [(x * 0.5, y) for x, y in batches] * 2
+    _, _, eager_step = sgd_training("cuda")
+    eager = [eager_step(x, y).item() for x, y in batches]
+    _, opt, step = sgd_training("cuda")
+    compiled = ember.compile_step(step, optimizers=[opt], warmup_steps=2)
+    assert [compiled(x, y).item() for x, y in batches] == eager
+    assert compiled.stats == {"eager": 2, "captures": 1, "replays": 4}

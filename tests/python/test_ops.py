@@ -67,6 +67,20 @@ def test_gelu_both_forms(rng, dtype):
         t.gelu(approximate="cubic")
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=repr)
+def test_isnan_isinf_isfinite_against_numpy(dtype):
+    values = [0.0, -1.5, np.nan, np.inf, -np.inf, 3e4, -0.0]
+    x = ember.tensor(values, dtype=dtype)
+    ref = np.array(values)
+    for name in ("isnan", "isinf", "isfinite"):
+        got = getattr(ember, name)(x)
+        assert got.dtype is ember.bool and got.tolist() == getattr(np, name)(ref).tolist(), name
+        assert getattr(x, name)().tolist() == got.tolist()
+    for exact in (ember.tensor([1, -2]), ember.tensor([True, False])):
+        assert ember.isnan(exact).tolist() == ember.isinf(exact).tolist() == [False, False]
+        assert ember.isfinite(exact).tolist() == [True, True]
+
+
 def test_unary_on_integers_promotes_like_torch():
     i = ember.tensor([1, 4, 9])
     assert i.sqrt().dtype is ember.float32 and i.sqrt().tolist() == [1.0, 2.0, 3.0]

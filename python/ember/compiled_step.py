@@ -1,0 +1,69 @@
+"""Whole-step capture from Python (train/compiled_step.h): ``ember.compile_step(step, optimizers=[...])``
+runs a training step written in Python eagerly for a few warm-up calls per input shape, then captures
+it once and replays it. On a GPU the capture is a CUDA graph: a replay launches every kernel of the
+forward, backward and optimizer step at once, and no Python runs at all. On the CPU each replay runs
+the step again under the same rules, so a step that works here works captured::
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = ember.compile_step(step, optimizers=[opt])
+    for x, y in loader:
+        loss = compiled(x, y)  # after a replay, the graph's own tensor: clone it to keep it
+
+The step must queue the same work every call, its inputs differing only in their values: reading a
+device value on the host (``item()``, ``print(t)``, a branch on a tensor) raises ``ember.CaptureError``
+naming the op. Learning rates and momentum may change between calls (a replay reads them from device
+memory); another hyperparameter's change captures the step again. Random ops draw new numbers on each
+replay, from ``generators`` (ember's default generator when empty)."""
+
+from . import _ember
+from ._ember import Tensor
+
+__all__ = ["CompiledStep", "compile_step"]
+
+
+class CompiledStep:
+    """A training step run eagerly for warm-up, then captured per input shape and replayed (see the
+    module's description). Call it with the step's tensors; it returns what the step returns."""
+
+    def __init__(self, step, optimizers=(), generators=(), warmup_steps=3, max_graphs=4):
+        from .amp import _cpp_optimizer
+
+        if not callable(step):
+            raise TypeError(f"compile_step: step must be callable, got {type(step).__name__}")
+        returns = {}  # whether the step returns one tensor; not self, which would make a cycle through C++
+
+        def run(batch):
+            out = step(*batch)
+            returns["one"] = isinstance(out, Tensor)
+            out = [out] if returns["one"] else list(out)
+            if not all(isinstance(t, Tensor) for t in out):
+                raise TypeError("compile_step: the step must return a tensor or a sequence of tensors")
+            return out
+
+        self._returns = returns
+        self._cpp = _ember._CompiledStep(run, [_cpp_optimizer(o, "compile_step") for o in optimizers],
+                                         list(generators), int(warmup_steps), int(max_graphs))
+
+    def __call__(self, *batch):
+        out = self._cpp(list(batch))
+        return out[0] if self._returns.get("one") else tuple(out)
+
+    @property
+    def stats(self):
+        """What the calls so far did: {"eager": steps run eagerly, "captures": graphs captured,
+        "replays": steps replayed}."""
+        return self._cpp.stats()
+
+
+def compile_step(step, optimizers=(), generators=(), warmup_steps=3, max_graphs=4):
+    """``step`` (a function of the batch's tensors that trains one step and returns tensors) as a
+    CompiledStep: ``warmup_steps`` eager calls per input shape (they create the optimizer state and pick
+    the GPU libraries' plans), then one capture and replays, for up to ``max_graphs`` shapes (further
+    shapes run eagerly). ``optimizers``: those the step runs, whose learning rates each replay reads."""
+    return CompiledStep(step, optimizers, generators, warmup_steps, max_graphs)
