@@ -31,6 +31,7 @@
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
 #include "tensor/atomic_file.h"
+#include "tensor/cuda_settings.h"
 #include "tensor/safetensors.h"
 #include "tensor/host_sync.h"
 #include "tensor/printable.h"
@@ -1107,6 +1108,34 @@ TEST_CASE("Runner: bad options and checkpoints that do not fit raise, changing n
   best.runner["best_top1"] = optim::scalar_f64(250);
   expect_error<ValueError>("accuracy", [&] { runner.restore(best); }, {"best_top1", "250"});
   check_bit_equal(run.model->state_dict(), copy, "untouched weights");
+}
+
+TEST_CASE("TrainingPrecision: a mode that fails to build leaves the model and the TF32 switches as they were") {
+  for (const Precision p : {Precision::naive_fp16, Precision::pure_bf16, Precision::tf32}) {
+    INFO(precision_name(p));
+    manual_seed(3);
+    nn::SmallCNN model(10, 1, 28);
+    const std::vector<Tensor> parameters = model.parameters();
+    StateDict copies;
+    for (const auto& [name, t] : model.state_dict()) copies[name] = t.clone();
+    PrecisionOptions po;
+    po.precision = p;
+    // The optimizer is built after the cast: a bad learning rate is found there.
+    expect_error<ValueError>("bad lr", [&] {
+      TrainingPrecision(po, model, [](std::vector<Tensor> params) {
+        return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{.lr = -1.0});
+      });
+    }, {"lr"});
+    for (const auto& [name, t] : model.state_dict()) {
+      INFO(name);
+      CHECK(t.dtype() == copies.at(name).dtype());
+      CHECK(equal(t, copies.at(name)));
+    }
+    const std::vector<Tensor> after = model.parameters();  // the module's own tensors, given their data back
+    for (size_t i = 0; i < parameters.size(); ++i) CHECK(after[i].is_same(parameters[i]));
+    CHECK_FALSE(cuda::matmul_allow_tf32());
+    CHECK_FALSE(cuda::conv_allow_tf32());
+  }
 }
 
 TEST_CASE("Runner: a checkpoint of one optimizer does not resume into another") {

@@ -7,6 +7,7 @@
 #include "tensor/cuda_settings.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
+#include "tensor/set_data.h"
 #include "train/strategy.h"
 
 namespace ember::train {
@@ -47,8 +48,43 @@ Precision parse_precision(const std::string& name) {
   throw ValueError("unknown precision \"" + name + "\" (expected one of " + all + ")");
 }
 
+namespace {
+
+// What the constructor changes outside itself, put back when it throws (a bad optimizer or scaler
+// option found after the cast): each parameter's and buffer's data as it was, the tensors themselves
+// rather than a cast back, so nothing is rounded; and the TF32 switches.
+class ModelRollback {
+ public:
+  explicit ModelRollback(const nn::Module& model)
+      : matmul_tf32_(cuda::matmul_allow_tf32()), conv_tf32_(cuda::conv_allow_tf32()) {
+    for (const std::vector<Tensor>& tensors : {model.parameters(), model.buffers()})
+      for (const Tensor& t : tensors) saved_.emplace_back(t, t.detach());
+  }
+  void restore() {
+    for (auto& [t, before] : saved_) set_data(t, before);
+    cuda::set_matmul_allow_tf32(matmul_tf32_);
+    cuda::set_conv_allow_tf32(conv_tf32_);
+  }
+
+ private:
+  std::vector<std::pair<Tensor, Tensor>> saved_;  // (the model's tensor, its data before)
+  bool matmul_tf32_, conv_tf32_;
+};
+
+}  // namespace
+
 TrainingPrecision::TrainingPrecision(PrecisionOptions options, nn::Module& model, const OptimizerFactory& make_optimizer)
     : options_(options) {
+  ModelRollback rollback(model);
+  try {
+    build(model, make_optimizer);
+  } catch (...) {
+    rollback.restore();
+    throw;
+  }
+}
+
+void TrainingPrecision::build(nn::Module& model, const OptimizerFactory& make_optimizer) {
   const Precision p = options_.precision;
   if (p == Precision::tf32) {
     cuda::set_matmul_allow_tf32(true);

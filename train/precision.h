@@ -69,6 +69,8 @@ class TrainingPrecision {
   /// Casts `model` (already on its device) as the mode asks and builds the optimizer over what it
   /// steps: the float32 masters in the naive modes, the model's parameters otherwise (under ZeRO:
   /// of this rank's pieces). tf32 turns on ember::cuda's matmul and conv TF32 switches for the process.
+  /// When it throws (a bad optimizer or scaler option), the model's tensors and the switches are as
+  /// they were.
   TrainingPrecision(PrecisionOptions options, nn::Module& model, const OptimizerFactory& make_optimizer);
   /// fp32 over an optimizer built already (the model stays as it is).
   explicit TrainingPrecision(std::shared_ptr<optim::Optimizer> optimizer);
@@ -112,6 +114,8 @@ class TrainingPrecision {
   void load_state_dict(const StateDict& dict);
 
  private:
+  // The constructor's work: casts the model, makes the strategy, the masters, the optimizer and the scaler.
+  void build(nn::Module& model, const OptimizerFactory& make_optimizer);
   // The gradient norm of the stepped tensors (over every rank under ZeRO), clipped to clip_grad_norm when > 0.
   Tensor grad_norm(double clip_grad_norm);
 

@@ -4,37 +4,52 @@
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/tuple.h>
 
+#include <type_traits>
+
 #include "python/ember/bind_train.h"
 
 namespace ember::python {
 
 namespace {
 
+// One option's value as T; TypeError naming the option and what came.
+template <class T>
+T option_value(const char* scaler, const std::string& key, nb::handle value) {
+  try {
+    return nb::cast<T>(value);
+  } catch (const nb::cast_error&) {
+    throw nb::type_error((std::string(scaler) + ": option '" + key + "' must be a " +
+                          (std::is_same_v<T, bool> ? "bool" : std::is_integral_v<T> ? "whole number" : "number") +
+                          ", got " +
+                          Py_TYPE(value.ptr())->tp_name).c_str());
+  }
+}
+
 // The scaler settings of ember.amp.TrainingPrecision(grad_scaler={...}, loss_scaler={...}), by
 // the C++ options' names; ValueError for a name the options do not have.
 void set_scaler_options(train::PrecisionOptions& o, const nb::dict& grad_scaler, const nb::dict& loss_scaler) {
   for (auto [key, value] : grad_scaler) {
-    const std::string k = nb::cast<std::string>(key);
+    const std::string k = nb::cast<std::string>(nb::str(key));
     amp::GradScalerOptions& g = o.grad_scaler;
-    if (k == "init_scale") g.init_scale = nb::cast<double>(value);
-    else if (k == "growth_factor") g.growth_factor = nb::cast<double>(value);
-    else if (k == "backoff_factor") g.backoff_factor = nb::cast<double>(value);
-    else if (k == "growth_interval") g.growth_interval = nb::cast<int64_t>(value);
-    else if (k == "enabled") g.enabled = nb::cast<bool>(value);
+    if (k == "init_scale") g.init_scale = option_value<double>("grad_scaler", k, value);
+    else if (k == "growth_factor") g.growth_factor = option_value<double>("grad_scaler", k, value);
+    else if (k == "backoff_factor") g.backoff_factor = option_value<double>("grad_scaler", k, value);
+    else if (k == "growth_interval") g.growth_interval = option_value<int64_t>("grad_scaler", k, value);
+    else if (k == "enabled") g.enabled = option_value<bool>("grad_scaler", k, value);
     else throw ValueError("grad_scaler: unknown option '" + k + "' (it has init_scale, growth_factor, "
                           "backoff_factor, growth_interval, enabled)");
   }
   for (auto [key, value] : loss_scaler) {
-    const std::string k = nb::cast<std::string>(key);
+    const std::string k = nb::cast<std::string>(nb::str(key));
     amp::DynamicLossScalerOptions& l = o.loss_scaler;
-    if (k == "loss_scale") l.loss_scale = nb::cast<double>(value);
-    else if (k == "initial_scale_power") l.initial_scale_power = nb::cast<int>(value);
-    else if (k == "loss_scale_window") l.loss_scale_window = nb::cast<int64_t>(value);
-    else if (k == "hysteresis") l.hysteresis = nb::cast<int64_t>(value);
-    else if (k == "consecutive_hysteresis") l.consecutive_hysteresis = nb::cast<bool>(value);
-    else if (k == "min_loss_scale") l.min_loss_scale = nb::cast<double>(value);
-    else if (k == "max_loss_scale") l.max_loss_scale = nb::cast<double>(value);
-    else if (k == "raise_error_at_min_scale") l.raise_error_at_min_scale = nb::cast<bool>(value);
+    if (k == "loss_scale") l.loss_scale = option_value<double>("loss_scaler", k, value);
+    else if (k == "initial_scale_power") l.initial_scale_power = option_value<int>("loss_scaler", k, value);
+    else if (k == "loss_scale_window") l.loss_scale_window = option_value<int64_t>("loss_scaler", k, value);
+    else if (k == "hysteresis") l.hysteresis = option_value<int64_t>("loss_scaler", k, value);
+    else if (k == "consecutive_hysteresis") l.consecutive_hysteresis = option_value<bool>("loss_scaler", k, value);
+    else if (k == "min_loss_scale") l.min_loss_scale = option_value<double>("loss_scaler", k, value);
+    else if (k == "max_loss_scale") l.max_loss_scale = option_value<double>("loss_scaler", k, value);
+    else if (k == "raise_error_at_min_scale") l.raise_error_at_min_scale = option_value<bool>("loss_scaler", k, value);
     else throw ValueError("loss_scaler: unknown option '" + k + "' (it has loss_scale, initial_scale_power, "
                           "loss_scale_window, hysteresis, consecutive_hysteresis, min_loss_scale, max_loss_scale, "
                           "raise_error_at_min_scale)");

@@ -147,4 +147,17 @@ def test_errors_name_what_is_wrong():
         ember.amp.TrainingPrecision(model, "naive_fp16", ember.optim.SGD, lr=0.1, loss_scaler={"window": 10})
     with pytest.raises(TypeError, match="expected an ember.optim optimizer class"):
         ember.amp.TrainingPrecision(model, "fp32", object, lr=0.1)
-    assert model.conv1.weight.dtype is F32  # nothing was cast by the failed calls
+    with pytest.raises(TypeError, match="grad_scaler: option 'init_scale' must be a number, got str"):
+        ember.amp.TrainingPrecision(model, "amp_fp16", ember.optim.SGD, lr=0.1, grad_scaler={"init_scale": "big"})
+    with pytest.raises(TypeError, match="loss_scaler: option 'hysteresis' must be a whole number, got float"):
+        ember.amp.TrainingPrecision(model, "naive_fp16", ember.optim.SGD, lr=0.1, loss_scaler={"hysteresis": 1.5})
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    # Found after the model was cast (the optimizer and the scaler are built over the cast model): the
+    # model gets its own float32 tensors back, and the TF32 switches their values.
+    for mode, kwargs in [("naive_fp16", {"lr": -1.0}), ("pure_bf16", {"lr": -1.0}), ("tf32", {"lr": -1.0}),
+                         ("naive_fp16", {"lr": 0.1, "loss_scaler": {"hysteresis": 0}})]:
+        with pytest.raises(ValueError):
+            ember.amp.TrainingPrecision(model, mode, ember.optim.SGD, **kwargs)
+        assert not ember.backends.cuda.matmul.allow_tf32 and not ember.backends.cudnn.allow_tf32
+        for name, t in model.state_dict().items():
+            assert t.dtype is before[name].dtype and ember.equal(t, before[name]), (mode, name)
