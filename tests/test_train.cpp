@@ -1111,6 +1111,10 @@ TEST_CASE("Runner: bad options and checkpoints that do not fit raise, changing n
 }
 
 TEST_CASE("TrainingPrecision: a mode that fails to build leaves the model and the TF32 switches as they were") {
+  // Process-wide switches, which earlier tf32 runs in this process leave on: off here, as they were after.
+  const bool matmul_tf32 = cuda::matmul_allow_tf32(), conv_tf32 = cuda::conv_allow_tf32();
+  cuda::set_matmul_allow_tf32(false);
+  cuda::set_conv_allow_tf32(false);
   for (const Precision p : {Precision::naive_fp16, Precision::pure_bf16, Precision::tf32}) {
     INFO(precision_name(p));
     manual_seed(3);
@@ -1136,6 +1140,8 @@ TEST_CASE("TrainingPrecision: a mode that fails to build leaves the model and th
     CHECK_FALSE(cuda::matmul_allow_tf32());
     CHECK_FALSE(cuda::conv_allow_tf32());
   }
+  cuda::set_matmul_allow_tf32(matmul_tf32);
+  cuda::set_conv_allow_tf32(conv_tf32);
 }
 
 TEST_CASE("Runner: a checkpoint of one optimizer does not resume into another") {
