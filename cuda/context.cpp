@@ -92,13 +92,14 @@ DeviceContext& context(int device) {
 }
 
 int current_device() {
-  // cudaGetDevice answers a machine without a GPU with a driver error; say what is wrong instead.
+  int d = 0;
+  const cudaError_t status = cudaGetDevice(&d);
+  if (status == cudaSuccess) return d;  // every launch asks: the check below is for failures only
+  // Without a GPU cudaGetDevice answers with a driver error; say what is wrong instead.
   if (backend::cuda_device_count() == 0)
     throw DeviceError("cuda::current_device: no CUDA device is visible (no GPU, no driver, or CUDA_VISIBLE_DEVICES "
                       "hides them)");
-  int d = 0;
-  EMBER_CUDA_CHECK(cudaGetDevice(&d));
-  return d;
+  throw_cuda_error(status, "cudaGetDevice(&d)", __FILE__, __LINE__);
 }
 
 cudaStream_t current_stream(int device) {

@@ -500,8 +500,7 @@ void bind_interop(nb::module_& m) {
   nb::class_<MappedFile>(m, "_MappedFile", nb::type_slots(mapped_file_slots), nb::is_weak_referenceable(),
                          "A file mapped into memory (read and write, shared), as a buffer; unmapped when unused.")
       .def(nb::init<int, int64_t>(), "fd"_a, "size"_a,
-           "Maps the first size bytes of the open file fd (which may be closed afterwards).")
-      .def("__len__", [](const MappedFile& f) { return f.size; });
+           "Maps the first size bytes of the open file fd (which may be closed afterwards).");
   m.def("to_dlpack", [](const Tensor& t) { return to_capsule(t.detach(), false); }, "tensor"_a,
         "A legacy DLPack capsule ('dltensor') over the tensor's memory.");
   m.def("_foreign_memory_count", [] { return g_borrowed_buffers.load(); },

@@ -5,6 +5,8 @@ Every call that needs a GPU raises ``ember.DeviceError`` without one; ``is_avail
 ``device_count()`` answer everywhere. ``device`` arguments take an index, ``"cuda:N"`` or an
 ``ember.device``; None is the current device."""
 
+import contextlib
+
 from . import _ember
 
 __all__ = ["Event", "Stream", "current_device", "device_count", "empty_cache", "is_available", "manual_seed",
@@ -135,6 +137,4 @@ class Event(_ember._CudaEvent):
 def stream(s):
     """A context manager in which ``s`` is its device's current stream (``torch.cuda.stream``); None
     changes nothing."""
-    import contextlib
-
     return contextlib.nullcontext() if s is None else _ember._CudaStreamScope(s)

@@ -7,11 +7,10 @@ decoded and augmented on C++ threads (``num_workers``) while Python trains, and 
 ``(images, labels)``. Over any other data set it runs in Python: indices from the sampler,
 ``dataset[i]`` for each, ``collate_fn`` (``default_collate`` stacks), on the calling thread or, with
 ``num_workers > 0``, in that many worker processes as PyTorch runs them (_worker.py: batches come back
-through shared memory, in the sampler's order; ``get_worker_info()`` tells a worker which it is). Both
-shuffle with ember's
-seeded permutation of (seed, epoch), so an order is reproducible: the seed is ``seed=``, or the
-``generator``'s, or drawn from ember's default generator when the loader is built (``ember.manual_seed``
-fixes it); each pass over the loader is the next epoch.
+through shared memory, in the sampler's order; ``get_worker_info()`` tells a worker which it is).
+Both shuffle with ember's seeded permutation of (seed, epoch), so an order is reproducible: the seed
+is ``seed=``, or the ``generator``'s, or drawn from ember's default generator when the loader is built
+(``ember.manual_seed`` fixes it); each pass over the loader is the next epoch.
 """
 
 import collections.abc
@@ -495,19 +494,21 @@ class _BatchFetcher:
         if task is None:
             return self._next_of_stream()
         if self.batch_size is None:
-            item = self.dataset[task]
-            return item if self.collate_fn is default_collate else self.collate_fn(item)
+            return self._unbatched(self.dataset[task])
         getter = getattr(self.dataset, "_get_batch", None)
         if getter is not None and self.collate_fn is default_collate:
             return getter(task)
         return self.collate_fn([self.dataset[i] for i in task])
 
+    def _unbatched(self, item):
+        """One example as batching-off hands it out: as it is, unless a collate_fn was given."""
+        return item if self.collate_fn is default_collate else self.collate_fn(item)
+
     def _next_of_stream(self):
         if self.stream is None:
             self.stream = iter(self.dataset)
         if self.batch_size is None:
-            item = next(self.stream)
-            return item if self.collate_fn is default_collate else self.collate_fn(item)
+            return self._unbatched(next(self.stream))
         batch = list(itertools.islice(self.stream, self.batch_size))
         if not batch or (self.drop_last and len(batch) < self.batch_size):
             raise StopIteration
