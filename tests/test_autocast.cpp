@@ -19,6 +19,7 @@
 #include "nn/normalization.h"
 #include "nn/pooling.h"
 #include "tensor/autocast.h"
+#include "tensor/einsum.h"
 #include "tests/helpers.h"
 
 using namespace ember;
@@ -64,6 +65,8 @@ std::map<std::string, Call> op_calls() {
   c["matmul"] = [](M& m, DType x, DType w) { return matmul(m({3, 4}, x), m({4, 5}, w)); };
   c["mm"] = [](M& m, DType x, DType w) { return mm(m({3, 4}, x), m({4, 5}, w)); };
   c["bmm"] = [](M& m, DType x, DType w) { return bmm(m({2, 3, 4}, x), m({2, 4, 5}, w)); };
+  // elementwise, so that the result's dtype shows einsum's own cast rather than matmul's
+  c["einsum"] = [](M& m, DType x, DType w) { return einsum("ij,ij->ij", {m({2, 3}, x), m({2, 3}, w)}); };
   c["conv2d"] = [](M& m, DType x, DType w) { return conv2d(m({1, 2, 5, 5}, x), m({3, 2, 3, 3}, w), m({3}, w)); };
   c["linear"] = [](M& m, DType x, DType w) {
     nn::Linear layer(4, 3);

@@ -23,6 +23,7 @@
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
 #include "tensor/autocast.h"
+#include "tensor/einsum.h"
 #include "tensor/layout.h"
 #include "tensor/ops.h"
 #include "tensor/safetensors.h"

@@ -12,6 +12,69 @@ nb::handle g_values_indices;  // namedtuple (values, indices) of max(dim) / min(
 
 nb::object values_indices(const ValuesIndices& r) { return g_values_indices(nb::cast(r.values), nb::cast(r.indices)); }
 
+// A subscript of einsum's sublist form as its letter: 0-25 are 'A'-'Z', 26-51 'a'-'z' (PyTorch's
+// mapping, so the implicit output's order agrees), Ellipsis is "...".
+std::string sublist_subscripts(nb::handle sublist, const char* which) {
+  if (!nb::isinstance<nb::list>(sublist) && !nb::isinstance<nb::tuple>(sublist))
+    throw nb::type_error(("einsum: " + std::string(which) + " must be a list of subscripts (ints in [0, 52) or Ellipsis), got " +
+                          std::string(nb::type_name(sublist.type()).c_str()))
+                             .c_str());
+  std::string text;
+  for (nb::handle s : sublist) {
+    if (s.is(nb::ellipsis())) {
+      text += "...";
+      continue;
+    }
+    if (!nb::isinstance<nb::int_>(s) || nb::isinstance<nb::bool_>(s))
+      throw nb::type_error(("einsum: a subscript in a sublist must be an int or Ellipsis, got " +
+                            std::string(nb::type_name(s.type()).c_str()))
+                               .c_str());
+    const auto n = nb::cast<int64_t>(s);
+    if (n < 0 || n >= 52)
+      throw nb::value_error(("einsum: subscript " + std::to_string(n) + " of a sublist is outside [0, 52)").c_str());
+    text += static_cast<char>(n < 26 ? 'A' + n : 'a' + (n - 26));
+  }
+  return text;
+}
+
+// einsum(equation, *operands), einsum(equation, [operands]) or the sublist form
+// einsum(op0, sublist0, op1, sublist1, ..., [output sublist]), as torch.einsum takes them.
+Tensor einsum_from_args(const nb::args& args) {
+  if (args.size() == 0) throw nb::type_error("einsum: expected an equation and operands, got no arguments");
+  std::vector<Tensor> operands;
+  if (nb::isinstance<nb::str>(args[0])) {
+    const std::string equation = nb::cast<std::string>(args[0]);
+    std::vector<nb::handle> items;
+    if (args.size() == 2 && (nb::isinstance<nb::list>(args[1]) || nb::isinstance<nb::tuple>(args[1])))
+      for (nb::handle op : args[1]) items.push_back(op);
+    else
+      for (size_t i = 1; i < args.size(); ++i) items.push_back(args[i]);
+    for (nb::handle op : items) {
+      if (!nb::isinstance<Tensor>(op))
+        throw nb::type_error(("einsum: operands must be tensors, got " + std::string(nb::type_name(op.type()).c_str())).c_str());
+      operands.push_back(nb::cast<Tensor>(op));
+    }
+    return einsum(equation, operands);
+  }
+  std::string equation;
+  size_t i = 0;
+  for (; i + 1 < args.size(); i += 2) {
+    if (!nb::isinstance<Tensor>(args[i]))
+      throw nb::type_error(("einsum: expected an equation string or a tensor first, then sublists; argument " +
+                            std::to_string(i) + " is " + std::string(nb::type_name(args[i].type()).c_str()))
+                               .c_str());
+    operands.push_back(nb::cast<Tensor>(args[i]));
+    if (i > 0) equation += ',';
+    equation += sublist_subscripts(args[i + 1], ("the sublist of operand " + std::to_string(i / 2)).c_str());
+  }
+  if (i < args.size()) {
+    equation += "->";
+    equation += sublist_subscripts(args[i], "the output sublist");
+  }
+  if (operands.empty()) throw nb::type_error("einsum: the sublist form takes pairs of a tensor and its sublist");
+  return einsum(equation, operands);
+}
+
 // Registers f as the method `name` of Tensor and as the module function ember.`name`(input, ...):
 // `args` names the parameters after the tensor.
 template <class F, class... Extra>
@@ -532,6 +595,7 @@ void bind_ops(nb::module_& m) {
         "Alias of cat.");
   m.def("stack", [](const std::vector<Tensor>& ts, int64_t dim) { return stack(ts, dim); }, "tensors"_a, "dim"_a = 0,
         doc::stack);
+  m.def("einsum", &einsum_from_args, doc::einsum);
   m.def("result_type", [](const Tensor& a, const Tensor& b) { return result_type(a, b); }, "tensor1"_a, "tensor2"_a,
         doc::result_type);
 }

@@ -13,6 +13,7 @@
 #include "tensor/atomic_file.h"
 #include "tensor/cuda_settings.h"
 #include "tensor/cuda_stream.h"
+#include "tensor/einsum.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
 #include "tensor/random.h"
