@@ -29,8 +29,9 @@ from ._ember import is_grad_enabled
 from . import _tensor  # noqa: F401  (adds the Python-side Tensor methods)
 from ._tensor import isfinite, isinf, isnan
 from . import autograd, cuda
-from .autograd import enable_grad, no_grad, set_grad_enabled
+from .autograd import enable_grad, inference_mode, is_inference_mode_enabled, no_grad, set_grad_enabled
 from . import amp, backends, nn, optim, utils
+from .amp import autocast
 from .compiled_step import compile_step
 from .serialization import load_checkpoint, load_file, save_checkpoint, save_file
 

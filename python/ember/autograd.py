@@ -6,6 +6,7 @@ with the GIL held.
 """
 
 import functools
+import threading
 
 from . import _ember
 from ._ember import FunctionCtx, Node, RemovableHandle, Tensor, is_grad_enabled
@@ -21,7 +22,9 @@ __all__ = [
     "grad",
     "gradcheck",
     "gradgradcheck",
+    "inference_mode",
     "is_grad_enabled",
+    "is_inference_mode_enabled",
     "no_grad",
     "set_detect_anomaly",
     "set_grad_enabled",
@@ -67,6 +70,51 @@ class enable_grad(_GradModeContext):
     """Turns recording on, inside a ``no_grad`` block; a context manager or a decorator."""
 
     _enabled = True
+
+
+class inference_mode(_GradModeContext):
+    """``torch.inference_mode(mode=True)``: ops inside make no graph, as in ``no_grad``. ember marks no
+    tensor as made in inference mode, so results may later enter autograd (PyTorch refuses that), and
+    there is nothing more to skip than the graph. ``mode=False`` turns recording on, as PyTorch's does.
+    A context manager or a decorator, also without parentheses (``@ember.inference_mode``)."""
+
+    def __new__(cls, mode=True):
+        if callable(mode):  # @inference_mode without parentheses: mode is the decorated function
+            return cls()(mode)
+        return super().__new__(cls)
+
+    def __init__(self, mode=True):
+        self.mode = bool(mode)
+
+    def __enter__(self):
+        self._previous = is_grad_enabled()
+        self._was_inference = is_inference_mode_enabled()
+        _ember._set_grad_enabled(not self.mode)
+        _inference_state.enabled = self.mode
+        return self
+
+    def __exit__(self, *exc):
+        _ember._set_grad_enabled(self._previous)
+        _inference_state.enabled = self._was_inference
+        return False
+
+    def __call__(self, fn):
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+_inference_state = threading.local()  # .enabled, False until a region sets it
+
+
+def is_inference_mode_enabled():
+    """Whether this thread is inside an ``inference_mode()`` region (with mode true)."""
+    return getattr(_inference_state, "enabled", False)
 
 
 class set_grad_enabled(_GradModeContext):

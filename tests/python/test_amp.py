@@ -23,6 +23,8 @@ def test_matmul_inside_autocast_is_bfloat16():
     assert (a @ b).dtype is ember.float32
     ref = to_numpy(a.bfloat16().float() @ b.bfloat16().float())
     np.testing.assert_allclose(to_numpy(out), ref, rtol=2e-2, atol=2e-2)
+    with ember.autocast(device_type="cpu", dtype=ember.bfloat16):  # torch.autocast's top-level name
+        assert (a @ b).dtype is ember.bfloat16 and ember.einsum("ik,kj->ij", a, b).dtype is ember.bfloat16
 
 
 def test_autocast_layers_and_gradients():

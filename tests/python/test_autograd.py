@@ -190,6 +190,36 @@ def test_no_grad_enable_grad_set_grad_enabled():
     assert x.tolist() == [2.0]
 
 
+def test_inference_mode_as_pytorch():
+    x = leaf([1.0])
+    with ember.inference_mode():
+        assert ember.is_inference_mode_enabled() and not ember.is_grad_enabled()
+        assert not (x * 2).requires_grad
+        with ember.inference_mode(False):  # recording on again, as PyTorch's
+            assert ember.is_grad_enabled() and not ember.is_inference_mode_enabled()
+            assert (x * 2).requires_grad
+        assert ember.is_inference_mode_enabled() and not ember.is_grad_enabled()
+    assert ember.is_grad_enabled() and not ember.is_inference_mode_enabled()
+
+    @ember.inference_mode
+    def bare(t):
+        return t * 3, ember.is_inference_mode_enabled()
+
+    @ember.inference_mode()
+    def called(t):
+        return t * 3
+
+    y, inside = bare(x)
+    assert inside and not y.requires_grad and not called(x).requires_grad
+    assert ember.is_grad_enabled() and not ember.is_inference_mode_enabled()
+    seen = {}
+    with ember.inference_mode():  # per thread: a new thread starts outside
+        t = threading.Thread(target=lambda: seen.update(inference=ember.is_inference_mode_enabled(), bare=bare(x)[1]))
+        t.start()
+        t.join()
+    assert seen == {"inference": False, "bare": True}
+
+
 def test_grad_mode_is_per_thread():
     result = {}
 
