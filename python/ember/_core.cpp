@@ -19,6 +19,7 @@ NB_MODULE(_ember, m) {
   bind_tensor_class(m);
   bind_tensor_attributes(m);
   bind_ops(m);
+  bind_composed_ops(m);
   bind_factory(m);
   bind_index(m);
   bind_interop(m);

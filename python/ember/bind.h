@@ -91,6 +91,7 @@ void bind_dtype(nb::module_& m);
 void bind_tensor_class(nb::module_& m);  // creates ember.Tensor: every later part adds to it
 void bind_tensor_attributes(nb::module_& m);
 void bind_ops(nb::module_& m);
+void bind_composed_ops(nb::module_& m);  // flip, roll, tril, triu, meshgrid: PyTorch ops composed of ember's
 void bind_factory(nb::module_& m);
 void bind_index(nb::module_& m);
 void bind_interop(nb::module_& m);
@@ -110,6 +111,14 @@ nb::class_<Tensor> tensor_class();
 
 /// Buffer protocol slots of ember.Tensor (bind_interop.cpp), given to the class when it is created.
 extern PyType_Slot tensor_buffer_slots[];
+
+/// Registers f as the method `name` of Tensor and as the module function ember.`name`(input, ...):
+/// `extra` names the parameters after the tensor.
+template <class F, class... Extra>
+void def_both(nb::module_& m, const char* name, F&& f, const Extra&... extra) {
+  tensor_class().def(name, f, extra...);
+  m.def(name, std::forward<F>(f), "input"_a, extra...);
+}
 
 }  // namespace ember::python
 

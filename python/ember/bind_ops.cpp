@@ -75,14 +75,6 @@ Tensor einsum_from_args(const nb::args& args) {
   return einsum(equation, operands);
 }
 
-// Registers f as the method `name` of Tensor and as the module function ember.`name`(input, ...):
-// `args` names the parameters after the tensor.
-template <class F, class... Extra>
-void def_both(nb::module_& m, const char* name, F&& f, const Extra&... extra) {
-  tensor_class().def(name, f, extra...);
-  m.def(name, std::forward<F>(f), "input"_a, extra...);
-}
-
 // In-place methods return the very Python object they were called on (t.add_(1) is t). Takes a
 // captureless lambda turned function pointer (+[](Tensor& a, ...) {...}), whose parameters it keeps.
 template <class... Args>

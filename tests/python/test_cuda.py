@@ -33,6 +33,19 @@ def test_ops_match_the_cpu(rng):
     assert g[[0, 3], 1:3].shape == (2, 2)
 
 
+def test_composed_ops_match_the_cpu(rng):
+    x = ember.tensor(rng.standard_normal((3, 4, 5)), dtype=ember.float32)
+    w = ember.tensor(rng.standard_normal((5, 2)), dtype=ember.float32)
+    for fn in (
+        lambda a, b: ember.einsum("bij,jk->bik", a, b),
+        lambda a, b: ember.einsum("bii->bi", a[:, :, :4]),
+        lambda a, b: a.flip((0, 2)).roll(2, 1),
+        lambda a, b: a.tril(-1) + a.triu(2),
+        lambda a, b: ember.meshgrid(b[:, 0], b[0])[0],
+    ):
+        assert_close(fn(x.cuda(), w.cuda()), to_numpy(fn(x, w)), rtol=1e-5, atol=1e-5)
+
+
 def test_autograd_on_the_gpu():
     x = ember.tensor([1.0, 2.0], device="cuda", requires_grad=True)
     (x * x).sum().backward()
