@@ -27,7 +27,7 @@ from . import _ember
 from ._ember import *  # noqa: F401,F403  (the Tensor class, dtypes, factories, ops, errors)
 from ._ember import is_grad_enabled
 from . import _tensor  # noqa: F401  (adds the Python-side Tensor methods)
-from ._tensor import isfinite, isinf, isnan
+from ._tensor import bernoulli, isfinite, isinf, isnan
 from . import autograd, cuda
 from .autograd import enable_grad, inference_mode, is_inference_mode_enabled, no_grad, set_grad_enabled
 from . import amp, backends, nn, optim, utils

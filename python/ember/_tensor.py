@@ -1,6 +1,8 @@
 """The parts of ``ember.Tensor`` written in Python: NumPy conversion, iteration, formatting, copying,
-pickling, and the NaN and infinity tests, composed of comparisons. They run rarely enough that
-Python's cost does not matter, and NumPy stays an optional dependency (imported on first use)."""
+pickling, the NaN and infinity tests, composed of comparisons, and the random fills and draws
+(``normal_``, ``uniform_``, ``bernoulli``), composed of nn.init's fills and ``rand``. They run rarely
+enough that Python's cost does not matter, and NumPy stays an optional dependency (imported on first
+use)."""
 
 import builtins
 
@@ -68,6 +70,36 @@ def isfinite(input):
     return _ember.logical_not(isnan(input) | isinf(input))
 
 
+def normal_(self, mean=0.0, std=1.0, *, generator=None):
+    """Fills the tensor in place from N(mean, std^2), outside the graph (as ``nn.init.normal_``)."""
+    _ember._nn.normal_(self, mean, std, generator)
+    return self
+
+
+def uniform_(self, low=0.0, high=1.0, *, generator=None):
+    """Fills the tensor in place from U(low, high), outside the graph (as ``nn.init.uniform_``)."""
+    _ember._nn.uniform_(self, low, high, generator)
+    return self
+
+
+def bernoulli(input, p=None, *, generator=None):
+    """1 with probability ``p`` (by default the elements of ``input``), else 0, in ``input``'s floating
+    dtype: ``torch.bernoulli``. ValueError for a probability outside [0, 1]."""
+    if not input.is_floating_point():
+        raise TypeError(f"bernoulli: expects a floating tensor, got {input.dtype}")
+    probs = input.detach() if p is None else p
+    if isinstance(probs, Tensor):
+        if isnan(probs).any().item():
+            raise ValueError("bernoulli: probabilities must be in [0, 1], got NaN")
+        low, high = probs.min().item(), probs.max().item()
+        if low < 0 or high > 1:
+            raise ValueError(f"bernoulli: probabilities must be in [0, 1], got values from {low} to {high}")
+    elif not 0 <= probs <= 1:
+        raise ValueError(f"bernoulli: probabilities must be in [0, 1], got {probs}")
+    draws = _ember.rand(*input.shape, generator=generator, dtype=input.dtype, device=input.device)
+    return (draws < probs).to(input.dtype)
+
+
 def __deepcopy__(self, memo):
     if id(self) in memo:
         return memo[id(self)]
@@ -130,6 +162,9 @@ Tensor.__array_priority__ = 1000
 
 for _name, _fn in [
     ("numpy", numpy),
+    ("normal_", normal_),
+    ("uniform_", uniform_),
+    ("bernoulli", bernoulli),
     ("isnan", isnan),
     ("isinf", isinf),
     ("isfinite", isfinite),

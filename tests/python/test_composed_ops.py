@@ -1,5 +1,6 @@
-"""flip, roll, tril, triu and meshgrid, which ember composes of its own ops: against NumPy, through
-autograd (gradcheck), and their errors."""
+"""The ops ember composes of its own for PyTorch users: flip, roll, tril, triu and meshgrid against
+NumPy and through autograd (gradcheck); normal_, uniform_ and bernoulli against their distributions;
+and their errors."""
 
 import numpy as np
 import pytest
@@ -86,5 +87,37 @@ def test_gradients_flow_through_the_compositions():
 def test_errors(call, error, words):
     with pytest.raises(error) as info:
         call(ember.zeros(2, 3))
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_random_fills_and_bernoulli_draw_from_their_distributions():
+    # 20000 draws: the sample mean's standard error is std / 141, so 0.1 is over 4 of them for std 3.
+    g = ember.Generator(7)
+    x = ember.empty(20000).normal_(2.0, 3.0, generator=g)
+    assert abs(x.mean().item() - 2.0) < 0.1 and abs(x.std().item() - 3.0) < 0.1
+    u = ember.zeros(20000).uniform_(-1.0, 3.0, generator=g)
+    assert -1.0 <= u.min().item() and u.max().item() < 3.0 and abs(u.mean().item() - 1.0) < 0.05
+    b = ember.bernoulli(ember.full((20000,), 0.3), generator=g)
+    assert b.dtype is ember.float32 and set(b.tolist()) <= {0.0, 1.0}
+    assert abs(b.mean().item() - 0.3) < 0.02
+    edges = ember.tensor([0.0, 1.0, 0.0, 1.0]).bernoulli()
+    assert edges.tolist() == [0.0, 1.0, 0.0, 1.0]
+    again = ember.empty(5).normal_(generator=ember.Generator(3)).tolist()
+    assert again == ember.empty(5).normal_(generator=ember.Generator(3)).tolist()
+
+
+@pytest.mark.parametrize(
+    "call,error,words",
+    [
+        (lambda: ember.bernoulli(ember.tensor([0.5, 1.5])), ValueError, ["[0, 1]", "0.5 to 1.5"]),
+        (lambda: ember.bernoulli(ember.tensor([float("nan")])), ValueError, ["NaN"]),
+        (lambda: ember.bernoulli(ember.zeros(2), 2.0), ValueError, ["2.0"]),
+        (lambda: ember.bernoulli(ember.arange(3)), TypeError, ["floating", "int64"]),
+    ],
+)
+def test_bernoulli_errors(call, error, words):
+    with pytest.raises(error) as info:
+        call()
     for word in words:
         assert word in str(info.value)
