@@ -169,11 +169,14 @@ Tensor from_buffer(PyObject* o) {
   for (int d = 0; d < view.ndim; ++d) shape.push_back(view.shape[d]);
   Tensor t = empty(shape, TensorOptions(dt));
   if (t.numel() == 0) return t;
-  Py_ssize_t fallback_stride = view.itemsize;  // a 0-dim buffer has no strides
+  // An exporter may leave strides out (ctypes arrays do, a 0-dim buffer has none): its memory is then
+  // C-contiguous.
+  std::vector<Py_ssize_t> row_major(std::max(view.ndim, 1), view.itemsize);
+  for (int d = view.ndim - 2; d >= 0; --d) row_major[d] = row_major[d + 1] * view.shape[d + 1];
   nb::gil_scoped_release unlocked;  // the view keeps the exporter alive
   size_t written = 0;
   copy_strided(static_cast<char*>(t.raw_data()), static_cast<const char*>(view.buf), view.shape,
-               view.strides ? view.strides : &fallback_stride, view.ndim, view.itemsize, written);
+               view.strides ? view.strides : row_major.data(), view.ndim, view.itemsize, written);
   return t;
 }
 

@@ -8,6 +8,7 @@
 #include <nanobind/stl/pair.h>
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <cerrno>
@@ -168,8 +169,12 @@ struct ExportContext {
 void delete_legacy(DLManagedTensor* m) { delete static_cast<ExportContext*>(m->manager_ctx); }
 void delete_versioned(DLManagedTensorVersioned* m) { delete static_cast<ExportContext*>(m->manager_ctx); }
 
-// A capsule nobody consumed still owns its tensor (the DLPack rule for capsule destructors).
+// A capsule nobody consumed still owns its tensor (the DLPack rule for capsule destructors). It may be
+// dropped with an exception pending (a consumer that refused it, as NumPy refuses bfloat16): that
+// exception stays as it was.
 void capsule_destructor(PyObject* capsule) {
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
   if (PyCapsule_IsValid(capsule, "dltensor")) {
     auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
     if (m && m->deleter) m->deleter(m);
@@ -177,7 +182,7 @@ void capsule_destructor(PyObject* capsule) {
     auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "dltensor_versioned"));
     if (m && m->deleter) m->deleter(m);
   }
-  PyErr_Clear();  // a consumed capsule has another name: nothing to do, and no error to leave
+  PyErr_Restore(type, value, traceback);  // a consumed capsule has another name: nothing else to do
 }
 
 nb::object to_capsule(const Tensor& t, bool versioned) {
@@ -266,33 +271,60 @@ DType dtype_of(const DLDataType& t) {
                    std::to_string(t.bits) + " bits");
 }
 
-// Builds the tensor a DLTensor describes; `release` returns the producer's memory.
-Tensor import_dltensor(const DLTensor& dl, std::function<void()> release) {
+// The tensor a DLTensor describes, its checks first: `release` (which returns the producer's memory)
+// moves into the tensor's storage only once nothing is left to refuse.
+Tensor view_of(const DLTensor& dl, std::function<void()>& release) {
   const Device device = device_of(dl.device);
   const DType dtype = dtype_of(dl.dtype);
   const int64_t item = dtype_size(dtype);
   if (dl.ndim < 0 || dl.ndim > kMaxDims)
     throw ShapeError("from_dlpack: " + std::to_string(dl.ndim) + " dims (ember supports up to " + std::to_string(kMaxDims) + ")");
+  if (dl.ndim > 0 && !dl.shape) throw ValueError("from_dlpack: the DLTensor has " + std::to_string(dl.ndim) + " dims but no shape");
   Shape shape;
-  for (int d = 0; d < dl.ndim; ++d) shape.push_back(dl.shape[d]);
+  for (int d = 0; d < dl.ndim; ++d) {
+    if (dl.shape[d] < 0) throw ShapeError("from_dlpack: dim " + std::to_string(d) + " has size " + std::to_string(dl.shape[d]));
+    shape.push_back(dl.shape[d]);
+  }
+  int64_t elements = 1;
+  for (const int64_t n : shape)
+    if (__builtin_mul_overflow(elements, n, &elements))
+      throw ShapeError("from_dlpack: shape " + to_string(shape) + " has more elements than an int64 counts");
   const Strides strides = dl.strides ? Strides(std::span<const int64_t>(dl.strides, dl.ndim)) : contiguous_strides(shape);
-  // The span of memory the view reaches, from its first element.
-  int64_t extent = numel(shape) == 0 ? 0 : 1;
+  // The span of memory the view reaches, from its first element, in elements and then bytes.
+  int64_t extent = elements == 0 ? 0 : 1, extent_bytes = 0;
   for (int d = 0; d < dl.ndim && extent; ++d) {
     if (strides[d] < 0) throw ValueError("from_dlpack: negative strides are not supported");
-    extent += (shape[d] - 1) * strides[d];
+    int64_t reach = 0;
+    if (__builtin_mul_overflow(shape[d] - 1, strides[d], &reach) || __builtin_add_overflow(extent, reach, &extent))
+      throw ShapeError("from_dlpack: shape " + to_string(shape) + " with strides " + to_string(strides) +
+                       " reaches past what an int64 counts");
   }
+  if (__builtin_mul_overflow(extent, item, &extent_bytes))
+    throw ShapeError("from_dlpack: shape " + to_string(shape) + " spans more bytes than an int64 counts");
+  if (extent_bytes > 0 && !dl.data)
+    throw ValueError("from_dlpack: the DLTensor has " + std::to_string(elements) + " elements but a null data pointer");
   if (dl.byte_offset % item)
     throw ValueError("from_dlpack: a byte offset of " + std::to_string(dl.byte_offset) + " is not a whole number of " +
                      dtype_name(dtype) + " elements");
   char* first = static_cast<char*>(dl.data) + dl.byte_offset;
   ++g_borrowed_buffers;
-  auto give_back = [release = std::move(release)] {
+  auto give_back = [release = std::exchange(release, nullptr)] {
     --g_borrowed_buffers;
     if (release) release();
   };
-  auto storage = make_intrusive<Storage>(first, static_cast<size_t>(extent * item), device, std::move(give_back));
+  auto storage = make_intrusive<Storage>(first, static_cast<size_t>(extent_bytes), device, std::move(give_back));
   return Tensor(make_intrusive<TensorImpl>(std::move(storage), 0, shape, strides, dtype));
+}
+
+// Builds the tensor a DLTensor describes. A refused one returns the producer's memory at once: the
+// capsule, renamed "used_*" already, would never call the deleter.
+Tensor import_dltensor(const DLTensor& dl, std::function<void()> release) {
+  try {
+    return view_of(dl, release);
+  } catch (...) {
+    if (release) release();
+    throw;
+  }
 }
 
 // Consumes a DLPack capsule (renaming it "used_*" as the protocol says) into a tensor.
@@ -441,6 +473,16 @@ struct MappedFile {
   size_t size = 0;
   MappedFile(int fd, int64_t bytes) : size(static_cast<size_t>(bytes)) {
     if (bytes <= 0) throw ValueError("_MappedFile: a size of " + std::to_string(bytes) + " bytes; expected a positive one");
+    // Pages past the file's end would raise SIGBUS on first touch: refuse them here.
+    struct stat file_status {};
+    if (fstat(fd, &file_status) != 0) {
+      const int error = errno;
+      PyErr_Format(PyExc_OSError, "_MappedFile: descriptor %d: %s", fd, std::strerror(error));
+      throw nb::python_error();
+    }
+    if (file_status.st_size < bytes)
+      throw ValueError("_MappedFile: descriptor " + std::to_string(fd) + " holds " + std::to_string(file_status.st_size) +
+                       " bytes, fewer than the " + std::to_string(bytes) + " to map");
     data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (data == MAP_FAILED) {
       const int error = errno;

@@ -93,6 +93,10 @@ def test_bfloat16_refused_by_numpy_interfaces_with_a_clear_type_error():
         t.numpy()
     with pytest.raises(BufferError, match="bfloat16"):
         memoryview(t)
+    # NumPy takes the capsule, refuses its dtype and drops it: its own error arrives (dropping the
+    # capsule once cleared it, and Python raised SystemError instead).
+    with pytest.raises(RuntimeError, match="dtype"):
+        np.from_dlpack(t)
     np.testing.assert_array_equal(t.float().numpy(), np.ones(3, np.float32))
 
 
@@ -357,3 +361,95 @@ def test_torch_imports_after_ember_in_one_process():
             "assert x.tolist() == [1.0, 2.0, 3.0, 4.0], x\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_buffers_without_strides_are_read_row_major():
+    # ctypes arrays export no strides: their memory is C-contiguous.
+    import ctypes
+
+    grid = ((ctypes.c_double * 3) * 2)()
+    for i in range(2):
+        for j in range(3):
+            grid[i][j] = 10 * i + j
+    assert ember.tensor(grid).tolist() == [[0.0, 1.0, 2.0], [10.0, 11.0, 12.0]]
+    assert ember.tensor(((ctypes.c_int32 * 2) * 1)(*[(ctypes.c_int32 * 2)(7, 8)])).tolist() == [[7, 8]]
+
+
+def _crafted_capsule(shape, data=True, strides=None, type_code=2, on_delete=None):
+    """A DLPack capsule over 16 float32s built by hand, as a foreign producer would; its deleter (when
+    on_delete is given) calls on_delete. Returns the capsule and what must outlive it."""
+    import ctypes
+
+    class DLDevice(ctypes.Structure):
+        _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
+
+    class DLDataType(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+    class DLTensor(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int), ("dtype", DLDataType),
+                    ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                    ("byte_offset", ctypes.c_uint64)]
+
+    class DLManagedTensor(ctypes.Structure):
+        _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+    values = (ctypes.c_float * 16)(*range(16))
+    dims = (ctypes.c_int64 * len(shape))(*shape)
+    steps = (ctypes.c_int64 * len(shape))(*strides) if strides else None
+    deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda _: on_delete()) if on_delete else None
+    managed = DLManagedTensor()
+    managed.dl_tensor.data = ctypes.addressof(values) if data else None
+    managed.dl_tensor.device = DLDevice(1, 0)
+    managed.dl_tensor.ndim = len(shape)
+    managed.dl_tensor.dtype = DLDataType(type_code, 32, 1)
+    managed.dl_tensor.shape = dims
+    managed.dl_tensor.strides = steps
+    managed.deleter = ctypes.cast(deleter, ctypes.c_void_p) if deleter else None
+    new_capsule = ctypes.pythonapi.PyCapsule_New
+    new_capsule.restype, new_capsule.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    return new_capsule(ctypes.addressof(managed), b"dltensor", None), (values, dims, steps, deleter, managed)
+
+
+@pytest.mark.parametrize(
+    "fields,error,words",
+    [
+        (dict(shape=[4], data=False), ValueError, ["4 elements", "null data pointer"]),
+        (dict(shape=[3, -2]), ember.ShapeError, ["dim 1 has size -2"]),
+        (dict(shape=[2**40, 2**40]), ember.ShapeError, ["more elements than an int64"]),
+        (dict(shape=[3, 4], strides=[2**62, 1]), ember.ShapeError, ["reaches past"]),
+        (dict(shape=[2, 4], strides=[2**62, 1]), ember.ShapeError, ["spans more bytes"]),
+        (dict(shape=[4], type_code=5), TypeError, ["type code 5"]),
+    ],
+)
+def test_a_refused_dlpack_capsule_says_why_and_returns_the_memory(fields, error, words):
+    deleted = []
+    capsule, keep = _crafted_capsule(**fields, on_delete=lambda: deleted.append(1))
+    with pytest.raises(error) as info:
+        ember.from_dlpack(capsule)
+    for word in words:
+        assert word in str(info.value)
+    assert deleted == [1]  # the capsule is consumed ("used_dltensor"): ember called the deleter
+    del keep
+
+
+def test_a_crafted_capsule_is_imported_and_released_once():
+    deleted = []
+    capsule, keep = _crafted_capsule([2, 2], strides=[4, 1], on_delete=lambda: deleted.append(1))
+    t = ember.from_dlpack(capsule)
+    assert t.tolist() == [[0.0, 1.0], [4.0, 5.0]] and deleted == []
+    empty = ember.from_dlpack(_crafted_capsule([0], data=False)[0])
+    assert empty.shape == (0,)
+    del t
+    assert deleted == [1]
+    del keep
+
+
+def test_mapped_file_refuses_a_size_past_the_files_end(tmp_path):
+    # Mapping past the end would raise SIGBUS on first touch.
+    path = tmp_path / "short"
+    path.write_bytes(b"abcd")
+    with open(path, "r+b") as f:
+        with pytest.raises(ValueError, match="holds 4 bytes, fewer than the 1048576"):
+            ember._ember._MappedFile(f.fileno(), 1 << 20)
+        assert bytes(memoryview(ember._ember._MappedFile(f.fileno(), 4))) == b"abcd"
