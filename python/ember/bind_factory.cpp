@@ -29,6 +29,23 @@ bool is_sequence(PyObject* o) {
                                                   !is_tensor(o) && !PyObject_CheckBuffer(o)));
 }
 
+// PyTorch's rule for Python numbers stored in an integer dtype: the value must fit (uint8 also takes
+// -128..-1, which wrap to 128..255, as PyTorch allows); NaN and the infinities never fit. Floating
+// dtypes take anything (a value too large becomes inf), as do bool ones.
+void check_fits(Scalar v, DType dt) {
+  if (is_floating(dt) || dt == DType::boolean) return;
+  const double low = dt == DType::u8 ? -128.0 : dt == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
+  const double high = dt == DType::u8 ? 255.0 : dt == DType::i32 ? 2147483647.0 : 9223372036854775807.0;
+  const bool fits = v.is_floating() ? (v.to_double() >= low && v.to_double() < high + 1)
+                                    : (static_cast<double>(v.to_int()) >= low && static_cast<double>(v.to_int()) <= high);
+  if (fits) return;
+  const std::string text = v.is_floating() ? nb::cast<std::string>(nb::repr(nb::float_(v.to_double())))
+                                           : std::to_string(v.to_int());
+  PyErr_SetString(PyExc_OverflowError,
+                  ("tensor(): the value " + text + " does not fit in " + dtype_name(dt)).c_str());
+  throw nb::python_error();
+}
+
 [[noreturn]] void ragged(const std::string& where) {
   throw ValueError("tensor(): the nested sequences are not rectangular (" + where + ")");
 }
@@ -93,6 +110,9 @@ Tensor from_nested(PyObject* o, std::optional<DType> dtype) {
                          : n.kind == Kind::integer       ? DType::i64
                                                          : DType::boolean;
   const DType dt = dtype.value_or(inferred);
+  if (!is_floating(dt) && dt != DType::boolean)
+    for (size_t i = 0; i < n.ints.size(); ++i)
+      check_fits(n.kind == Kind::floating ? Scalar(n.floats[i]) : Scalar(n.ints[i]), dt);
   // Integers go through int64 so that large values stay exact; the rest through double.
   if (n.kind != Kind::floating && !is_floating(dt)) return from_vector(n.ints, n.shape, TensorOptions(dt));
   return from_vector(n.floats, n.shape, TensorOptions(dt));
@@ -201,6 +221,7 @@ Tensor tensor_from(nb::handle data, std::optional<DType> dtype, std::optional<De
       throw nb::type_error(("tensor(): cannot convert " + std::string(Py_TYPE(o)->tp_name) + " to a tensor").c_str());
     }
     const DType inferred = s.is_floating() ? kDefaultFloat : s.is_bool() ? DType::boolean : DType::i64;
+    check_fits(s, dtype.value_or(inferred));
     t = scalar_tensor(s, TensorOptions(dtype.value_or(inferred)));
   } else if (is_sequence(o)) {
     t = from_nested(o, dtype);

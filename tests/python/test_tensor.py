@@ -109,6 +109,26 @@ def test_tensor_from_nested_lists_and_numbers():
         ember.tensor(["a"])
 
 
+@pytest.mark.parametrize(
+    "data,dtype",
+    [([300], "uint8"), ([-129], "uint8"), ([2**40], "int32"), (2**31, "int32"), ([1.5e10], "int32"),
+     ([float("nan")], "int64"), (float("inf"), "int32"), ([2.0**63], "int64")],
+)
+def test_numbers_that_do_not_fit_an_integer_dtype_raise(data, dtype):
+    # PyTorch's rule: an OverflowError naming the value and the dtype, never a silent wrap.
+    with pytest.raises(OverflowError, match=f"does not fit in {dtype}"):
+        ember.tensor(data, dtype=getattr(ember, dtype))
+
+
+def test_numbers_at_the_edges_of_integer_dtypes_are_kept():
+    assert ember.tensor([-128, -1, 255], dtype=ember.uint8).tolist() == [128, 255, 255]  # PyTorch wraps these
+    assert ember.tensor([-(2**31), 2**31 - 1], dtype=ember.int32).tolist() == [-(2**31), 2**31 - 1]
+    assert ember.tensor([-(2.0**63)], dtype=ember.int64).tolist() == [-(2**63)]
+    assert ember.tensor([2.9, -2.9], dtype=ember.int32).tolist() == [2, -2]
+    assert ember.tensor([1e6, float("inf")], dtype=ember.float16).tolist() == [float("inf")] * 2
+    assert ember.tensor([5, 0], dtype=ember.bool).tolist() == [True, False]
+
+
 def test_tensor_from_numpy_copies_and_keeps_dtype(rng):
     for np_dtype, dtype in [
         (np.float32, ember.float32),
