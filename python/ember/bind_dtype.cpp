@@ -242,8 +242,13 @@ void bind_dtype(nb::module_& m) {
       .def(
           "__init__",
           [](Device* d, const std::string& type, int index) {
-            if (type != "cuda" && !(type == "cpu" && index == 0))
+            if (type != "cuda" && type != "cpu")
+              throw DeviceError("device(" + type + ", " + std::to_string(index) + "): unknown device type '" + type +
+                                "' (ember has 'cpu' and 'cuda')");
+            if (type == "cpu" && index != 0)
               throw DeviceError("device(" + type + ", " + std::to_string(index) + "): only CUDA devices have an index");
+            if (index < 0)
+              throw DeviceError("device(" + type + ", " + std::to_string(index) + "): a device index is at least 0");
             new (d) Device(type == "cuda" ? DeviceType::cuda : DeviceType::cpu, index);
           },
           "type"_a, "index"_a)

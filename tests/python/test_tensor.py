@@ -53,6 +53,12 @@ def test_devices_from_strings_and_objects():
     assert ember.zeros(2, device=ember.device("cpu")).is_cpu
     with pytest.raises(ember.DeviceError, match="tpu"):
         ember.device("tpu")
+    with pytest.raises(ember.DeviceError, match="unknown device type 'tpu'"):
+        ember.device("tpu", 0)
+    with pytest.raises(ember.DeviceError, match="at least 0"):
+        ember.device("cuda", -5)
+    with pytest.raises(ember.DeviceError, match="only CUDA devices have an index"):
+        ember.device("cpu", 1)
     assert hash(ember.device("cpu")) == hash(ember.device("cpu"))
 
 
