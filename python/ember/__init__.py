@@ -33,7 +33,7 @@ from .autograd import enable_grad, inference_mode, is_inference_mode_enabled, no
 from . import amp, backends, nn, optim, utils
 from .amp import autocast
 from .compiled_step import compile_step
-from .serialization import load_checkpoint, load_file, save_checkpoint, save_file
+from .serialization import load, load_checkpoint, load_file, save, save_checkpoint, save_file
 
 # ember.bool, ember.float and ember.int are dtypes (as in torch); the builtins stay reachable here.
 import builtins as _builtins

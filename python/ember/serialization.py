@@ -1,15 +1,20 @@
-"""Files: safetensors (``ember.save_file`` / ``ember.load_file``, as ``safetensors.torch``) and the
+"""Files: safetensors (``ember.save_file`` / ``ember.load_file``, as ``safetensors.torch``), the
 training checkpoints of ember's C++ training program (``ember.load_checkpoint`` /
 ``ember.save_checkpoint``), both read and written by ember's C++ (tensor/safetensors.h,
-train/checkpoint.h). A bad file raises ``ember.FormatError``, an unreadable one ``ember.IOError``; the
-message names the path. Writes are atomic: a crash mid-save leaves the previous file intact."""
+train/checkpoint.h), and pickled Python objects holding tensors (``ember.save`` / ``ember.load``, as
+``torch.save`` / ``torch.load``). A bad file raises ``ember.FormatError``, an unreadable one
+``ember.IOError``; the message names the path. Writes are atomic: a crash mid-save leaves the
+previous file intact."""
 
+import io
 import os
+import pickle
+import tempfile
 
 from . import _ember
 from ._ember import Tensor
 
-__all__ = ["load_checkpoint", "load_file", "save_checkpoint", "save_file"]
+__all__ = ["load", "load_checkpoint", "load_file", "save", "save_checkpoint", "save_file"]
 
 
 def _path(filename, who):
@@ -74,3 +79,132 @@ def save_checkpoint(filename, model=None, optimizer=None, scheduler=None, epoch=
     model_state = {} if model is None else {k: v.detach() for k, v in (model if isinstance(model, dict) else model.state_dict()).items()}
     _ember._save_checkpoint(_path(filename, "save_checkpoint"), model_state, flat(optimizer), flat(scheduler),
                             int(epoch), int(iteration), {str(k): str(v) for k, v in (info or {}).items()})
+
+
+# ---- ember.save / ember.load: a pickle behind a header of its own
+
+_MAGIC = b"EMBERPKL"
+_VERSION = 1
+_ZIP_MAGIC = b"PK\x03\x04"  # torch.save's zip container
+
+# What weights_only=True lets a file name: the tensor, dtype, device and Size types, and the plain
+# containers a state dict is made of (PyTorch's weights_only unpickler allows the same kind of set).
+_SAFE_GLOBALS = {
+    ("ember._tensor", "_rebuild"),
+    ("ember._ember", "device"),
+    ("ember", "Size"),
+    ("collections", "OrderedDict"),
+    ("builtins", "set"),
+    ("builtins", "frozenset"),
+    ("builtins", "complex"),
+    ("builtins", "slice"),
+    ("builtins", "range"),
+}
+
+
+def save(obj, f, pickle_protocol=pickle.DEFAULT_PROTOCOL):
+    """Writes ``obj`` (tensors, state dicts, nested dicts, lists and tuples of them, numbers, strings) to
+    ``f``, a path or a binary file object, as ``torch.save`` does; ``ember.load`` reads it back. Tensors
+    keep their dtype, shape, device, ``requires_grad`` (leaves) and sharing within one file; views are
+    saved as their own elements. A path is written atomically. The format is a pickle behind an ember
+    header, not PyTorch's zip: to exchange weights with PyTorch, use ``save_file`` (safetensors)."""
+    payload = _MAGIC + bytes([_VERSION]) + pickle.dumps(obj, protocol=pickle_protocol)
+    if hasattr(f, "write"):
+        f.write(payload)
+        return
+    path = _path(f, "save")
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
+    except OSError as e:
+        raise _ember.IOError(f"save: cannot write '{path}': {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(payload)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def _device_map(map_location):
+    """A function from a saved device string to the one to load onto."""
+    if map_location is None:
+        return lambda device: device
+    if callable(map_location):
+        return lambda device: str(map_location(device))
+    if isinstance(map_location, dict):
+        table = {str(k): str(v) for k, v in map_location.items()}
+        return lambda device: table.get(device, device)
+    target = str(_ember.device(map_location) if isinstance(map_location, str) else map_location)
+    return lambda device: target
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, file, where, weights_only, device_of):
+        super().__init__(file)
+        self._where, self._weights_only, self._device_of = where, weights_only, device_of
+
+    def find_class(self, module, name):
+        if (module, name) == ("ember._tensor", "_rebuild"):
+            from ._tensor import _rebuild
+
+            device_of = self._device_of
+            return lambda data, dtype, shape, requires_grad, device: _rebuild(
+                data, dtype, shape, requires_grad, device_of(device)
+            )
+        if module == "ember._ember" and isinstance(getattr(_ember, name, None), _ember.dtype):
+            return getattr(_ember, name)
+        if self._weights_only and (module, name) not in _SAFE_GLOBALS:
+            raise pickle.UnpicklingError(
+                f"load: {self._where} names {module}.{name}, which weights_only=True does not load (it allows "
+                "tensors, dtypes, devices and plain containers); pass weights_only=False only for a file you trust"
+            )
+        return super().find_class(module, name)
+
+
+def load(f, map_location=None, weights_only=True):
+    """Reads what ``ember.save`` wrote to ``f`` (a path or a binary file object), as ``torch.load``.
+
+    ``map_location`` puts the tensors elsewhere: a device ("cpu", "cuda:0"), a dict from saved to wanted
+    device strings, or a function of the saved device string. ``weights_only=True`` (PyTorch's default)
+    refuses any Python class but tensors, dtypes, devices and plain containers, so a file from elsewhere
+    cannot run code; ``False`` unpickles anything (only for files you trust). A file that is not
+    ember's (a PyTorch zip, a truncated or corrupt one) raises ``ember.FormatError`` naming it."""
+    if hasattr(f, "read"):
+        where = f"file object {getattr(f, 'name', type(f).__name__)!r}"
+        data = f.read()
+    else:
+        path = _path(f, "load")
+        where = f"'{path}'"
+        try:
+            with open(path, "rb") as file:
+                data = file.read()
+        except OSError as e:
+            raise _ember.IOError(f"load: cannot read {where}: {e.strerror or e}") from None
+    if not isinstance(data, bytes):
+        raise TypeError(f"load: {where} must be opened in binary mode")
+    header = len(_MAGIC) + 1
+    if not data.startswith(_MAGIC):
+        if data.startswith(_ZIP_MAGIC):
+            raise _ember.FormatError(
+                f"load: {where} is a PyTorch zip checkpoint (torch.save); ember reads files ember.save wrote. "
+                "Move weights between the two with safetensors (ember.save_file / safetensors.torch)"
+            )
+        raise _ember.FormatError(f"load: {where} is not a file ember.save wrote ({len(data)} bytes, starting {data[:8]!r})")
+    if len(data) < header or data[len(_MAGIC)] != _VERSION:
+        version = data[len(_MAGIC)] if len(data) >= header else "none"
+        raise _ember.FormatError(f"load: {where} has format version {version}; this ember reads version {_VERSION}")
+    unpickler = _Unpickler(io.BytesIO(data[header:]), where, weights_only, _device_map(map_location))
+    try:
+        return unpickler.load()
+    except pickle.UnpicklingError as e:
+        if str(e).startswith("load: "):
+            raise
+        raise _ember.FormatError(f"load: {where} is truncated or corrupt ({e})") from None
+    except (EOFError, ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError, MemoryError) as e:
+        if isinstance(e, _ember.Error):
+            raise
+        raise _ember.FormatError(f"load: {where} is truncated or corrupt ({type(e).__name__}: {e})") from None

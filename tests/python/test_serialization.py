@@ -1,6 +1,9 @@
-"""ember.save_file / load_file (safetensors) and the training checkpoints of ember's C++ program."""
+"""ember.save_file / load_file (safetensors), the training checkpoints of ember's C++ program, and
+ember.save / ember.load (pickled objects holding tensors, as torch.save / torch.load)."""
 
+import io
 import json
+import pickle
 import os
 import pathlib
 import subprocess
@@ -141,3 +144,121 @@ def test_model_trained_by_examples_train_scores_the_same_in_python(tmp_path):
     # Counts out of 1000: the log's percentages to 0.1 are exact, so any differing prediction shows.
     assert (top1, top5) == (round(val["accuracy/top1"] * 10), round(val["accuracy/top5"] * 10))
     assert 200 < top1 < 1000, "ten steps of training should beat chance (100) without being perfect"
+
+
+def _trained_state():
+    model = nn.Sequential(nn.Conv2d(2, 3, 1), nn.BatchNorm2d(3))
+    optimizer = ember.optim.AdamW(model.parameters(), lr=1e-3)
+    scheduler = ember.optim.lr_scheduler.CosineAnnealingLR(optimizer, 10)
+    model(ember.randn(4, 2, 3, 3)).sum().backward()
+    optimizer.step()
+    scheduler.step()
+    return model, optimizer, scheduler
+
+
+def test_save_load_round_trip_of_a_training_state(tmp_path):
+    model, optimizer, scheduler = _trained_state()
+    shared = ember.arange(6.0).reshape(2, 3)
+    state = {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "epoch": 3,
+        "note": "best",
+        "dtypes": [ember.float16, ember.bfloat16],
+        "device": ember.device("cpu"),
+        "size": ember.zeros(2, 3).shape,
+        "bf16": ember.randn(4).bfloat16(),
+        "leaf": ember.ones(2, requires_grad=True),
+        "view": shared.T,
+        "twice": (shared, shared),
+    }
+    path = tmp_path / "state.pt"
+    ember.save(state, path)
+    back = ember.load(path)
+    assert back.keys() == state.keys() and back["epoch"] == 3 and back["note"] == "best"
+    assert back["dtypes"] == [ember.float16, ember.bfloat16] and back["device"] == "cpu"
+    assert back["size"] == (2, 3) and type(back["size"]) is type(state["size"])
+    for name, t in state["model"].items():
+        assert back["model"][name].dtype is t.dtype and back["model"][name].tolist() == t.tolist()
+    assert back["bf16"].dtype is ember.bfloat16 and back["bf16"].tolist() == state["bf16"].tolist()
+    assert back["leaf"].requires_grad and back["view"].tolist() == shared.T.tolist()
+    assert back["twice"][0] is back["twice"][1]  # one tensor saved once stays one tensor
+    fresh_model, fresh_optimizer, fresh_scheduler = _trained_state()
+    fresh_model.load_state_dict(back["model"])
+    fresh_optimizer.load_state_dict(back["optimizer"])
+    fresh_scheduler.load_state_dict(back["scheduler"])
+    x = ember.randn(1, 2, 3, 3)
+    model.eval(), fresh_model.eval()
+    assert fresh_model(x).tolist() == model(x).tolist()
+    assert fresh_scheduler.get_last_lr() == scheduler.get_last_lr()
+
+
+def test_save_load_through_file_objects_and_map_location():
+    buffer = io.BytesIO()
+    ember.save({"w": ember.arange(3.0)}, buffer)
+    buffer.seek(0)
+    assert ember.load(buffer, map_location="cpu")["w"].tolist() == [0.0, 1.0, 2.0]
+    seen = []
+    buffer.seek(0)
+    ember.load(buffer, map_location=lambda device: seen.append(device) or "cpu")
+    assert seen == ["cpu"]
+    buffer.seek(0)
+    assert ember.load(buffer, map_location={"cuda:0": "cpu"})["w"].device == "cpu"
+
+
+class _Custom:
+    def __init__(self):
+        self.value = 7
+
+
+def test_weights_only_refuses_what_could_run_code(tmp_path):
+    path = tmp_path / "custom.pt"
+    ember.save({"obj": _Custom(), "w": ember.ones(1)}, path)
+    with pytest.raises(pickle.UnpicklingError, match="_Custom, which weights_only=True does not load"):
+        ember.load(path)
+    assert ember.load(path, weights_only=False)["obj"].value == 7
+    # A hand-made file that would call os.system on load.
+    evil = tmp_path / "evil.pt"
+    evil.write_bytes(b"EMBERPKL\x01" + pickle.dumps(_Exploit()))
+    with pytest.raises(pickle.UnpicklingError, match="posix.system|os.system"):
+        ember.load(evil)
+
+
+class _Exploit:
+    def __reduce__(self):
+        return (os.system, ("echo should-not-run",))
+
+
+def test_load_names_the_file_of_each_kind_of_bad_input(tmp_path):
+    good = tmp_path / "good.pt"
+    ember.save({"w": ember.randn(64, 64)}, good)
+    data = good.read_bytes()
+    cases = {
+        "truncated.pt": (data[: len(data) // 2], ember.FormatError, "truncated or corrupt"),
+        "header_only.pt": (data[:9], ember.FormatError, "truncated or corrupt"),
+        "empty.pt": (b"", ember.FormatError, "not a file ember.save wrote"),
+        "random.pt": (os.urandom(256), ember.FormatError, "not a file ember.save wrote"),
+        "torch.pt": (b"PK\x03\x04" + b"\0" * 60, ember.FormatError, "PyTorch zip checkpoint"),
+        "version.pt": (b"EMBERPKL\x07" + data[9:], ember.FormatError, "format version 7"),
+        "flipped.pt": (data[:9] + bytes([data[9] ^ 0xFF]) + data[10:], ember.FormatError, "corrupt"),
+    }
+    for name, (content, error, words) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content)
+        with pytest.raises(error, match=words) as info:
+            ember.load(path)
+        assert name in str(info.value)
+    with pytest.raises(ember.IOError, match="missing.pt"):
+        ember.load(tmp_path / "missing.pt")
+    with pytest.raises(ember.IOError, match="no_such_dir"):
+        ember.save({}, tmp_path / "no_such_dir" / "x.pt")
+
+
+def test_a_failed_save_leaves_the_previous_file_and_no_temporary(tmp_path):
+    path = tmp_path / "state.pt"
+    ember.save({"w": ember.ones(2)}, path)
+    with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):
+        ember.save({"f": lambda: 0}, path)
+    assert ember.load(path)["w"].tolist() == [1.0, 1.0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.pt"]
