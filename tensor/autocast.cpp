@@ -94,6 +94,8 @@ constexpr OpPolicy kTable[] = {
     {"min", none},
     {"argmax", none},
     {"argmin", none},
+    {"sort", none},
+    {"topk", none},
     {"var", none},
     {"std", none},
     {"batch_norm", none},  // half input with f32 weight, bias and statistics, as cuDNN's (§1)

@@ -20,6 +20,7 @@
 #include "nn/pooling.h"
 #include "tensor/autocast.h"
 #include "tensor/einsum.h"
+#include "tensor/sort.h"
 #include "tests/helpers.h"
 
 using namespace ember;
@@ -138,6 +139,8 @@ std::map<std::string, Call> op_calls() {
   c["min"] = [](M& m, DType x, DType) { return min(m({2, 3}, x), 1).values; };
   c["argmax"] = [](M& m, DType x, DType) { return argmax(m({2, 3}, x), 1); };
   c["argmin"] = [](M& m, DType x, DType) { return argmin(m({2, 3}, x), 1); };
+  c["sort"] = [](M& m, DType x, DType) { return sort(m({2, 3}, x), 1).values; };
+  c["topk"] = [](M& m, DType x, DType) { return topk(m({2, 3}, x), 2, 1).values; };
   c["var"] = [](M& m, DType x, DType) { return var(m({2, 3}, x), {1}); };
   c["std"] = [](M& m, DType x, DType) { return ember::std(m({2, 3}, x), {1}); };
   c["batch_norm"] = [](M& m, DType x, DType w) {

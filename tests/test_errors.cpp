@@ -17,6 +17,8 @@
 #include "nn/loss.h"
 #include "nn/normalization.h"
 #include "nn/pooling.h"
+#include "tensor/einsum.h"
+#include "tensor/sort.h"
 #include "tests/helpers.h"
 
 using namespace ember;

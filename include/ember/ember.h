@@ -27,4 +27,5 @@
 #include "tensor/layout.h"
 #include "tensor/ops.h"
 #include "tensor/safetensors.h"
+#include "tensor/sort.h"
 #include "tensor/state_dict.h"

@@ -462,6 +462,16 @@ void bind_ops(nb::module_& m) {
   def_both(m, "argmin",
            [](const Tensor& x, std::optional<int64_t> dim, bool keepdim) { return argmin(x, dim, keepdim); },
            "dim"_a = nb::none(), "keepdim"_a = false, doc::argmin);
+  // ember's sort is always stable; `stable` and `sorted` are accepted as PyTorch's signatures have them.
+  def_both(m, "sort",
+           [](const Tensor& x, int64_t dim, bool descending, bool) { return values_indices(sort(x, dim, descending)); },
+           "dim"_a = -1, "descending"_a = false, nb::kw_only(), "stable"_a = false, doc::sort);
+  def_both(m, "argsort",
+           [](const Tensor& x, int64_t dim, bool descending, bool) { return argsort(x, dim, descending); }, "dim"_a = -1,
+           "descending"_a = false, nb::kw_only(), "stable"_a = false, doc::argsort);
+  def_both(m, "topk",
+           [](const Tensor& x, int64_t k, int64_t dim, bool largest, bool) { return values_indices(topk(x, k, dim, largest)); },
+           "k"_a, "dim"_a = -1, "largest"_a = true, "sorted"_a = true, doc::topk);
   def_both(m, "var",
            [](const Tensor& x, std::optional<DimList> dim, std::optional<bool> unbiased, bool keepdim,
               std::optional<double> correction) {

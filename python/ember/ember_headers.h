@@ -19,6 +19,7 @@
 #include "tensor/random.h"
 #include "tensor/safetensors.h"
 #include "tensor/set_data.h"
+#include "tensor/sort.h"
 #include "tensor/storage.h"
 #include "tensor/tensor.h"
 #pragma GCC visibility pop

@@ -7,6 +7,7 @@
 #include "tensor/primitives/index.h"
 #include "tensor/primitives/linalg.h"
 #include "tensor/primitives/reduce.h"
+#include "tensor/primitives/sort.h"
 
 // Primitives with kernels (view primitives have none). Unary<Op>/Binary<Op> follow their op lists.
 #define EMBER_KERNEL_PRIMITIVES(X) \
@@ -18,6 +19,7 @@
   X(Prod)                          \
   X(Extremum)                      \
   X(ArgExtremum)                   \
+  X(SortRows)                      \
   X(Cat)                           \
   X(IndexSelect)                   \
   X(IndexAdd)                      \
