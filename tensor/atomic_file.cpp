@@ -50,6 +50,8 @@ std::string parent_dir(const std::string& path) {
 }  // namespace
 
 void write_file_atomic(const std::string& path, const std::function<void(AtomicWriter&)>& fill) {
+  // open() would take the path only up to the NUL and write another file than the one named.
+  if (path.find('\0') != std::string::npos) throw IOError(printable_path(path) + ": the path holds a NUL byte");
   const std::string tmp = path + kTemporaryInfix + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("write_file_atomic: cannot create", tmp, errno);

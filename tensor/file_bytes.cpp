@@ -25,12 +25,16 @@ struct Fd {
 
 std::vector<uint8_t> read_regular_file(const std::string& path) {
   const std::string shown = printable_path(path);  // a path from a listing or a flag may hold any bytes
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // open() would read the path only up to the NUL: another file than the one named.
+  if (path.find('\0') != std::string::npos) throw IOError(shown + ": the path holds a NUL byte");
+  // Non-blocking, so that a FIFO is refused below instead of waiting for a writer forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw IOError(shown + ": cannot open: " + std::strerror(errno));
   const Fd closer{fd};
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw IOError(shown + ": cannot stat: " + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) throw IOError(shown + ": not a regular file");
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   const auto size = static_cast<uint64_t>(st.st_size);
   const size_t memory = backend::host_memory_total();
   std::vector<uint8_t> bytes;

@@ -13,22 +13,36 @@ namespace ember {
 
 namespace {
 
+// Refuses a shape a view would take whose elements, counting a zero size as 1 (strides still
+// multiply the other sizes), overflow int64: its indexing would wrap. Sizes are non-negative here.
+void check_span(const Shape& shape, const char* op) {
+  int64_t span = 1;
+  for (int64_t s : shape)
+    if (__builtin_mul_overflow(span, std::max<int64_t>(s, 1), &span))
+      throw ShapeError(std::string(op) + ": shape " + to_string(shape) + " spans more than 2^63 - 1 elements");
+}
+
 // Replaces a single -1 in `shape` by the size that keeps numel; checks the total.
 Shape infer_size(const Shape& shape, int64_t total, const char* op) {
   Shape out = shape;
   int infer = -1;
-  int64_t known = 1;
   for (int i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
       if (infer >= 0) throw ShapeError(std::string(op) + ": only one dimension can be -1, got " + to_string(shape));
       infer = i;
     } else if (out[i] < 0) {
       throw ShapeError(std::string(op) + ": invalid size " + std::to_string(out[i]) + " in shape " + to_string(shape));
-    } else {
-      known *= out[i];
     }
   }
-  if (infer >= 0 && known != 0 && total % known == 0) out[infer] = total / known;
+  if (infer >= 0) out[infer] = 1;
+  check_span(out, op);
+  const int64_t known = numel(out);
+  if (infer >= 0) {
+    if (known == 0)
+      throw ShapeError(std::string(op) + ": shape " + to_string(shape) + " has a 0 beside the -1, which any size " +
+                       "would then fit (input of size " + std::to_string(total) + ")");
+    if (total % known == 0) out[infer] = total / known;
+  }
   if (numel(out) != total)
     throw ShapeError(std::string(op) + ": shape " + to_string(shape) + " is invalid for input of size " +
                      std::to_string(total));
@@ -162,7 +176,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   const int64_t size = x.shape()[d];
   auto clip = [size](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + size : i, 0, size); };
   const int64_t s = clip(start), e = std::max(clip(end), clip(start));
-  return run_view(Slice(d, s, (e - s + step - 1) / step, step), x);
+  return run_view(Slice(d, s, e == s ? 0 : (e - s - 1) / step + 1, step), x);  // no e - s + step: it may overflow
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
@@ -170,7 +184,7 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   const int d = wrap_dim(dim, x.dim(), "narrow");
   const int64_t size = x.shape()[d];
   const int64_t s = start < 0 ? start + size : start;
-  if (s < 0 || length < 0 || s + length > size)
+  if (s < 0 || s > size || length < 0 || length > size - s)
     throw IndexError("narrow: start " + std::to_string(start) + " + length " + std::to_string(length) +
                      " exceeds dimension " + std::to_string(d) + " of size " + std::to_string(size));
   return run_view(Slice(d, s, length, 1), x);
@@ -197,12 +211,16 @@ Tensor expand(const Tensor& x, const Shape& shape) {
       if (src < 0) throw ShapeError("expand: -1 is not allowed for a new leading dim in " + to_string(shape));
       target[i] = x.shape()[src];
     }
+    if (target[i] < 0)
+      throw ShapeError("expand: invalid size " + std::to_string(target[i]) + " at dim " + std::to_string(i) + " of " +
+                       to_string(shape) + " (-1 keeps the input's size)");
     if (src >= 0 && x.shape()[src] != 1 && x.shape()[src] != target[i])
       throw ShapeError("expand: the input's size " + std::to_string(x.shape()[src]) + " at dim " +
                        std::to_string(src) + " must match " + std::to_string(target[i]) + " (input " +
                        to_string(x.shape()) + ", target " + to_string(shape) + ")");
   }
   if (target == x.shape()) return x;
+  check_span(target, "expand");
   return run_view(Expand(target), x);
 }
 

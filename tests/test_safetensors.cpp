@@ -1,5 +1,6 @@
 // safetensors round trips, the byte layout checked by hand, corrupt and truncated files (errors,
 // never crashes or partial loads), and atomic replacement surviving a failure mid-write.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -309,6 +310,20 @@ TEST_CASE("safetensors: save errors") {
   expect_error<IOError>("missing directory", [&] { save_safetensors((tmp / "no/such/x.safetensors"), {{"t", ones({1})}}); },
                         {"no/such/x.safetensors", "No such file"});
   CHECK_FALSE(fs::exists((tmp / "x")));
+  // open() would stop at the NUL and write (or read) another file.
+  const std::string with_nul = tmp / std::string("x\0junk", 6);
+  expect_error<IOError>("NUL in the path", [&] { save_safetensors(with_nul, {{"t", ones({1})}}); }, {"NUL byte"});
+  CHECK_FALSE(fs::exists((tmp / "x")));
+  save_safetensors((tmp / "x"), {{"t", ones({1})}});
+  expect_error<IOError>("NUL in a read path", [&] { load_safetensors(with_nul); }, {"NUL byte"});
+}
+
+TEST_CASE("safetensors: a FIFO is refused at once, not waited on") {
+  TempDir tmp;
+  const std::string fifo = tmp / "pipe";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // Opening a FIFO for reading blocks until a writer comes; the load must not.
+  expect_error<IOError>("FIFO", [&] { load_safetensors(fifo); }, {"pipe", "not a regular file"});
 }
 
 TEST_CASE("atomic_file: replaces the target; a failure mid-write leaves the old file and no temp") {

@@ -357,6 +357,27 @@ TEST_CASE("random: distributions") {
   CHECK(randn({2, 3}, TensorOptions(DType::f64).with_requires_grad()).requires_grad());
 }
 
+TEST_CASE("views: sizes that are negative, overflow int64 or reach past the tensor are refused") {
+  const Tensor x = arange(12.0).reshape({3, 4});
+  constexpr int64_t kHuge = std::numeric_limits<int64_t>::max();
+  // start + length used to overflow and pass the bounds check; the view then read past the storage.
+  expect_error<IndexError>("narrow", [&] { narrow(x, 0, 2, kHuge); }, {"narrow", "size 3"});
+  expect_error<IndexError>("narrow start", [&] { narrow(x, 0, 4, 0); }, {"start 4"});
+  CHECK(narrow(x, 0, 3, 0).shape() == Shape{0, 4});
+  // An empty tensor's numel (0) matched any shape whose product wrapped to 0.
+  const int64_t two32 = int64_t{1} << 32;
+  expect_error<ShapeError>("view", [&] { zeros({0}).view({two32, two32}); }, {"view", "spans more than 2^63 - 1"});
+  expect_error<ShapeError>("reshape", [&] { reshape(zeros({0}), {two32, two32}); }, {"reshape"});
+  expect_error<ShapeError>("-1 beside 0", [&] { zeros({0, 4}).view({-1, 0}); }, {"(-1, 0)", "beside the -1"});
+  CHECK(zeros({0, 4}).view({-1, 4}).shape() == Shape{0, 4});
+  expect_error<ShapeError>("expand negative", [&] { expand(ones({1}), {-5}); }, {"invalid size -5"});
+  expect_error<ShapeError>("expand overflow", [&] { expand(ones({1, 1}), {two32, two32}); }, {"expand", "spans"});
+  // A step near INT64_MAX overflowed the element count to -1.
+  CHECK(slice(x, 0, 0, 3, kHuge).shape() == Shape{1, 4});
+  CHECK(slice(x, 1, 1, 4, kHuge - 1).shape() == Shape{3, 1});
+  CHECK(slice(x, 1, 0, 4, 3).shape() == Shape{3, 2});
+}
+
 TEST_CASE("views share storage; writes bump the shared version counter") {
   Tensor x = arange(0.0, 12.0, 1.0, DType::f32).reshape({3, 4});
   const Tensor v = x.view({4, 3});
@@ -477,7 +498,9 @@ TEST_CASE("devices: parsing and CUDA on a machine without it") {
   CHECK(Device::parse("cuda") == Device(DeviceType::cuda, 0));
   CHECK(Device::parse("cuda:1") == Device(DeviceType::cuda, 1));
   CHECK(Device::parse("cuda:1").str() == "cuda:1");
-  for (const char* bad : {"gpu", "CPU", "cuda:", "cuda:x", "cuda:-1", "cuda:1:2", ""}) {
+  CHECK(Device::parse("cuda:127").index == 127);
+  // Device::index is an int8_t: 300 would have become 44, 256 device 0.
+  for (const char* bad : {"gpu", "CPU", "cuda:", "cuda:x", "cuda:-1", "cuda:1:2", "", "cuda:128", "cuda:300", "cuda:256"}) {
     try {
       Device::parse(bad);
       FAIL_CHECK("accepted device '", std::string(bad), "'");

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstring>
+#include <limits>
 
 #include "python/ember/bind.h"
 
@@ -247,8 +248,9 @@ void bind_dtype(nb::module_& m) {
                                 "' (ember has 'cpu' and 'cuda')");
             if (type == "cpu" && index != 0)
               throw DeviceError("device(" + type + ", " + std::to_string(index) + "): only CUDA devices have an index");
-            if (index < 0)
-              throw DeviceError("device(" + type + ", " + std::to_string(index) + "): a device index is at least 0");
+            if (index < 0 || index > std::numeric_limits<int8_t>::max())
+              throw DeviceError("device(" + type + ", " + std::to_string(index) + "): a device index is from 0 to " +
+                                std::to_string(std::numeric_limits<int8_t>::max()));
             new (d) Device(type == "cuda" ? DeviceType::cuda : DeviceType::cpu, index);
           },
           "type"_a, "index"_a)

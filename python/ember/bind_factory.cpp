@@ -306,7 +306,7 @@ void bind_factory(nb::module_& m) {
            "state"_a, doc::Generator_set_state);
   m.attr("default_generator") = nb::cast(&default_generator(), nb::rv_policy::reference);
 
-  m.def("tensor", &tensor_from, "data"_a, EMBER_FACTORY_KWARGS,
+  m.def("tensor", &tensor_from, "data"_a.none(), EMBER_FACTORY_KWARGS,
         "A new tensor holding a copy of data: nested sequences of numbers, a number, a tensor, or anything with the "
         "buffer protocol (NumPy arrays keep their dtype). Floats become float32 and ints int64 unless dtype says.");
   m.def("scalar_tensor",

@@ -364,10 +364,10 @@ void bind_index(nb::module_& m) {
       .def("nonzero", &nonzero, nb::kw_only(), "as_tuple"_a = false,
            "The positions of this tensor's nonzero elements (see ember.nonzero).")
       .def("masked_select", &masked_select, "mask"_a, "The elements where the bool mask is true, as a 1-D tensor.")
-      .def("__getitem__", &getitem, "index"_a,
+      .def("__getitem__", &getitem, "index"_a.none(),  // x[None] adds a dim
            "Indexing as NumPy: ints, slices, None, ..., integer tensors or lists, bool masks. Basic indexing "
            "returns views.")
-      .def("__setitem__", &setitem, "index"_a, "value"_a,
+      .def("__setitem__", &setitem, "index"_a.none(), "value"_a.none(),
            "Writes value (a number, tensor or nested list, broadcast) into the indexed elements of this tensor.");
 }
 

@@ -19,9 +19,14 @@ __all__ = ["load", "load_checkpoint", "load_file", "save", "save_checkpoint", "s
 
 def _path(filename, who):
     try:
-        return os.fspath(filename)
+        path = os.fspath(filename)
     except TypeError:
         raise TypeError(f"{who}: filename must be a str or os.PathLike, got {type(filename).__name__}") from None
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if "\0" in path:
+        raise ValueError(f"{who}: the path {path!r} holds a NUL character")
+    return path
 
 
 def save_file(tensors, filename, metadata=None):

@@ -223,3 +223,27 @@ def test_masked_select_broadcasts_and_is_differentiable():
         x.masked_select(ember.ones(4))
     with pytest.raises(ember.ShapeError):
         ember.masked_select(x, ember.tensor(np.ones(5, dtype=bool)))
+
+
+def test_none_alone_adds_a_dim_both_ways():
+    # A bare None reached nanobind's argument check, which refuses None: x[None] failed.
+    x = ember.arange(6.0).reshape(2, 3)
+    assert x[None].shape == (1, 2, 3) and np.array_equal(x[None].numpy()[0], x.numpy())
+    y = x.clone()
+    y[None] = 7.0
+    assert y.tolist() == [[7.0] * 3] * 2
+    with pytest.raises(TypeError, match="NoneType"):
+        y[0] = None
+
+
+def test_huge_steps_and_lengths_stay_in_bounds():
+    import sys
+
+    x = ember.arange(12.0).reshape(3, 4)
+    assert x[::sys.maxsize].shape == (1, 4) and x[1::sys.maxsize].tolist() == [[4.0, 5.0, 6.0, 7.0]]
+    with pytest.raises(IndexError, match="narrow"):
+        x.narrow(0, 2, 2**63 - 1)
+    with pytest.raises(ValueError, match="spans more than"):
+        ember.zeros(0).view(2**32, 2**32)
+    with pytest.raises(ValueError, match="invalid size -5"):
+        ember.ones(1).expand(-5)

@@ -262,3 +262,19 @@ def test_a_failed_save_leaves_the_previous_file_and_no_temporary(tmp_path):
         ember.save({"f": lambda: 0}, path)
     assert ember.load(path)["w"].tolist() == [1.0, 1.0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state.pt"]
+
+
+def test_paths_with_a_nul_and_fifos_are_refused(tmp_path):
+    # open() would stop at the NUL and use another file; a FIFO would block the load forever.
+    target = tmp_path / "x"
+    for call in (lambda p: ember.save_file({"a": ember.ones(1)}, p), lambda p: ember.load_file(p),
+                 lambda p: ember.save({"a": 1}, p), lambda p: ember.load(p), lambda p: ember.load_checkpoint(p)):
+        with pytest.raises(ValueError, match="NUL"):
+            call(str(target) + "\0junk")
+    assert not target.exists()
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ember.IOError, match="not a regular file"):
+        ember.load_file(fifo)
+    with pytest.raises(ember.IOError, match="not a regular file"):
+        ember.load_checkpoint(fifo)

@@ -55,8 +55,12 @@ def test_devices_from_strings_and_objects():
         ember.device("tpu")
     with pytest.raises(ember.DeviceError, match="unknown device type 'tpu'"):
         ember.device("tpu", 0)
-    with pytest.raises(ember.DeviceError, match="at least 0"):
+    with pytest.raises(ember.DeviceError, match="from 0 to 127"):
         ember.device("cuda", -5)
+    with pytest.raises(ember.DeviceError, match="from 0 to 127"):
+        ember.device("cuda", 300)  # Device::index is an int8_t: 300 would be 44
+    with pytest.raises(ember.DeviceError, match="up to 127"):
+        ember.device("cuda:256")
     with pytest.raises(ember.DeviceError, match="only CUDA devices have an index"):
         ember.device("cpu", 1)
     assert hash(ember.device("cpu")) == hash(ember.device("cpu"))
