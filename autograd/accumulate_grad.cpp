@@ -13,7 +13,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   Tensor g = std::move(grad_outputs[0]);
   AutogradMeta& meta = *variable_.autograd_meta();
   for (const auto& hook : meta.hooks) {
-    Tensor r = hook(g);
+    Tensor r = checked_hook_result(g, hook(g), "backward");
     if (r.defined()) g = std::move(r);
   }
   if (!meta.grad.defined()) {

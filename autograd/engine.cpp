@@ -122,7 +122,7 @@ void execute_graph(Run& run) {
     if (any) {
       for (const auto& [nr, hook] : node->pre_hooks()) {
         if (!grads[nr].defined()) continue;
-        Tensor r = hook(grads[nr]);
+        Tensor r = checked_hook_result(grads[nr], hook(grads[nr]), "backward");
         if (r.defined()) grads[nr] = r;
       }
       for (size_t c = 0; c < run.captures.size(); ++c)

@@ -30,6 +30,16 @@ Edge gradient_edge(const Tensor& t) {
   return {acc, 0};
 }
 
+Tensor checked_hook_result(const Tensor& grad, Tensor result, const char* where) {
+  if (!result.defined()) return result;
+  if (!(result.shape() == grad.shape()) || result.dtype() != grad.dtype() || result.device() != grad.device())
+    throw AutogradError(std::string(where) + ": a hook returned a gradient of shape " + to_string(result.shape()) + ", " +
+                        dtype_name(result.dtype()) + " on " + result.device().str() + " for one of shape " +
+                        to_string(grad.shape()) + ", " + dtype_name(grad.dtype()) + " on " + grad.device().str() +
+                        "; a hook may change the values only");
+  return result;
+}
+
 void conform_input_gradients(const Node& node, std::vector<Tensor>& grads, const std::vector<TensorMeta>& input_meta) {
   if (grads.size() != input_meta.size())
     throw AutogradError(std::string("backward of ") + node.name() + " returned " + std::to_string(grads.size()) +

@@ -96,6 +96,11 @@ Edge gradient_edge(const Tensor& t);
 /// (AutogradError) and cast to its input's dtype (a promoted op's backward computes in the wider type).
 void conform_input_gradients(const Node& node, std::vector<Tensor>& grads, const std::vector<TensorMeta>& input_meta);
 
+/// What a gradient hook returned, checked against the gradient it was given: undefined (keep the
+/// gradient) or of its shape, dtype and device; AutogradError naming `where` and both otherwise (as
+/// PyTorch refuses a hook that changes the gradient's size or type).
+Tensor checked_hook_result(const Tensor& grad, Tensor result, const char* where);
+
 /// The sequence number the next node will get: nodes made after a reading have numbers at or above
 /// it, so two readings bracket the nodes a stretch of code recorded (other threads' nodes too).
 uint64_t next_sequence_nr();

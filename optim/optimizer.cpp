@@ -35,6 +35,11 @@ void Optimizer::add_param_group(std::vector<Tensor> params, const GroupOptions& 
         if (q.is_same(params[i]))
           throw ValueError(std::string(name()) + ": parameter " + std::to_string(i) +
                            " of the new group is already in another group");
+    // Listed twice, a parameter would be stepped twice per step (PyTorch warns of it; ember refuses).
+    for (size_t j = 0; j < i; ++j)
+      if (params[j].is_same(params[i]))
+        throw ValueError(std::string(name()) + ": parameters " + std::to_string(j) + " and " + std::to_string(i) +
+                         " of the new group are the same tensor");
   }
   ParamGroup g{std::move(params), defaults_};
   for (const auto& [k, v] : overrides) {

@@ -58,4 +58,20 @@ DType promote_types(DType a, DType b) {
   return table[static_cast<int>(a)][static_cast<int>(b)];
 }
 
+bool fits(Scalar v, DType d) {
+  if (is_floating(d) || d == DType::boolean) return true;
+  // PyTorch's bounds (c10/util/TypeCast.h, checked_convert): uint8 from the int8 minimum up.
+  const double low = d == DType::u8 ? -128.0 : d == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
+  const double high = d == DType::u8 ? 256.0 : d == DType::i32 ? 2147483648.0 : 9223372036854775808.0;  // exclusive
+  if (v.is_floating()) return v.to_double() >= low && v.to_double() < high;  // false for NaN
+  const auto i = static_cast<double>(v.to_int());
+  return i >= low && (d == DType::i64 || i < high);
+}
+
+void check_fits(Scalar v, DType d, const char* op) {
+  if (fits(v, d)) return;
+  const std::string value = v.is_floating() ? std::to_string(v.to_double()) : std::to_string(v.to_int());
+  throw ValueError(std::string(op) + ": the value " + value + " does not fit in " + dtype_name(d));
+}
+
 }  // namespace ember

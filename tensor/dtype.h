@@ -32,6 +32,12 @@ DType opmath_dtype(DType d);
 
 /// The smallest dtype that can represent both (PyTorch's promote_types table).
 DType promote_types(DType a, DType b);
+/// Whether a tensor of dtype d can take the number v: integer dtypes only their range (uint8 also
+/// -128..-1, which wrap, as PyTorch allows) and never NaN or an infinity; floating dtypes and bool
+/// anything (a float too large becomes inf).
+bool fits(Scalar v, DType d);
+/// ValueError naming `op`, the value and d when d cannot take v (see fits).
+void check_fits(Scalar v, DType d, const char* op);
 
 /// Refuses the `alpha` of add/sub/rsub/index_add that PyTorch refuses: a floating alpha for integer
 /// or bool operands of dtype dt, which would be truncated. DTypeError naming op, alpha and dt.

@@ -182,7 +182,14 @@ EMBER_BINARY_FRONT(Le, le)
 EMBER_BINARY_FRONT(Gt, gt)
 EMBER_BINARY_FRONT(Ge, ge)
 #undef EMBER_BINARY_FRONT
-Tensor pow(const Tensor& a, const Tensor& b) { return binary<ew::Pow>(a, b); }
+Tensor pow(const Tensor& a, const Tensor& b) {
+  // As pow(x, scalar): an integral result has no negative powers. Found by reading the exponents,
+  // as PyTorch does, only when both are integral.
+  if (is_integral(result_type(a, b), false) && b.numel() > 0 && lt(b, 0).to(DType::i64).sum().item<int64_t>() > 0)
+    throw ValueError(std::string("pow: integers to negative integer powers are not allowed (an exponent of the ") +
+                     dtype_name(b.dtype()) + " tensor of shape " + to_string(b.shape()) + " is negative)");
+  return binary<ew::Pow>(a, b);
+}
 
 // Tensor bounds are operands: x and a bound it ties with split the gradient 0.5 / 0.5, and a NaN
 // anywhere propagates, as maximum and minimum give (number bounds are no operands: clamp's own rule).
@@ -274,6 +281,7 @@ std::vector<OutputSpec> Where::infer(const std::vector<Tensor>& in) const {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
+  check_fits(value, x.dtype(), "masked_fill");
   return masked_fill(x, mask, wrapped_scalar(value, x.device()));
 }
 
@@ -292,6 +300,7 @@ Tensor& masked_fill_(Tensor& self, const Tensor& mask, Scalar value) {
 }
 
 Tensor& fill_(Tensor& self, Scalar value) {
+  check_fits(value, self.dtype(), "fill_");
   run_inplace(Fill(value), {self});
   return self;
 }

@@ -11,6 +11,7 @@ namespace ember {
 Tensor empty(const Shape& shape, TensorOptions opts) { return Tensor::empty(shape, opts); }
 
 Tensor full(const Shape& shape, Scalar value, TensorOptions opts) {
+  check_fits(value, opts.dtype, "full");
   const bool wants_grad = opts.requires_grad;
   Tensor t = Tensor::empty(shape, opts.with_requires_grad(false));
   std::vector<Tensor> out{t};

@@ -100,6 +100,45 @@ void check_inplace_allowed(const char* op, const Tensor& self) {
                         "supported; use the out-of-place form");
 }
 
+void check_no_self_overlap(const char* op, const Tensor& self) {
+  for (int d = 0; d < self.dim(); ++d)
+    if (self.size(d) > 1 && self.stride(d) == 0)
+      throw ValueError(std::string(op) + "_: the written-to tensor (shape " + to_string(self.shape()) + ", strides " +
+                       to_string(self.strides()) + ") has elements that share memory, as an expanded tensor does; "
+                       "write into a clone()");
+}
+
+namespace {
+
+// The element range [first, last] of t's storage its elements reach (ember's strides are never negative).
+std::pair<int64_t, int64_t> element_extent(const Tensor& t) {
+  int64_t last = t.offset();
+  for (int d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  return {t.offset(), last};
+}
+
+}  // namespace
+
+std::vector<Tensor> apart_from_self(const std::vector<Tensor>& inputs) {
+  const Tensor& self = inputs[0];
+  std::vector<Tensor> out = inputs;
+  if (self.numel() == 0) return out;
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    const Tensor& in = inputs[i];
+    if (!in.defined() || in.numel() == 0 || in.storage().get() != self.storage().get()) continue;
+    const bool same_view = in.offset() == self.offset() && in.shape() == self.shape() &&
+                           in.strides() == self.strides() && in.dtype() == self.dtype();
+    if (same_view) continue;
+    const auto [a_first, a_last] = element_extent(self);
+    const auto [b_first, b_last] = element_extent(in);
+    // Extents in bytes: a dtype view (same storage, other element size) compares as bytes.
+    const int64_t a_item = dtype_size(self.dtype()), b_item = dtype_size(in.dtype());
+    if (a_first * a_item > b_last * b_item + b_item - 1 || b_first * b_item > a_last * a_item + a_item - 1) continue;
+    out[i] = clone(in);
+  }
+  return out;
+}
+
 Tensor value_before_write(const Tensor& self, bool keep_values) {
   auto* s = self.impl();
   Tensor alias(make_intrusive<TensorImpl>(s->storage, s->offset, s->shape, s->strides, s->dtype));

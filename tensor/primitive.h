@@ -36,9 +36,12 @@ enum SaveMask : int { kSaveNone = 0, kSaveInputs = 1, kSaveOutputs = 2 };
 
 class Primitive : public autograd::Node {
  public:
-  static constexpr bool kDifferentiable = true;  // a primitive may shadow these three
+  static constexpr bool kDifferentiable = true;  // a primitive may shadow these four
   static constexpr int kSaves = kSaveNone;
   static constexpr unsigned kSavedInputMask = ~0u;  // with kSaveInputs: bit i saves input i
+  // Whether an in-place form may write a self whose elements share memory (an expanded tensor):
+  // only when every element gets the same value (Fill), as PyTorch allows fill_ there.
+  static constexpr bool kWritesOverlappingSelf = false;
 
   // Gradients of the inputs (undefined where an input needs none). `inputs`/`outputs` hold the
   // saved tensors (undefined when not saved); cotangents are never undefined.
@@ -68,6 +71,13 @@ Tensor empty_output(const OutputSpec& spec, Device device);
 void check_nan_outputs(const char* op, const std::vector<Tensor>& outputs);
 // Refuses in-place writes that autograd cannot follow (leaves requiring grad, views of them).
 void check_inplace_allowed(const char* op, const Tensor& self);
+// Refuses writing in place into a tensor whose elements share memory (a dim of stride 0): each
+// element's result would land on the others.
+void check_no_self_overlap(const char* op, const Tensor& self);
+// The inputs of an in-place op with those that partly share inputs[0]'s memory replaced by copies:
+// they are read whole before the write, as NumPy does (t[1:] = t[:-1]). The same view as self
+// stays: each element reads its own value before writing it.
+std::vector<Tensor> apart_from_self(const std::vector<Tensor>& inputs);
 // The "before" value of an in-place op on `self`, carrying self's current history: an alias, or
 // a copy when the op's vjp needs the old values (PyTorch's original_self).
 Tensor value_before_write(const Tensor& self, bool keep_values);
@@ -112,7 +122,9 @@ Tensor run1(P prim, const std::vector<Tensor>& inputs) {
 
 // Runs `prim` writing its single output into inputs[0] (the in-place form), bumping its version.
 template <class P>
-void run_inplace(P prim, const std::vector<Tensor>& inputs) {
+void run_inplace(P prim, const std::vector<Tensor>& given) {
+  if constexpr (!P::kWritesOverlappingSelf) detail::check_no_self_overlap(prim.name(), given[0]);
+  const std::vector<Tensor> inputs = detail::apart_from_self(given);
   const Tensor& self = inputs[0];
   const Device device = detail::common_device(prim.name(), inputs);
   const std::vector<OutputSpec> specs = prim.infer(inputs);

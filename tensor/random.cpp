@@ -84,6 +84,8 @@ Tensor randn(const Shape& shape, TensorOptions opts, Generator* gen) {
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts, Generator* gen) {
   if (high <= low)
     throw ValueError("randint: expected low < high, got low=" + std::to_string(low) + ", high=" + std::to_string(high));
+  check_fits(low, opts.dtype, "randint (low)");
+  check_fits(high - 1, opts.dtype, "randint (high - 1)");
   return random_tensor(RandomFill::Kind::integer, shape, opts, gen, low, high);
 }
 

@@ -144,7 +144,9 @@ Tensor sum(const Tensor& x_in, const Shape& dims, bool keepdim, std::optional<DT
   const auto [x] = amp::autocast_args("sum", dtype, x_in);
   const Shape nd = normalize_dims(dims, x.dim(), "sum");
   if (const auto wide = widened(x.dtype(), dtype)) return run1(Sum(nd, keepdim, wide), {x});
-  return run1(Sum(nd, keepdim), {dtype ? x.to(*dtype) : x});
+  const Tensor total = run1(Sum(nd, keepdim), {dtype ? x.to(*dtype) : x});
+  // Integers sum in int64; a dtype asked for (uint8, bool) is the result's, as in PyTorch.
+  return dtype && total.dtype() != *dtype ? total.to(*dtype) : total;
 }
 
 // 16-bit inputs are summed into f32 and divided there, then rounded once (PyTorch's rule: the mean

@@ -197,6 +197,19 @@ TEST_CASE("autograd: hooks on non-leaves") {
   CHECK_FALSE(y.grad().defined());
 }
 
+TEST_CASE("autograd: a hook may change a gradient's values, not its shape, dtype or device") {
+  Tensor x = leaf({1, 2, 3});
+  x.register_hook([](const Tensor&) { return ones({5}); });
+  expect_error<AutogradError>("leaf shape", [&] { (x * 2).sum().backward(); }, {"shape (5,)", "(3,)"});
+  Tensor y = leaf({1, 2, 3});
+  y.register_hook([](const Tensor& g) { return g.to(DType::f32); });  // the leaves here are f64
+  expect_error<AutogradError>("leaf dtype", [&] { (y * 2).sum().backward(); }, {"float32", "float64"});
+  Tensor z = leaf({1, 2, 3});
+  Tensor mid = z * 3;
+  mid.register_hook([](const Tensor&) { return ones({2, 3}); });  // broadcasting would sum it: 4 4 4
+  expect_error<AutogradError>("non-leaf shape", [&] { (mid * 2).sum().backward(); }, {"(2, 3)", "(3,)"});
+}
+
 TEST_CASE("autograd: post-accumulate-grad hooks see the updated .grad") {
   Tensor w = leaf({1, 2});
   std::vector<std::vector<double>> seen;

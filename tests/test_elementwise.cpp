@@ -260,6 +260,53 @@ TEST_CASE("elementwise layouts: add and mul") { check_add_mul(kCPU); }
 TEST_CASE("elementwise layouts: cast between dtypes") { check_cast(kCPU); }
 TEST_CASE("elementwise layouts: copy_ into views") { check_copy(kCPU); }
 TEST_CASE("elementwise layouts: where") { check_where(kCPU); }
+
+TEST_CASE("in place: an expanded self is refused; an input sharing self's memory is read whole first") {
+  // Each result would land on the other elements sharing the memory: 1 * 2 * 2 * 2 = 8 everywhere.
+  Tensor expanded = ones({1}).expand({3});
+  expect_error<ValueError>("mul_ into an expansion", [&] { expanded.mul_(2); }, {"mul_", "(3,)", "share memory"});
+  expect_error<ValueError>("copy_ into an expansion", [&] { expanded.copy_(arange(3.0)); }, {"share memory"});
+  expanded.fill_(5);  // one value everywhere: allowed, as in PyTorch
+  CHECK(values(expanded) == std::vector<double>{5, 5, 5});
+  // A transposed self as the input: each element must see the other's old value.
+  Tensor square = arange(4.0).reshape({2, 2});
+  square.add_(square.t());
+  CHECK(values(square) == std::vector<double>{0, 3, 3, 6});
+  // A shifted copy (t[1:] = t[:-1]) spreads element 0 without the copy: 0 0 0 0 0.
+  Tensor line = arange(5.0);
+  line.narrow(0, 1, 4).copy_(line.narrow(0, 0, 4));
+  CHECK(values(line) == std::vector<double>{0, 0, 1, 2, 3});
+  // A row of self broadcast over self: row 1 adds row 0's old values.
+  Tensor rows = arange(6.0).reshape({2, 3});
+  rows.add_(rows.narrow(0, 0, 1).expand({2, 3}));
+  CHECK(values(rows) == std::vector<double>{0, 2, 4, 3, 5, 7});
+  // The very same view needs no copy: x += x.
+  Tensor same = arange(3.0);
+  same.add_(same);
+  CHECK(values(same) == std::vector<double>{0, 2, 4});
+}
+
+TEST_CASE("integer dtypes refuse numbers outside their range; integer powers refuse negative exponents") {
+  expect_error<ValueError>("full", [] { full({2}, 300, TensorOptions(DType::u8)); }, {"full", "300", "uint8"});
+  CHECK(values(full({1}, -1, TensorOptions(DType::u8))) == std::vector<double>{255});  // PyTorch wraps -128..-1
+  Tensor ints = zeros({2}, TensorOptions(DType::i32));
+  expect_error<ValueError>("fill_", [&] { ints.fill_(int64_t{1} << 40); }, {"fill_", "int32"});
+  expect_error<ValueError>("fill_ NaN", [&] { ints.fill_(std::nan("")); }, {"nan", "int32"});
+  expect_error<ValueError>("masked_fill", [&] { masked_fill(ints, ones({2}, TensorOptions(DType::boolean)), 1e12); },
+                           {"masked_fill"});
+  expect_error<ValueError>("randint", [] { randint(0, 1000, {2}, TensorOptions(DType::u8)); }, {"randint", "999"});
+  CHECK(randint(0, 256, {8}, TensorOptions(DType::u8)).dtype() == DType::u8);
+  const Tensor base = from_vector<int64_t>({2, 3}, {2});
+  expect_error<ValueError>("pow", [&] { pow(base, from_vector<int64_t>({1, -1}, {2})); }, {"negative"});
+  CHECK(values(pow(base, from_vector<int64_t>({3, 0}, {2}))) == std::vector<double>{8, 1});
+  CHECK(values(pow(base, from_vector<double>({-1, 0}, {2}))) == std::vector<double>{0.5, 1});  // a float result
+  // A dtype given to sum is the result's (integers otherwise sum into int64): 300 ones wrap to 44 in uint8.
+  const Tensor many = ones({300}, TensorOptions(DType::u8));
+  CHECK(sum(many, {}, false, DType::u8).dtype() == DType::u8);
+  CHECK(sum(many, {}, false, DType::u8).item<int64_t>() == 44);
+  CHECK(sum(many).dtype() == DType::i64);
+  CHECK(sum(many, {}, false, DType::boolean).item<bool>());
+}
 }  // TEST_SUITE("cpu")
 
 EMBER_CUDA_TEST_CASE("cuda elementwise layouts: add and mul, vector path and tails") { check_add_mul(kCuda); }

@@ -275,6 +275,14 @@ TEST_CASE("optim: f32 parameters with gradients from backward") {
   CHECK(p.is_leaf());
 }
 
+TEST_CASE("optim: a parameter listed twice is refused, within a group or across groups") {
+  Tensor a = param(), b = param({1.0, 2.0});
+  // Stepped once per listing, it would move twice as far.
+  expect_error<ValueError>("twice in a group", [&] { SGD({a, b, a}, {0.1}); }, {"parameters 0 and 2", "same tensor"});
+  SGD opt({a}, {0.1});
+  expect_error<ValueError>("in another group", [&] { opt.add_param_group({b, a}, {}); }, {"parameter 1", "another group"});
+}
+
 TEST_CASE("optim: zero_grad, skipped parameters and param groups") {
   Tensor a = param(), b = param({1.0, 2.0}), c = param({3.0});
   SGD opt({a, b}, {0.1, 0.9});

@@ -259,9 +259,19 @@ void bind_autograd(nb::module_& m) {
                    [](Tensor& t, bool v) { t.requires_grad_(v); },
                    "Whether gradients flow to this tensor; settable on leaves (floating dtypes only).")
       .def_prop_rw("grad", [](const Tensor& t) { return tensor_or_none(t.grad()); },
-                   [](Tensor& t, std::optional<Tensor> g) { t.set_grad(g ? *g : Tensor()); },
+                   [](Tensor& t, std::optional<Tensor> g) {
+                     // As PyTorch: an assigned gradient has the tensor's dtype and device (set_grad checks the shape).
+                     if (g && g->dtype() != t.dtype())
+                       throw DTypeError(std::string("grad: assigned a ") + dtype_name(g->dtype()) + " gradient to a " +
+                                        dtype_name(t.dtype()) + " tensor");
+                     if (g && g->device() != t.device())
+                       throw DeviceError("grad: assigned a gradient on " + g->device().str() + " to a tensor on " +
+                                         t.device().str());
+                     t.set_grad(g ? *g : Tensor());
+                   },
                    nb::arg("grad").none(),
-                   "The gradient backward accumulated (None before any); set it to a tensor of this shape or None.")
+                   "The gradient backward accumulated (None before any); set it to a tensor of this shape, dtype and "
+                   "device, or None.")
       .def_prop_ro("grad_fn",
                    [](const Tensor& t) -> nb::object {
                      const std::shared_ptr<Node>& fn = t.grad_fn();

@@ -29,20 +29,13 @@ bool is_sequence(PyObject* o) {
                                                   !is_tensor(o) && !PyObject_CheckBuffer(o)));
 }
 
-// PyTorch's rule for Python numbers stored in an integer dtype: the value must fit (uint8 also takes
-// -128..-1, which wrap to 128..255, as PyTorch allows); NaN and the infinities never fit. Floating
-// dtypes take anything (a value too large becomes inf), as do bool ones.
+// A Python number the dtype cannot take (ember::fits: PyTorch's rule) is an OverflowError, as Python's
+// own conversions raise.
 void check_fits(Scalar v, DType dt) {
-  if (is_floating(dt) || dt == DType::boolean) return;
-  const double low = dt == DType::u8 ? -128.0 : dt == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
-  const double high = dt == DType::u8 ? 255.0 : dt == DType::i32 ? 2147483647.0 : 9223372036854775807.0;
-  const bool fits = v.is_floating() ? (v.to_double() >= low && v.to_double() < high + 1)
-                                    : (static_cast<double>(v.to_int()) >= low && static_cast<double>(v.to_int()) <= high);
-  if (fits) return;
+  if (fits(v, dt)) return;
   const std::string text = v.is_floating() ? nb::cast<std::string>(nb::repr(nb::float_(v.to_double())))
                                            : std::to_string(v.to_int());
-  PyErr_SetString(PyExc_OverflowError,
-                  ("tensor(): the value " + text + " does not fit in " + dtype_name(dt)).c_str());
+  PyErr_SetString(PyExc_OverflowError, ("tensor(): the value " + text + " does not fit in " + dtype_name(dt)).c_str());
   throw nb::python_error();
 }
 
@@ -210,6 +203,11 @@ Tensor tensor_from(nb::handle data, std::optional<DType> dtype, std::optional<De
     t = nb::cast<const Tensor&>(data).detach().clone();
   } else if (PyObject_CheckBuffer(o) && !PyBytes_Check(o) && !PyByteArray_Check(o)) {
     t = from_buffer(o);
+  } else if (!PyBool_Check(o) && !PyLong_Check(o) && !PyFloat_Check(o) && nb::hasattr(data, "__dlpack__")) {
+    // Another library's array (a torch.Tensor, which also has __float__): import it without a copy,
+    // then copy with ember.
+    nb::object imported = nb::module_::import_("ember").attr("from_dlpack")(data);
+    t = nb::cast<const Tensor&>(imported).clone();
   } else if (PyBool_Check(o) || PyLong_Check(o) || PyFloat_Check(o) || PyIndex_Check(o) ||
              (Py_TYPE(o)->tp_as_number && Py_TYPE(o)->tp_as_number->nb_float && !is_sequence(o))) {
     Scalar s(0);
@@ -225,10 +223,6 @@ Tensor tensor_from(nb::handle data, std::optional<DType> dtype, std::optional<De
     t = scalar_tensor(s, TensorOptions(dtype.value_or(inferred)));
   } else if (is_sequence(o)) {
     t = from_nested(o, dtype);
-  } else if (nb::hasattr(data, "__dlpack__")) {
-    // A CUDA array of another library: import it without a copy, then copy with ember.
-    nb::object imported = nb::module_::import_("ember").attr("from_dlpack")(data);
-    t = nb::cast<const Tensor&>(imported).clone();
   } else {
     throw nb::type_error(("tensor(): cannot convert " + std::string(Py_TYPE(o)->tp_name) + " to a tensor").c_str());
   }

@@ -81,6 +81,7 @@ class CopyInto final : public Primitive {
 // In place: every element of self = value (fill_, zeros, ones, full). Inputs {self}.
 class Fill final : public Primitive {
  public:
+  static constexpr bool kWritesOverlappingSelf = true;  // one value everywhere: an expanded self is fine
   explicit Fill(Scalar value) : value_(value) {}
   const char* name() const override { return "fill"; }
   std::vector<OutputSpec> infer(const std::vector<Tensor>& in) const { return {{in[0].shape(), in[0].dtype()}}; }
