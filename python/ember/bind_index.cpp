@@ -134,11 +134,14 @@ Indexed apply_basic(const Tensor& self, nb::handle index) {
                      std::to_string(specified) + ")");
 
   Indexed r{self, {}};
-  int dim = 0;
+  int dim = 0;     // where the item applies in the view made so far
+  int source = 0;  // which dim of self it indexes (an int removes its dim from the view): for messages
   for (size_t item = 0; item < items.size(); ++item) {
     const nb::handle it = items[item];
     PyObject* o = it.ptr();
     Tensor& v = r.view;
+    const int at_source = source;
+    source += o == Py_Ellipsis ? self.dim() - specified : consumed(it, arrays[item]);
     if (o == Py_None) {
       v = v.unsqueeze(dim++);
     } else if (o == Py_Ellipsis) {
@@ -159,7 +162,7 @@ Indexed apply_basic(const Tensor& self, nb::handle index) {
     } else if (std::optional<int64_t> i_opt = as_int(o)) {
       const int64_t i = *i_opt;
       const int64_t size = v.size(dim);
-      if (i < -size || i >= size) out_of_bounds(i, dim, size);
+      if (i < -size || i >= size) out_of_bounds(i, at_source, size);
       v = v.select(dim, i);
     } else if (const std::optional<Tensor>& t = arrays[item]) {
       check_index_dtype(*t);
@@ -175,7 +178,7 @@ Indexed apply_basic(const Tensor& self, nb::handle index) {
         // A 0-dim integer tensor selects, as an int does (torch keeps it a view too).
         const int64_t i = t->item<int64_t>();
         const int64_t size = v.size(dim);
-        if (i < -size || i >= size) out_of_bounds(i, dim, size);
+        if (i < -size || i >= size) out_of_bounds(i, at_source, size);
         v = v.select(dim, i);
       } else {
         r.advanced.push_back({dim++, t->to(DType::i64)});

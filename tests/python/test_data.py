@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.utils.data import DataLoader, Dataset, DistributedSampler, TensorDataset, default_collate
+from ember.utils.data import DataLoader, Dataset, DistributedSampler, RandomSampler, TensorDataset, default_collate
 from conftest import to_numpy
 
 FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
@@ -145,3 +145,10 @@ def test_fashion_mnist_through_the_cpp_loader():
     assert ys.tolist() == [test[i][1] for i in (1, 3, 5, 7)]
     np.testing.assert_allclose(to_numpy(xs[0]), (to_numpy(test[1][0]) - 0.5) / 0.5, atol=1e-6)
     assert len(DataLoader(norm, batch_size=4, sampler=sampler, drop_last=True)) == 1250
+
+
+def test_an_empty_data_set_gives_no_batches():
+    empty = TensorDataset(ember.zeros(0, 2))
+    for shuffle in (False, True):
+        assert list(DataLoader(empty, batch_size=4, shuffle=shuffle)) == []
+    assert list(RandomSampler(empty)) == [] and list(RandomSampler(empty, replacement=True, num_samples=0)) == []

@@ -247,3 +247,11 @@ def test_huge_steps_and_lengths_stay_in_bounds():
         ember.zeros(0).view(2**32, 2**32)
     with pytest.raises(ValueError, match="invalid size -5"):
         ember.ones(1).expand(-5)
+
+
+def test_an_index_out_of_range_names_its_dim_of_the_tensor():
+    x = ember.zeros(2, 3)
+    with pytest.raises(IndexError, match="dimension 1"):
+        x[0, 4]  # the int before removed dim 0 from the view: the message still says dim 1
+    with pytest.raises(IndexError, match="dimension 2"):
+        ember.zeros(2, 3, 4)[1, ..., 9]

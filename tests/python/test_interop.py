@@ -453,3 +453,12 @@ def test_mapped_file_refuses_a_size_past_the_files_end(tmp_path):
         with pytest.raises(ValueError, match="holds 4 bytes, fewer than the 1048576"):
             ember._ember._MappedFile(f.fileno(), 1 << 20)
         assert bytes(memoryview(ember._ember._MappedFile(f.fileno(), 4))) == b"abcd"
+
+
+def test_tensor_copies_an_array_of_another_library():
+    # A torch.Tensor has __float__ too: it went down the number path and was refused.
+    torch = pytest.importorskip("torch")
+    source = torch.arange(6.0).reshape(2, 3)
+    t = ember.tensor(source)
+    assert t.tolist() == source.tolist() and t.data_ptr() != source.data_ptr()
+    assert ember.tensor(torch.tensor(2.5)).item() == 2.5

@@ -346,3 +346,50 @@ def test_assigning_data_keeps_identity():
     assert lin.weight is w and w.dtype is ember.float64 and w.requires_grad
     assert w.grad is None  # a gradient of the old dtype no longer fits
     assert lin(ember.ones(1, 2, dtype=ember.float64)).dtype is ember.float64  # the C++ layer reads the new elements
+
+
+def test_arguments_pytorch_refuses_are_refused():
+    # Each used to give a silent result: rows of zeros, a broadcast loss, a padding row out of range.
+    with pytest.raises(ValueError, match=r"class indices must be in \[0, 3\), got values from 0 to 5"):
+        F.one_hot(ember.tensor([0, 5]), num_classes=3)
+    with pytest.raises(ValueError, match="from -1 to 2"):
+        F.one_hot(ember.tensor([-1, 2]))
+    with pytest.raises(TypeError, match="integer tensor"):
+        F.one_hot(ember.tensor([0.0, 1.0]))
+    assert F.one_hot(ember.tensor([0, 2])).tolist() == [[1, 0, 0], [0, 0, 1]]
+    assert F.one_hot(ember.tensor([], dtype=ember.int64), num_classes=2).shape == (0, 2)
+    for loss in (F.binary_cross_entropy, F.binary_cross_entropy_with_logits):
+        with pytest.raises(ValueError, match=r"target of shape \(3,\) for input of shape \(1,\)"):
+            loss(ember.full((1,), 0.5), ember.ones(3))
+    with pytest.raises(ValueError, match="padding_idx -5"):
+        nn.Embedding(3, 3, padding_idx=-5)
+    assert nn.Embedding(3, 2, padding_idx=-1).padding_idx == 2
+    p = nn.Parameter(ember.zeros(2))
+    with pytest.raises(ValueError, match="same tensor"):
+        ember.optim.SGD([p, p], lr=0.1)
+
+
+def test_assigned_gradients_and_hooks_keep_shape_dtype_and_device():
+    x = ember.zeros(3, requires_grad=True)
+    with pytest.raises(TypeError, match="float64 gradient to a float32"):
+        x.grad = ember.zeros(3, dtype=ember.float64)
+    with pytest.raises(ValueError, match="shape"):
+        x.grad = ember.zeros(4)
+    x.grad = ember.ones(3)
+    assert x.grad.tolist() == [1.0, 1.0, 1.0]
+    y = ember.zeros(3, requires_grad=True)
+    y.register_hook(lambda g: ember.ones(5))
+    with pytest.raises(ember.AutogradError, match=r"shape \(5,\)"):
+        (y * 2).sum().backward()
+
+
+def test_in_place_writes_through_shared_memory():
+    t = ember.arange(5.0)
+    t[1:] = t[:-1]  # the source is read whole first, as NumPy does
+    assert t.tolist() == [0.0, 0.0, 1.0, 2.0, 3.0]
+    s = ember.arange(4.0).view(2, 2)
+    s.add_(s.t())
+    assert s.tolist() == [[0.0, 3.0], [3.0, 6.0]]
+    with pytest.raises(ValueError, match="share memory"):
+        ember.ones(1).expand(3).mul_(2)
+    assert ember.zeros(1).expand(3).fill_(2.0).tolist() == [2.0, 2.0, 2.0]

@@ -170,10 +170,28 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     return input / _ember.clamp(_ember.norm(input, p, dim, True), min=eps)
 
 
+def _same_shape(input, target, who):
+    # PyTorch refuses a target whose size differs from the input's rather than broadcasting them.
+    if tuple(input.shape) != tuple(target.shape):
+        raise ValueError(f"{who}: target of shape {tuple(target.shape)} for input of shape {tuple(input.shape)}; "
+                         "they must be the same")
+
+
 def one_hot(tensor, num_classes=-1):
-    """An int64 (..., num_classes) tensor with 1 at each index of tensor (num_classes: max + 1 when -1)."""
+    """An int64 (..., num_classes) tensor with 1 at each index of tensor (num_classes: max + 1 when -1).
+    ValueError for an index below 0 or not below num_classes (a row of zeros otherwise)."""
+    if tensor.is_floating_point() or tensor.dtype is _ember.bool:
+        raise TypeError(f"one_hot: expects an integer tensor of class indices, got {tensor.dtype}")
+    if tensor.numel() == 0:
+        if num_classes < 0:
+            raise ValueError("one_hot: cannot infer num_classes from an empty tensor; give it")
+        low = high = 0
+    else:
+        low, high = int(tensor.min().item()), int(tensor.max().item())
     if num_classes < 0:
-        num_classes = int(tensor.max().item()) + 1
+        num_classes = high + 1
+    if low < 0 or high >= num_classes:
+        raise ValueError(f"one_hot: class indices must be in [0, {num_classes}), got values from {low} to {high}")
     return (tensor.unsqueeze(-1) == _ember.arange(num_classes, device=tensor.device)).long()
 
 
@@ -219,6 +237,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                                      pos_weight=None):
     """-(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x))), computed stably from the logits."""
     _legacy(size_average, reduce, "binary_cross_entropy_with_logits")
+    _same_shape(input, target, "binary_cross_entropy_with_logits")
     log_sig = logsigmoid(input)
     log_one_minus = logsigmoid(-input)
     if pos_weight is not None:
@@ -233,6 +252,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """-(t log p + (1 - t) log(1 - p)) of probabilities p, each log clamped at -100 (as PyTorch)."""
     _legacy(size_average, reduce, "binary_cross_entropy")
+    _same_shape(input, target, "binary_cross_entropy")
     log_p = _ember.clamp(_ember.log(input), min=-100)
     log_q = _ember.clamp(_ember.log(1 - input), min=-100)
     loss = -(target * log_p + (1 - target) * log_q)

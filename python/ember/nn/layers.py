@@ -133,6 +133,8 @@ class Embedding(_CppModule):
         if max_norm is not None or scale_grad_by_freq or sparse:
             raise NotImplementedError("Embedding: max_norm, scale_grad_by_freq and sparse are not supported")
         _CppModule.__init__(self, _nn.embedding(num_embeddings, embedding_dim))
+        if padding_idx is not None and not -num_embeddings <= padding_idx < num_embeddings:
+            raise ValueError(f"Embedding: padding_idx {padding_idx} is outside [-{num_embeddings}, {num_embeddings})")
         if padding_idx is not None and padding_idx < 0:
             padding_idx += num_embeddings
         self.padding_idx = padding_idx

@@ -201,6 +201,9 @@ class RandomSampler(Sampler):
 
     def __iter__(self):
         n = len(self.data_source)
+        if n == 0:  # nothing to draw from (the permutation's repeats would divide by zero)
+            self.epoch += 1
+            return iter([])
         if self.replacement:
             gen = _ember.Generator(self.seed + self.epoch)
             order = _ember.randint(0, n, (self.num_samples,), generator=gen).tolist()
