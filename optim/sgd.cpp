@@ -22,9 +22,10 @@ SGDOptions SGDOptions::from(const GroupOptions& o) {
 
 namespace {
 void check(const SGDOptions& o) {
-  if (o.lr < 0) throw ValueError("SGD: invalid lr " + std::to_string(o.lr));
-  if (o.momentum < 0) throw ValueError("SGD: invalid momentum " + std::to_string(o.momentum));
-  if (o.weight_decay < 0) throw ValueError("SGD: invalid weight_decay " + std::to_string(o.weight_decay));
+  // Written !(x >= 0) so that NaN is refused too.
+  if (!(o.lr >= 0)) throw ValueError("SGD: invalid lr " + std::to_string(o.lr));
+  if (!(o.momentum >= 0)) throw ValueError("SGD: invalid momentum " + std::to_string(o.momentum));
+  if (!(o.weight_decay >= 0)) throw ValueError("SGD: invalid weight_decay " + std::to_string(o.weight_decay));
   if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
     throw ValueError("SGD: nesterov needs momentum > 0 and dampening == 0 (momentum " + std::to_string(o.momentum) +
                      ", dampening " + std::to_string(o.dampening) + ")");

@@ -192,6 +192,8 @@ TEST_CASE("optim: SGD trajectories (plain, momentum + dampening + weight decay, 
   expect_error<ValueError>("nesterov with dampening", [] { SGD({param()}, {0.1, 0.9, 0.1, 0.0, true}); },
                            {"dampening 0.1"});
   expect_error<ValueError>("negative lr", [] { SGD({param()}, {-1.0}); }, {"lr -1"});
+  // NaN compares false with everything: a `lr < 0` check let it through.
+  expect_error<ValueError>("NaN lr", [] { SGD({param()}, {std::nan("")}); }, {"lr nan"});
 }
 
 TEST_CASE("optim: Adam, AMSGrad, AdamW and LAMB trajectories") {
@@ -245,6 +247,7 @@ TEST_CASE("optim: Adam, AMSGrad, AdamW and LAMB trajectories") {
     check_vec(p, want, "LAMB zero param");
   }
   expect_error<ValueError>("Adam beta", [] { Adam({param()}, {1e-3, 1.0}); }, {"beta1 1"});
+  expect_error<ValueError>("Adam NaN eps", [] { Adam({param()}, {1e-3, 0.9, 0.999, std::nan("")}); }, {"eps nan"});
   expect_error<DTypeError>("integer param", [] { Adam({zeros({2}, DType::i64)}); }, {"int64"});
 }
 
