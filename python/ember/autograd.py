@@ -6,6 +6,7 @@ with the GIL held.
 """
 
 import functools
+import inspect
 import threading
 
 from . import _ember
@@ -34,6 +35,43 @@ __all__ = [
 # ---- grad mode
 
 
+def _decorate(fn, make_context):
+    """fn run inside a fresh make_context() at each call. A generator function's body runs inside one
+    at each of its steps, and the caller's own mode holds between them (PyTorch does the same): a
+    context entered once at the call would be over before the first step ran."""
+    if not inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with make_context():
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+    @functools.wraps(fn)
+    def generator(*args, **kwargs):
+        steps = fn(*args, **kwargs)
+        try:
+            with make_context():
+                value = next(steps)
+            while True:
+                try:
+                    sent = yield value
+                except GeneratorExit:
+                    steps.close()
+                    raise
+                except BaseException as thrown:  # passed on into fn's body, as generator.throw does
+                    with make_context():
+                        value = steps.throw(thrown)
+                else:
+                    with make_context():
+                        value = steps.send(sent)
+        except StopIteration as finished:  # fn returned: so does this generator, with its value
+            return finished.value
+
+    return generator
+
+
 class _GradModeContext:
     """A context manager that sets grad mode on entry and restores it on exit; as a decorator, each call
     of the decorated function runs inside a fresh one (so nesting and recursion restore correctly)."""
@@ -50,12 +88,7 @@ class _GradModeContext:
         return False
 
     def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with self.__class__():
-                return fn(*args, **kwargs)
-
-        return wrapper
+        return _decorate(fn, self.__class__)
 
 
 class no_grad(_GradModeContext):
@@ -100,13 +133,7 @@ class inference_mode(_GradModeContext):
 
     def __call__(self, fn):
         mode = self.mode
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with inference_mode(mode):
-                return fn(*args, **kwargs)
-
-        return wrapper
+        return _decorate(fn, lambda: inference_mode(mode))
 
 
 _inference_state = threading.local()  # .enabled, False until a region sets it
@@ -132,13 +159,7 @@ class set_grad_enabled(_GradModeContext):
         # The constructor already switched the mode: put it back, then switch per call.
         _ember._set_grad_enabled(self._previous)
         mode = self._enabled
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with set_grad_enabled(mode):
-                return fn(*args, **kwargs)
-
-        return wrapper
+        return _decorate(fn, lambda: set_grad_enabled(mode))
 
 
 class detect_anomaly(_GradModeContext):
@@ -159,13 +180,7 @@ class detect_anomaly(_GradModeContext):
 
     def __call__(self, fn):
         check = self._check
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with detect_anomaly(check):
-                return fn(*args, **kwargs)
-
-        return wrapper
+        return _decorate(fn, lambda: detect_anomaly(check))
 
 
 def set_detect_anomaly(mode):

@@ -220,6 +220,35 @@ def test_inference_mode_as_pytorch():
     assert seen == {"inference": False, "bare": True}
 
 
+def test_grad_mode_decorators_cover_a_generators_body():
+    # Entered once at the call, the mode would be over before the body's first step ran.
+    x = leaf([1.0])
+
+    @ember.no_grad()
+    def steps():
+        for _ in range(2):
+            received = yield (x * 2).requires_grad, ember.is_grad_enabled()
+            assert received in (None, "sent")
+        return "finished"
+
+    gen = steps()
+    assert next(gen) == (False, False) and ember.is_grad_enabled()  # the caller's mode between steps
+    assert gen.send("sent") == (False, False)
+    with pytest.raises(StopIteration) as stop:
+        next(gen)
+    assert stop.value.value == "finished"
+    thrown = steps()
+    next(thrown)
+    with pytest.raises(KeyError, match="into the body"):
+        thrown.throw(KeyError("into the body"))
+
+    @ember.inference_mode
+    def inference_steps():
+        yield ember.is_inference_mode_enabled()
+
+    assert list(inference_steps()) == [True] and not ember.is_inference_mode_enabled()
+
+
 def test_grad_mode_is_per_thread():
     result = {}
 

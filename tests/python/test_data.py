@@ -152,3 +152,15 @@ def test_an_empty_data_set_gives_no_batches():
     for shuffle in (False, True):
         assert list(DataLoader(empty, batch_size=4, shuffle=shuffle)) == []
     assert list(RandomSampler(empty)) == [] and list(RandomSampler(empty, replacement=True, num_samples=0)) == []
+
+
+def test_loader_options_pytorch_refuses():
+    class Counting(ember.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(range(4))
+
+    for options in ({"shuffle": True}, {"sampler": [0, 1]}, {"batch_sampler": [[0]]}):
+        with pytest.raises(ValueError, match="IterableDataset"):
+            DataLoader(Counting(), **options)
+    with pytest.raises(ValueError, match="timeout"):
+        DataLoader(TensorDataset(ember.zeros(2)), timeout=float("nan"))

@@ -346,11 +346,14 @@ class DataLoader:
             raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last")
         if sampler is not None and shuffle:
             raise ValueError("sampler option is mutually exclusive with shuffle")
+        if isinstance(dataset, IterableDataset) and (shuffle or sampler is not None or batch_sampler is not None):
+            # An iterable data set decides its own order, as in PyTorch.
+            raise ValueError("DataLoader over an IterableDataset takes no shuffle, sampler or batch_sampler option")
         if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0):
             raise ValueError(f"batch_size should be a positive integer, got {batch_size!r}")
         if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0:
             raise ValueError(f"num_workers option should be a non-negative integer, got {num_workers!r}")
-        if not isinstance(timeout, (int, float)) or timeout < 0:
+        if not isinstance(timeout, (int, float)) or not timeout >= 0:  # NaN too
             raise ValueError(f"timeout option should be non-negative, got {timeout!r}")
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
