@@ -30,6 +30,10 @@ void Optimizer::add_param_group(std::vector<Tensor> params, const GroupOptions& 
     if (!params[i].is_floating_point())
       throw DTypeError(std::string(name()) + ": parameter " + std::to_string(i) + " is " +
                        dtype_name(params[i].dtype()) + ", optimizers update floating tensors only");
+    // A tensor made by an op never receives .grad (PyTorch refuses it the same way).
+    if (!params[i].is_leaf())
+      throw ValueError(std::string(name()) + ": parameter " + std::to_string(i) +
+                       " is not a leaf (it was made by an op); optimize the leaf it came from, or a detach()");
     for (const auto& g : groups_)
       for (const auto& q : g.params)
         if (q.is_same(params[i]))

@@ -284,6 +284,7 @@ TEST_CASE("optim: a parameter listed twice is refused, within a group or across 
   expect_error<ValueError>("twice in a group", [&] { SGD({a, b, a}, {0.1}); }, {"parameters 0 and 2", "same tensor"});
   SGD opt({a}, {0.1});
   expect_error<ValueError>("in another group", [&] { opt.add_param_group({b, a}, {}); }, {"parameter 1", "another group"});
+  expect_error<ValueError>("non-leaf", [&] { SGD({a * 2}, {0.1}); }, {"not a leaf"});
 }
 
 TEST_CASE("optim: zero_grad, skipped parameters and param groups") {
