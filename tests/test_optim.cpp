@@ -491,7 +491,9 @@ TEST_CASE("optim: f16 and bf16 parameters track the f32 trajectory") {
   for (const Config& c : configs()) {
     for (DType d : {DType::f16, DType::bf16}) {
       INFO(c.name, " ", name(d));
-      Tensor p32 = param().to(DType::f32), p16 = param().to(d);
+      // Leaves of the lower dtypes (a cast of a parameter is an op's result, which optimizers refuse).
+      Tensor p32 = param().detach().to(DType::f32).requires_grad_(true);
+      Tensor p16 = param().detach().to(d).requires_grad_(true);
       auto o32 = c.make(p32), o16 = c.make(p16);
       for (auto* o : {o32.get(), o16.get()}) o->param_groups()[0].set_lr(0.05);  // moves the weights well past rounding
       for (int k = 0; k < kSteps; ++k) {
