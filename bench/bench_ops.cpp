@@ -26,6 +26,7 @@
 #include "nn/loss.h"
 #include "nn/normalization.h"
 #include "tensor/ops.h"
+#include "tensor/sort.h"
 #include "tensor/storage.h"
 #if defined(EMBER_BENCH_CUDA)
 #include "bench/cuda_timer.h"
@@ -67,6 +68,10 @@ const std::vector<MemoryOp>& memory_ops() {
       {"log_softmax", 1024, 1, 1, [](const auto& t) { return ember::log_softmax(t[0], 1); }},
       {"layer_norm", 1024, 1, 1, [](const auto& t) { return ember::layer_norm(t[0], {1024}, t[1], t[2]); }},
       {"cross_entropy", 1000, 1, 0, [](const auto& t) { return ember::cross_entropy(t[0], t[1]); }},
+      // A classifier's top-5 over 1000 classes (the bytes read only: its outputs are small), and a full
+      // sort of rows of 1024 (the values and int64 indices written: in f32, three elements' bytes)
+      {"topk5", 1000, 1, 0, [](const auto& t) { return ember::topk(t[0], 5, 1).values; }},
+      {"sort", 1024, 1, 3, [](const auto& t) { return ember::sort(t[0], 1).values; }},
       {"batch_norm", kBatchNormChannels * 32 * 32, 1, 1,
        [](const auto& t) { return ember::batch_norm(t[0], t[1], t[2], t[3], t[4], /*training=*/true); }},
   };

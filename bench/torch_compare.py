@@ -175,6 +175,11 @@ def ops_case(name, min_time):
     elif op == "layer_norm":  # no out= form
         w, b = torch.ones(1024, dtype=dtype, device=device), torch.zeros(1024, dtype=dtype, device=device)
         fn, tensors = (lambda: F.layer_norm(rows, (1024,), w, b)), 2
+    elif op == "topk5":
+        logits = flat[: numel // 1000 * 1000].view(-1, 1000)
+        fn, tensors = (lambda: torch.topk(logits, 5, dim=1)), 1
+    elif op == "sort":
+        fn, tensors = (lambda: torch.sort(rows, dim=1, stable=True)), 4
     elif op == "cross_entropy":
         logits = flat.view(-1, 1000) if numel % 1000 == 0 else flat[: numel // 1000 * 1000].view(-1, 1000)
         target = torch.randint(0, 1000, (logits.shape[0],), device=device)
@@ -323,7 +328,7 @@ BINARY_OF = {"gemm": "bench_gemm", "conv": "bench_conv", "train": "bench_train",
 CPU_CASES = ["train/cpu/fp32/mlp_28/128", "train/cpu/fp32/cnn_28/128", "train/cpu/amp_bf16/cnn_28/128",
              "train/cpu/naive_fp16/cnn_28/128", "train/cpu/fp32/resnet18/32", "train/cpu/fp32/vit_tiny/32"] + [
     f"ops/cpu/f32/{op}/16777216" for op in ("exp", "log", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "softmax",
-                                           "log_softmax", "layer_norm", "cross_entropy")] + [
+                                           "log_softmax", "layer_norm", "cross_entropy", "topk5", "sort")] + [
     f"attention/cpu/f32/{shape}/{p}" for shape in ("32x3x65x64", "4x8x1024x64") for p in ("fwd", "fwdbwd")]
 # The counter each kind of case is compared on (higher is better).
 MEASURE = {"train": "img_per_s", "ops": "GBps", "conv": "TFLOPS", "gemm": "TFLOPS", "attention": "GFLOPS"}
