@@ -167,7 +167,8 @@ bool scalar_from_object(PyObject* o, bool convert, Scalar* out) {
 namespace {
 // One int of a shape or dim list: ints and objects with __index__, never a tensor or a float.
 bool index_from_object(PyObject* o, int64_t* out) {
-  if (is_tensor(o) || PyFloat_Check(o) || !PyIndex_Check(o)) return false;
+  // A bool is an int to Python, but not a size or a dim (PyTorch refuses zeros(True) the same way).
+  if (is_tensor(o) || PyFloat_Check(o) || PyBool_Check(o) || !PyIndex_Check(o)) return false;
   nb::object i = nb::steal(PyNumber_Index(o));
   if (!i.is_valid()) return PyErr_Clear(), false;
   int overflow = 0;

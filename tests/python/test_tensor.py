@@ -88,6 +88,8 @@ def test_sizes_as_varargs_or_one_sequence():
     assert ember.zeros(0, 3).numel() == 0
     with pytest.raises(TypeError, match="size"):
         ember.zeros(2.5)
+    with pytest.raises(TypeError, match="size"):
+        ember.zeros(True, False)  # a bool is an int to Python, not a size
 
 
 def test_factory_keywords():
