@@ -72,6 +72,8 @@ class GradScaler:
 
     def __init__(self, device="cuda", init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
                  enabled=True):
+        if str(device).split(":")[0] not in ("cpu", "cuda"):
+            raise ValueError(f"GradScaler: device must be 'cpu' or 'cuda', got {device!r}")
         self._device = device
         self._cpp = _ember._GradScaler(float(init_scale), float(growth_factor), float(backoff_factor),
                                        int(growth_interval), bool(enabled))

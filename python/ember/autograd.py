@@ -214,6 +214,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         return
     # ember's engine accumulates into every leaf; for chosen inputs, compute their gradients and add them.
     inputs = _as_tuple(inputs)
+    if len(inputs) == 0:
+        raise ValueError("backward: 'inputs' cannot be empty (None means every leaf)")
     grads = _ember._grad(tensors, inputs, grad_tensors, bool(retain_graph), bool(create_graph), True)
     for x, g in zip(inputs, grads):
         if g is None:

@@ -393,3 +393,15 @@ def test_in_place_writes_through_shared_memory():
     with pytest.raises(ValueError, match="share memory"):
         ember.ones(1).expand(3).mul_(2)
     assert ember.zeros(1).expand(3).fill_(2.0).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_more_arguments_pytorch_refuses():
+    with pytest.raises(ValueError, match="min_val 2 must not be greater than max_val 1"):
+        F.hardtanh(ember.zeros(2), 2, 1)
+    with pytest.raises(ValueError, match="beta must not be negative"):
+        F.smooth_l1_loss(ember.zeros(2), ember.ones(2), beta=-1.0)
+    with pytest.raises(ValueError, match="'cpu' or 'cuda'"):
+        ember.amp.GradScaler(device="tpu")
+    x = ember.ones(2, requires_grad=True)
+    with pytest.raises(ValueError, match="'inputs' cannot be empty"):
+        ember.autograd.backward((x * 2).sum(), inputs=[])

@@ -91,6 +91,8 @@ def relu6(input, inplace=False):
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """x limited to [min_val, max_val]."""
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val {min_val} must not be greater than max_val {max_val}")
     return input.clamp_(min_val, max_val) if inplace else _ember.clamp(input, min_val, max_val)
 
 
@@ -228,6 +230,8 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """Huber-like: 0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere."""
     _legacy(size_average, reduce, "smooth_l1_loss")
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must not be negative, got {beta}")
     d = (input - target).abs()
     loss = _ember.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta) if beta > 0 else d
     return _reduce(loss, reduction, "smooth_l1_loss")
