@@ -81,6 +81,10 @@ def save_checkpoint(filename, model=None, optimizer=None, scheduler=None, epoch=
             return dict(cpp.state_dict())
         return {k: v.detach() for k, v in obj.state_dict().items()}
 
+    for name, value in (("epoch", epoch), ("iteration", iteration)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+            # load_checkpoint refuses what is not a count: refuse it before writing such a file
+            raise ValueError(f"save_checkpoint: {name} must be an int from 0 to 2**63 - 1, got {value!r}")
     model_state = {} if model is None else {k: v.detach() for k, v in (model if isinstance(model, dict) else model.state_dict()).items()}
     _ember._save_checkpoint(_path(filename, "save_checkpoint"), model_state, flat(optimizer), flat(scheduler),
                             int(epoch), int(iteration), {str(k): str(v) for k, v in (info or {}).items()})

@@ -278,3 +278,14 @@ def test_paths_with_a_nul_and_fifos_are_refused(tmp_path):
         ember.load_file(fifo)
     with pytest.raises(ember.IOError, match="not a regular file"):
         ember.load_checkpoint(fifo)
+
+
+def test_save_checkpoint_refuses_counts_load_checkpoint_would_refuse(tmp_path):
+    path = tmp_path / "c.ckpt"
+    for bad in ({"epoch": -5}, {"iteration": -1}, {"epoch": 2**70}, {"epoch": 1.5}):
+        with pytest.raises(ValueError, match="from 0 to 2\\*\\*63 - 1"):
+            ember.save_checkpoint(path, model={"w": ember.ones(1)}, **bad)
+    assert not path.exists()
+    ember.save_checkpoint(path, model={"w": ember.ones(1)}, epoch=3, iteration=40)
+    loaded = ember.load_checkpoint(path)
+    assert (loaded["epoch"], loaded["iteration"]) == (3, 40)
