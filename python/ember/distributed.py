@@ -91,6 +91,11 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
         raise _ember.StateError("init_process_group: the default process group is already initialized")
     if store is not None:
         raise NotImplementedError("init_process_group: store= is not supported; use init_method")
+    # -1 (PyTorch's default) or None: from the environment; any other value must be a rank or a count.
+    if world_size is not None and world_size != -1 and world_size < 1:
+        raise ValueError(f"init_process_group: world_size must be at least 1 (or -1: from the environment), got {world_size}")
+    if rank is not None and rank != -1 and rank < 0:
+        raise ValueError(f"init_process_group: rank must be at least 0 (or -1: from the environment), got {rank}")
     if backend is None:
         backend = "gloo"
     backend = str(backend).lower()

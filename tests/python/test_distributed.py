@@ -57,6 +57,10 @@ def test_data_parallel_equals_one_process_on_the_whole_batch(two_rank_results, c
 def test_one_rank_group_in_process():
     with pytest.raises(ember.StateError, match="not initialized"):
         dist.get_rank()
+    with pytest.raises(ValueError, match="world_size must be at least 1"):
+        dist.init_process_group("gloo", rank=0, world_size=-3)
+    with pytest.raises(ValueError, match="rank must be at least 0"):
+        dist.init_process_group("gloo", rank=-2, world_size=1)
     # A world of one needs no launcher: its store takes any free port.
     group = dist.init_process_group("gloo", rank=0, world_size=1, timeout=30)
     try:
