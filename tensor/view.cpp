@@ -115,13 +115,16 @@ Tensor Slice::make_view(const Tensor& x) const {
   Shape s = x.shape();
   Strides st = x.strides();
   s[dim_] = length_;
-  st[dim_] *= step_;
+  // One element or none: the stride is never used, and a huge step would overflow it.
+  if (length_ > 1) st[dim_] *= step_;
   return alias(x, s, st, x.offset() + start_ * x.strides()[dim_]);
 }
 std::vector<Tensor> Slice::vjp(const std::vector<Tensor>& g, const std::vector<Tensor>&, const std::vector<Tensor>&) {
   // Scatter the gradient back into a zero tensor of the input's shape.
   const auto& m = input_meta(0);
-  const Tensor index = arange(start_, start_ + length_ * step_, step_, DType::i64, m.device);
+  // The positions start + i * step for i < length; the end bound stays in range at any step.
+  const Tensor index = length_ == 0 ? zeros({0}, TensorOptions(DType::i64).with_device(m.device))
+                                    : arange(start_, start_ + (length_ - 1) * step_ + 1, step_, DType::i64, m.device);
   return {index_add(zeros(m.shape, TensorOptions(g[0].dtype()).with_device(m.device)), dim_, index, g[0])};
 }
 
