@@ -116,6 +116,24 @@ TEST_CASE("topk: the first k of a descending (or ascending) stable sort, for eve
     }
 }
 
+TEST_CASE("topk: a small k (one pass over each row) agrees with the stable sort, ties and NaN included") {
+  // Rows of 100: k up to 12 takes the CPU's one-pass selection, larger k the partial sort.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> v = random_values(400, DType::f64, -3, 3, true, 77);  // few levels: many ties
+  v[5] = nan;
+  v[150] = nan;
+  v[151] = -0.0;
+  for (DType d : {DType::f32, DType::i64, DType::bf16}) {
+    std::vector<double> vd = v;
+    if (!is_floating(d)) for (double& e : vd) e = std::isnan(e) ? 7 : e;
+    const Tensor x = make_tensor(vd, {4, 100}, d);
+    for (int64_t k : {1, 2, 5, 12, 13, 40})
+      for (bool largest : {true, false})
+        check(topk(x, k, 1, largest), reference(x, 1, k, largest),
+              name(d) + " k " + std::to_string(k) + (largest ? " largest" : " smallest"));
+  }
+}
+
 TEST_CASE("sort: empty and 0-dim tensors") {
   const ValuesIndices e = sort(zeros({0, 3}), 0);
   CHECK(e.values.shape() == Shape{0, 3});
