@@ -123,8 +123,9 @@ std::string label_name(int label) {
                           : "ellipsis dim " + std::to_string(label - kEllipsis);
 }
 
-// A term whose repeated labels are reduced to their diagonal: for label l at dims p < q, the
-// elements off p == q are zeroed and q summed away.
+// A term whose repeated labels are reduced to their diagonal: for label l at dims p < q, those two
+// dims are moved last and merged, where element (i, i) sits at i * (n + 1), and index_select picks
+// the n of them: a view and n reads when the merge needs no copy ("ii" of a contiguous matrix).
 Term take_diagonals(std::string_view equation, Term term, int index) {
   for (int q = 0; q < static_cast<int>(term.labels.size()); ++q) {
     const int p = position(term.labels, term.labels[q]);
@@ -134,14 +135,22 @@ Term take_diagonals(std::string_view equation, Term term, int index) {
       throw ShapeError("einsum: equation '" + std::string(equation) + "': operand " + std::to_string(index) +
                        " repeats " + label_name(term.labels[q]) + " over dims of sizes " + std::to_string(n) + " and " +
                        std::to_string(term.t.shape()[q]) + "; a diagonal needs them equal");
-    Shape row = Shape::filled(term.t.dim(), 1), column = row;
-    row[p] = n;
-    column[q] = n;
-    const Tensor ids = arange(n, DType::i64, term.t.device());
-    const Tensor off_diagonal = ne(reshape(ids, row), reshape(ids, column));
-    term.t = sum(masked_fill(term.t, off_diagonal, 0), {q});
-    term.labels.erase(term.labels.begin() + q);
-    --q;
+    Shape order, merged;
+    std::vector<int> labels;
+    for (int d = 0; d < term.t.dim(); ++d)
+      if (d != p && d != q) {
+        order.push_back(d);
+        merged.push_back(term.t.shape()[d]);
+        labels.push_back(term.labels[d]);
+      }
+    order.push_back(p);
+    order.push_back(q);
+    merged.push_back(n * n);
+    labels.push_back(term.labels[p]);
+    const Tensor diagonal_positions = arange(0, n * n, n + 1, DType::i64, term.t.device());
+    term.t = index_select(reshape(permute(term.t, order), merged), merged.size() - 1, diagonal_positions);
+    term.labels = std::move(labels);
+    q = -1;  // the labels moved: look again from the start
   }
   return term;
 }
