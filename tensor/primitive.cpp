@@ -119,9 +119,9 @@ std::pair<int64_t, int64_t> element_extent(const Tensor& t) {
 
 }  // namespace
 
-std::vector<Tensor> apart_from_self(const std::vector<Tensor>& inputs) {
+std::optional<std::vector<Tensor>> apart_from_self(const std::vector<Tensor>& inputs) {
   const Tensor& self = inputs[0];
-  std::vector<Tensor> out = inputs;
+  std::optional<std::vector<Tensor>> out;
   if (self.numel() == 0) return out;
   for (size_t i = 1; i < inputs.size(); ++i) {
     const Tensor& in = inputs[i];
@@ -134,7 +134,8 @@ std::vector<Tensor> apart_from_self(const std::vector<Tensor>& inputs) {
     // Extents in bytes: a dtype view (same storage, other element size) compares as bytes.
     const int64_t a_item = dtype_size(self.dtype()), b_item = dtype_size(in.dtype());
     if (a_first * a_item > b_last * b_item + b_item - 1 || b_first * b_item > a_last * a_item + a_item - 1) continue;
-    out[i] = clone(in);
+    if (!out) out = inputs;
+    (*out)[i] = clone(in);
   }
   return out;
 }

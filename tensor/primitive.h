@@ -7,6 +7,7 @@
 // wires its edges and saves what kSaves asks for.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "autograd/grad_mode.h"
@@ -76,8 +77,9 @@ void check_inplace_allowed(const char* op, const Tensor& self);
 void check_no_self_overlap(const char* op, const Tensor& self);
 // The inputs of an in-place op with those that partly share inputs[0]'s memory replaced by copies:
 // they are read whole before the write, as NumPy does (t[1:] = t[:-1]). The same view as self
-// stays: each element reads its own value before writing it.
-std::vector<Tensor> apart_from_self(const std::vector<Tensor>& inputs);
+// stays: each element reads its own value before writing it. Nothing (no copy of the list) when no
+// input overlaps, as for almost every in-place op.
+std::optional<std::vector<Tensor>> apart_from_self(const std::vector<Tensor>& inputs);
 // The "before" value of an in-place op on `self`, carrying self's current history: an alias, or
 // a copy when the op's vjp needs the old values (PyTorch's original_self).
 Tensor value_before_write(const Tensor& self, bool keep_values);
@@ -124,7 +126,8 @@ Tensor run1(P prim, const std::vector<Tensor>& inputs) {
 template <class P>
 void run_inplace(P prim, const std::vector<Tensor>& given) {
   if constexpr (!P::kWritesOverlappingSelf) detail::check_no_self_overlap(prim.name(), given[0]);
-  const std::vector<Tensor> inputs = detail::apart_from_self(given);
+  const std::optional<std::vector<Tensor>> separated = detail::apart_from_self(given);
+  const std::vector<Tensor>& inputs = separated ? *separated : given;
   const Tensor& self = inputs[0];
   const Device device = detail::common_device(prim.name(), inputs);
   const std::vector<OutputSpec> specs = prim.infer(inputs);
