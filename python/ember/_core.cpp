@@ -14,6 +14,9 @@ NB_MODULE(_ember, m) {
   // collector cannot see; when such a cycle is alive at exit nanobind reports it as a leak. Those reports
   // help while developing the bindings, so EMBER_LEAK_WARNINGS=1 turns them on.
   nb::set_leak_warnings(std::getenv("EMBER_LEAK_WARNINGS") != nullptr);
+  // A string that names no device ("gpu") fails the implicit str -> device conversion; nanobind would
+  // print that failure to stderr before raising its TypeError, which already says what was passed.
+  nb::set_implicit_cast_warnings(false);
   bind_errors(m);
   bind_dtype(m);
   bind_tensor_class(m);

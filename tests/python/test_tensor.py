@@ -66,6 +66,16 @@ def test_devices_from_strings_and_objects():
     assert hash(ember.device("cpu")) == hash(ember.device("cpu"))
 
 
+def test_a_bad_device_or_dtype_string_raises_and_prints_nothing(capfd):
+    with pytest.raises(TypeError, match="device"):
+        ember.zeros(2, device="gpu")
+    with pytest.raises(TypeError, match="dtype"):
+        ember.zeros(2, dtype="flaot32")
+    with pytest.raises(TypeError):
+        ember.ones(2).to("cuda:x")
+    assert capfd.readouterr().err == ""
+
+
 @pytest.mark.skipif(ember.cuda.is_available(), reason="checks the error without a GPU")
 def test_cuda_without_a_gpu_raises_device_error():
     with pytest.raises(ember.DeviceError):
