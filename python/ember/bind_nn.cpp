@@ -282,6 +282,32 @@ void bind_modules(nb::module_& m, nb::module_& nn_m) {
              throw ValueError("resnet: depth must be 18, 34 or 50, got " + std::to_string(depth));
            },
            "depth"_a, "num_classes"_a, "in_channels"_a, "small_input"_a, doc::nn_ResNet);
+  // ---- the models' parts, for code that builds or recognises them (torchvision's and timm's names)
+  nn_m.def("resnet_block",
+           [](const std::string& kind, int64_t inplanes, int64_t planes, int64_t stride,
+              const std::optional<std::vector<P>>& downsample) -> P {
+             std::shared_ptr<nn::Sequential> ds;
+             if (downsample) {
+               ds = std::make_shared<nn::Sequential>();
+               for (const P& m : *downsample) ds->push_back(std::shared_ptr<UnaryModule>(m, &unary(*m, "downsample")));
+             }
+             if (kind == "basic") return std::make_shared<nn::BasicBlock>(inplanes, planes, stride, ds);
+             return std::make_shared<nn::Bottleneck>(inplanes, planes, stride, ds);
+           },
+           "kind"_a, "inplanes"_a, "planes"_a, "stride"_a, "downsample"_a.none(),
+           "nn::BasicBlock (kind 'basic') or nn::Bottleneck; downsample: the shortcut's modules, or None.");
+  nn_m.def("vit_block",
+           [](int64_t dim, int64_t heads, double mlp_ratio, double eps) -> P {
+             return std::make_shared<nn::ViTBlock>(dim, heads, mlp_ratio, eps);
+           },
+           "dim"_a, "num_heads"_a, "mlp_ratio"_a, "eps"_a, "nn::ViTBlock (timm's Block).");
+  nn_m.def("vit_mlp", [](int64_t dim, int64_t hidden) -> P { return std::make_shared<nn::ViTMlp>(dim, hidden); },
+           "dim"_a, "hidden"_a, "nn::ViTMlp (timm's Mlp).");
+  nn_m.def("patch_embed",
+           [](int64_t image_size, int64_t patch_size, int64_t in_channels, int64_t embed_dim) -> P {
+             return std::make_shared<nn::PatchEmbed>(image_size, patch_size, in_channels, embed_dim);
+           },
+           "image_size"_a, "patch_size"_a, "in_channels"_a, "embed_dim"_a, "nn::PatchEmbed (timm's PatchEmbed).");
   nn_m.def("vit",
            [](int64_t image_size, int64_t patch_size, int64_t in_channels, int64_t num_classes, int64_t embed_dim,
               int64_t depth, int64_t num_heads, double mlp_ratio, double eps) -> P {

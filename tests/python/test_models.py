@@ -54,6 +54,41 @@ def test_vit_tiny_forward_backward_and_names():
     assert (model.embed_dim, model.num_features, model.num_classes, model.num_prefix_tokens) == (192, 192, 5, 1)
 
 
+def test_the_blocks_are_classes_to_build_and_recognise():
+    from ember.nn.models import BasicBlock, Block, Bottleneck, Mlp, PatchEmbed
+
+    # isinstance on a model's parts, as wrap and checkpoint policies do with torchvision's and timm's classes
+    assert isinstance(nn.models.resnet18().layer1[0], BasicBlock)
+    assert isinstance(nn.models.resnet50().layer4[2], Bottleneck)
+    vit = nn.models.vit_tiny(image_size=16, patch_size=8, depth=1)
+    assert isinstance(vit.blocks[0], Block) and isinstance(vit.blocks[0].mlp, Mlp)
+    assert isinstance(vit.patch_embed, PatchEmbed)
+
+    ember.manual_seed(0)
+    down = nn.Sequential(nn.Conv2d(8, 16, 1, stride=2, bias=False), nn.BatchNorm2d(16))
+    block = BasicBlock(8, 16, stride=2, downsample=down)
+    assert "downsample.0.weight" in block.state_dict() and block.conv1.stride == (2, 2)
+    assert block.downsample[0].weight.data_ptr() == down[0].weight.data_ptr()  # the same tensor, not a copy
+    x = ember.randn(2, 8, 6, 6, requires_grad=True)
+    y = block(x)
+    assert y.shape == (2, 16, 3, 3) and y.min().item() >= 0  # the block ends in ReLU
+    y.sum().backward()
+    assert down[0].weight.grad is not None and x.grad.shape == x.shape
+    assert Bottleneck(64, 16)(ember.randn(1, 64, 4, 4)).shape == (1, 64, 4, 4)
+    assert Block(32, 4)(ember.randn(2, 5, 32)).shape == (2, 5, 32)
+    assert Mlp(8, 32).fc1.out_features == 32 and Mlp(8).fc1.out_features == 8
+    assert PatchEmbed(16, 8, 3, 12)(ember.randn(1, 3, 16, 16)).shape == (1, 4, 12)
+
+    with pytest.raises(TypeError, match="holding Tanh"):
+        BasicBlock(8, 8, downsample=nn.Sequential(nn.Tanh()))
+    with pytest.raises(TypeError, match="got Conv2d"):
+        BasicBlock(8, 16, downsample=nn.Conv2d(8, 16, 1))
+    with pytest.raises(ember.ValueError, match="num_heads 5"):
+        Block(32, 5)
+    with pytest.raises(ember.ValueError, match="patch_size 8"):
+        PatchEmbed(30, 8)
+
+
 def test_model_names():
     assert set(nn.models.model_names()) >= {"mlp", "cnn", "resnet18", "resnet34", "resnet50", "vit_tiny"}
     with pytest.raises(ember.ValueError):

@@ -5,10 +5,15 @@ state dict has the C++ names, which are torchvision's and timm's, so the checkpo
 training program (``examples/train``) load by name (``ember.load_checkpoint``)."""
 
 from .._ember import _nn
-from .modules import _CppModule, _CppSequential, _register_cpp_class
+from .modules import Sequential, _CppModule, _CppSequential, _register_cpp_class
 
 __all__ = [
     "MLP",
+    "BasicBlock",
+    "Block",
+    "Bottleneck",
+    "Mlp",
+    "PatchEmbed",
     "ResNet",
     "SmallCNN",
     "VisionTransformer",
@@ -31,6 +36,44 @@ class ResNet(_CppModule):
 
     def __init__(self, depth=18, num_classes=1000, in_channels=3, small_input=False):
         _CppModule.__init__(self, _nn.resnet(depth, num_classes, in_channels, small_input))
+
+
+def _shortcut(downsample, block):
+    """The C++ modules of a block's downsample: None, or a Sequential of ember's built-in layers."""
+    if downsample is None:
+        return None
+    parts = list(downsample) if isinstance(downsample, Sequential) else [downsample]
+    others = [type(m).__name__ for m in parts if not isinstance(m, _CppModule)]
+    if others or not isinstance(downsample, Sequential):
+        raise TypeError(f"{block}: downsample must be None or an ember.nn.Sequential of ember's built-in layers "
+                        f"(Conv2d, BatchNorm2d, ...), got {type(downsample).__name__}"
+                        + (f" holding {', '.join(others)}" if isinstance(downsample, Sequential) else ""))
+    return [m._cpp for m in parts]
+
+
+@_register_cpp_class("BasicBlock")
+class BasicBlock(_CppModule):
+    """ResNet-18/34's block, as torchvision's: conv1 (3x3, ``stride``), bn1, ReLU, conv2 (3x3), bn2, plus
+    the shortcut (``downsample``, a Sequential such as 1x1 conv and batch norm, where the shape changes),
+    then ReLU. From ``inplanes`` to ``planes`` channels."""
+
+    expansion = 1
+
+    def __init__(self, inplanes, planes, stride=1, downsample=None):
+        _CppModule.__init__(self, _nn.resnet_block("basic", inplanes, planes, stride,
+                                                   _shortcut(downsample, "BasicBlock")))
+
+
+@_register_cpp_class("Bottleneck")
+class Bottleneck(_CppModule):
+    """ResNet-50's block, as torchvision's (v1.5): 1x1 to ``planes``, 3x3 with the ``stride``, 1x1 to
+    4 x ``planes``, each with batch norm, plus the shortcut (``downsample``), then ReLU."""
+
+    expansion = 4
+
+    def __init__(self, inplanes, planes, stride=1, downsample=None):
+        _CppModule.__init__(self, _nn.resnet_block("bottleneck", inplanes, planes, stride,
+                                                   _shortcut(downsample, "Bottleneck")))
 
 
 def resnet18(num_classes=1000, in_channels=3, small_input=False):
@@ -61,6 +104,33 @@ class VisionTransformer(_CppModule):
         self.num_classes = num_classes
         self.embed_dim = self.num_features = embed_dim
         self.num_prefix_tokens = 1  # the class token
+
+
+@_register_cpp_class("PatchEmbed")
+class PatchEmbed(_CppModule):
+    """timm's PatchEmbed: a ``patch_size`` x ``patch_size`` convolution with that stride (``proj``), its
+    output flattened to (B, num_patches, embed_dim)."""
+
+    def __init__(self, img_size=224, patch_size=16, in_chans=3, embed_dim=768):
+        _CppModule.__init__(self, _nn.patch_embed(img_size, patch_size, in_chans, embed_dim))
+
+
+@_register_cpp_class("Mlp")
+class Mlp(_CppModule):
+    """timm's Mlp of a transformer block: fc1 (``in_features`` to ``hidden_features``), exact GELU, fc2
+    back to ``in_features``."""
+
+    def __init__(self, in_features, hidden_features=None):
+        _CppModule.__init__(self, _nn.vit_mlp(in_features, hidden_features or in_features))
+
+
+@_register_cpp_class("Block")
+class Block(_CppModule):
+    """timm's pre-norm transformer Block of width ``dim``: ``x + attn(norm1(x))``, then
+    ``+ mlp(norm2(.))``, with ``num_heads`` heads and an MLP of ``mlp_ratio`` x ``dim``."""
+
+    def __init__(self, dim, num_heads, mlp_ratio=4.0, eps=1e-6):
+        _CppModule.__init__(self, _nn.vit_block(dim, num_heads, mlp_ratio, eps))
 
 
 def vit_tiny(**kwargs):
