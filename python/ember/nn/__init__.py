@@ -3,12 +3,14 @@ built-in layers (their forward in ember's C++), ``functional``, ``init``, ``util
 clipping), ``models`` (ResNet, ViT, ...) and ``parallel`` (DistributedDataParallel)."""
 
 from . import functional, init, models, utils
+from .composed_layers import *  # noqa: F401,F403
+from .composed_layers import __all__ as _composed_layer_names
 from .layers import *  # noqa: F401,F403
 from .layers import __all__ as _layer_names
-from .modules import Module, ModuleDict, ModuleList, Parameter, RemovableHandle, Sequential
+from .modules import Module, ModuleDict, ModuleList, Parameter, ParameterDict, ParameterList, RemovableHandle, Sequential
 
-__all__ = ["Module", "ModuleDict", "ModuleList", "Parameter", "RemovableHandle", "Sequential", "functional", "init",
-           "models", "parallel", "utils"] + list(_layer_names)
+__all__ = ["Module", "ModuleDict", "ModuleList", "Parameter", "ParameterDict", "ParameterList", "RemovableHandle",
+           "Sequential", "functional", "init", "models", "parallel", "utils"] + list(_layer_names) + list(_composed_layer_names)
 
 
 def __getattr__(name):

@@ -15,12 +15,23 @@ __all__ = [
     "batch_norm",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
+    "celu",
     "conv2d",
+    "cosine_similarity",
     "cross_entropy",
     "dropout",
+    "dropout2d",
+    "elu",
     "embedding",
     "gelu",
+    "glu",
+    "group_norm",
+    "hardsigmoid",
+    "hardswish",
     "hardtanh",
+    "huber_loss",
+    "interpolate",
+    "kl_div",
     "l1_loss",
     "layer_norm",
     "leaky_relu",
@@ -28,21 +39,28 @@ __all__ = [
     "log_softmax",
     "logsigmoid",
     "max_pool2d",
+    "mish",
     "mse_loss",
     "nll_loss",
     "normalize",
     "one_hot",
     "pad",
+    "pairwise_distance",
+    "pixel_shuffle",
+    "pixel_unshuffle",
+    "prelu",
     "relu",
     "relu6",
     "relu_",
     "scaled_dot_product_attention",
+    "selu",
     "sigmoid",
     "silu",
     "smooth_l1_loss",
     "softmax",
     "softplus",
     "tanh",
+    "upsample",
 ]
 
 conv2d = _F.conv2d
@@ -133,6 +151,65 @@ def logsigmoid(input):
     return -(_ember.clamp(-input, min=0) + _ember.log1p(_ember.exp(-input.abs())))
 
 
+def elu(input, alpha=1.0, inplace=False):
+    """x where x > 0, alpha * (e^x - 1) elsewhere."""
+    # exp of the clamped input: the branch where() drops must not be inf, or its gradient is 0 * inf.
+    return _ember.where(input > 0, input, alpha * (_ember.exp(_ember.clamp(input, max=0)) - 1))
+
+
+# SELU's constants, from Klambauer et al., "Self-Normalizing Neural Networks" (2017), eq. 14.
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input, inplace=False):
+    """scale * elu(x, alpha) with the self-normalising constants (alpha 1.6733, scale 1.0507)."""
+    return _SELU_SCALE * elu(input, _SELU_ALPHA)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    """max(0, x) + min(0, alpha * (e^(x / alpha) - 1))."""
+    if alpha == 0:
+        raise ValueError("celu: alpha must not be 0")
+    return _ember.where(input > 0, input, alpha * (_ember.exp(_ember.clamp(input / alpha, max=0)) - 1))
+
+
+def hardsigmoid(input, inplace=False):
+    """relu6(x + 3) / 6: 0 below -3, 1 above 3, linear between."""
+    return _ember.clamp(input + 3, 0, 6) / 6
+
+
+def hardswish(input, inplace=False):
+    """x * hardsigmoid(x) (MobileNetV3's activation)."""
+    return input * hardsigmoid(input)
+
+
+def mish(input, inplace=False):
+    """x * tanh(softplus(x))."""
+    return input * _ember.tanh(softplus(input))
+
+
+def glu(input, dim=-1):
+    """a * sigmoid(b), where a and b are the two halves of input along dim."""
+    n = input.shape[dim] if input.dim() else 0
+    if input.dim() == 0 or n % 2:
+        raise ValueError(f"glu: dim {dim} must have an even size, got shape {tuple(input.shape)}")
+    a, b = input.chunk(2, dim)
+    return a * _ember.sigmoid(b)
+
+
+def prelu(input, weight):
+    """x where x >= 0, weight * x elsewhere; weight has one element or one per channel (dim 1)."""
+    n = weight.numel()
+    channels = input.shape[1] if input.dim() >= 2 else 1
+    if weight.dim() > 1 or n not in (1, channels):
+        raise ValueError(f"prelu: weight of shape {tuple(weight.shape)} for input of shape {tuple(input.shape)}; "
+                         f"it must hold 1 or {channels} (the channels) elements")
+    if n > 1:
+        weight = weight.reshape((n,) + (1,) * (input.dim() - 2))
+    return _ember.where(input >= 0, input, weight * input)
+
+
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
     """exp(x) / sum(exp(x)) along dim."""
     if dim is None:
@@ -165,11 +242,149 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return _F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
 
 
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zeroes whole channels with probability p and scales the rest by 1 / (1 - p): input (N, C, H, W), or
+    (C, H, W) without a batch dim."""
+    if not 0 <= p <= 1:
+        raise ValueError(f"dropout2d: p must be in [0, 1], got {p}")
+    if input.dim() not in (3, 4):
+        raise ValueError(f"dropout2d: expects (N, C, H, W) or (C, H, W), got shape {tuple(input.shape)}")
+    if not training or p == 0:
+        return input
+    channels = tuple(input.shape[: input.dim() - 2]) + (1, 1)
+    keep = _ember.rand(channels, device=input.device) >= p
+    out = input * keep.to(input.dtype) / (1 - p) if p < 1 else input * 0
+    return input.copy_(out) if inplace else out
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalises (N, C, ...) over each group of C / num_groups channels and the spatial dims, then scales
+    and shifts per channel."""
+    if input.dim() < 2:
+        raise ValueError(f"group_norm: expects (N, C, ...), got shape {tuple(input.shape)}")
+    n, c = input.shape[0], input.shape[1]
+    if num_groups <= 0 or c % num_groups:
+        raise ValueError(f"group_norm: {c} channels cannot be split into {num_groups} groups")
+    grouped = input.reshape(n, num_groups, -1)
+    mean = grouped.mean(2, keepdim=True)
+    var = _ember.var(grouped, 2, correction=0, keepdim=True)
+    out = ((grouped - mean) * _ember.rsqrt(var + eps)).reshape(input.shape)
+    per_channel = (c,) + (1,) * (input.dim() - 2)
+    if weight is not None:
+        out = out * weight.reshape(per_channel)
+    if bias is not None:
+        out = out + bias.reshape(per_channel)
+    return out
+
+
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """x / max(||x||_p, eps) along dim."""
     if out is not None:
         raise NotImplementedError("normalize: out= is not supported")
     return input / _ember.clamp(_ember.norm(input, p, dim, True), min=eps)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """x1 . x2 / (max(||x1||, eps) * max(||x2||, eps)) along dim (the inputs broadcast)."""
+    n1 = _ember.clamp(_ember.norm(x1, 2, dim), min=eps)
+    n2 = _ember.clamp(_ember.norm(x2, 2, dim), min=eps)
+    return (x1 * x2).sum(dim) / (n1 * n2)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """||x1 - x2 + eps||_p along the last dim."""
+    return _ember.norm(x1 - x2 + eps, p, -1, keepdim)
+
+
+# ---- resampling
+
+
+def pixel_shuffle(input, upscale_factor):
+    """(N, C r^2, H, W) -> (N, C, H r, W r): each group of r^2 channels becomes an r x r block."""
+    r = upscale_factor
+    if input.dim() != 4 or r <= 0 or input.shape[1] % (r * r):
+        raise ValueError(f"pixel_shuffle: expects (N, C * {r}^2, H, W), got shape {tuple(input.shape)}")
+    n, c, h, w = input.shape
+    out = input.reshape(n, c // (r * r), r, r, h, w).permute(0, 1, 4, 2, 5, 3)
+    return out.reshape(n, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """(N, C, H r, W r) -> (N, C r^2, H, W), the inverse of pixel_shuffle."""
+    r = downscale_factor
+    if input.dim() != 4 or r <= 0 or input.shape[2] % r or input.shape[3] % r:
+        raise ValueError(f"pixel_unshuffle: expects (N, C, H * {r}, W * {r}), got shape {tuple(input.shape)}")
+    n, c, h, w = input.shape
+    out = input.reshape(n, c, h // r, r, w // r, r).permute(0, 1, 3, 5, 2, 4)
+    return out.reshape(n, c * r * r, h // r, w // r)
+
+
+def _source_index(out_size, in_size, scale_factor, align_corners, linear):
+    """Where each output position reads from along one dim, as a list of floats: PyTorch's rule for
+    ``interpolate`` (its documented align_corners semantics; the scale is in / out, or 1 / scale_factor
+    when that was given)."""
+    if linear and align_corners:
+        step = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+        return [i * step for i in range(out_size)]
+    step = 1.0 / scale_factor if scale_factor else in_size / out_size
+    if not linear:  # nearest: the pixel whose left edge is at or before the output pixel's
+        return [float(min(int(i * step), in_size - 1)) for i in range(out_size)]
+    return [max((i + 0.5) * step - 0.5, 0.0) for i in range(out_size)]
+
+
+def _resample(x, dim, out_size, scale_factor, align_corners, linear):
+    in_size = x.shape[dim]
+    src = _source_index(out_size, in_size, scale_factor, align_corners, linear)
+    low = [min(int(s), in_size - 1) for s in src]
+    picked = x.index_select(dim, _ember.tensor(low, device=x.device))
+    if not linear:
+        return picked
+    high = [min(i + 1, in_size - 1) for i in low]
+    shape = [1] * x.dim()
+    shape[dim] = out_size
+    frac = _ember.tensor([s - i for s, i in zip(src, low)], dtype=x.dtype, device=x.device).reshape(shape)
+    return picked + (x.index_select(dim, _ember.tensor(high, device=x.device)) - picked) * frac
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Resizes (N, C, L) or (N, C, H, W) by ``size`` or ``scale_factor``: mode 'nearest', 'linear' (3-D)
+    or 'bilinear' (4-D), the source positions as PyTorch computes them."""
+    spatial = input.dim() - 2
+    if spatial not in (1, 2):
+        raise ValueError(f"interpolate: expects (N, C, L) or (N, C, H, W), got shape {tuple(input.shape)}")
+    linear_mode = {1: "linear", 2: "bilinear"}[spatial]
+    if mode not in ("nearest", linear_mode):
+        raise NotImplementedError(f"interpolate: mode '{mode}' for a {input.dim()}-D input is not supported "
+                                  f"('nearest' or '{linear_mode}')")
+    if mode == "nearest" and align_corners is not None:
+        raise ValueError("interpolate: align_corners applies to the linear modes only")
+    if antialias:
+        raise NotImplementedError("interpolate: antialias is not supported")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: give exactly one of size and scale_factor")
+    in_sizes = tuple(input.shape[2:])
+    if size is not None:
+        sizes = (size,) * spatial if isinstance(size, int) else tuple(size)
+        scales = (None,) * spatial
+    else:
+        scales = (scale_factor,) * spatial if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
+        if len(scales) != spatial or any(not s > 0 for s in scales):
+            raise ValueError(f"interpolate: scale_factor {scale_factor} must be positive, one per spatial dim")
+        sizes = tuple(int(n * s) for n, s in zip(in_sizes, scales))
+        if recompute_scale_factor:
+            scales = (None,) * spatial
+    if len(sizes) != spatial or any(s <= 0 for s in sizes):
+        raise ValueError(f"interpolate: output size {sizes} must be positive, one per spatial dim of {in_sizes}")
+    out = input
+    for d, (n, s) in enumerate(zip(sizes, scales)):
+        out = _resample(out, 2 + d, n, s, bool(align_corners), mode != "nearest")
+    return out
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """interpolate under its older name."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
 
 
 def _same_shape(input, target, who):
@@ -235,6 +450,29 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     d = (input - target).abs()
     loss = _ember.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta) if beta > 0 else d
     return _reduce(loss, reduction, "smooth_l1_loss")
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    """0.5 d^2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere (d = input - target)."""
+    if not delta > 0:
+        raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+    d = (input - target).abs()
+    return _reduce(_ember.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction, "huber_loss")
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """KL divergence of target from log-probabilities input: target (log target - input), 0 where target
+    is 0; reduction 'batchmean' divides the sum by the batch size (the true KL divergence), 'mean' by
+    the element count."""
+    _legacy(size_average, reduce, "kl_div")
+    if log_target:
+        loss = _ember.exp(target) * (target - input)
+    else:
+        safe = _ember.where(target > 0, target, _ember.ones_like(target))
+        loss = _ember.where(target > 0, target * (_ember.log(safe) - input), _ember.zeros_like(input))
+    if reduction == "batchmean":
+        return loss.sum() / (input.shape[0] if input.dim() else 1)
+    return _reduce(loss, reduction, "kl_div")
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",

@@ -1,8 +1,8 @@
 """The built-in layers, with PyTorch's constructor arguments. Those ember has in C++ (``Linear``,
 ``Conv2d``, ``BatchNorm2d``, ``LayerNorm``, ``Dropout``, ``Embedding``, the pooling layers,
 ``MultiheadAttention``, the activations) wrap it, so their forward is one C++ call; settings the C++
-layer lacks fall back to the functional op (noted per class). The losses and the activations ember
-has no layer for are small Python modules over ``ember.nn.functional``."""
+layer lacks fall back to the functional op (noted per class). The layers ember has no C++ module for
+are in composed_layers.py."""
 
 from .. import _ember
 from .._ember import _nn
@@ -14,26 +14,17 @@ __all__ = [
     "AvgPool2d",
     "BatchNorm2d",
     "Conv2d",
-    "CrossEntropyLoss",
     "Dropout",
     "Embedding",
     "Flatten",
     "GELU",
     "Identity",
-    "L1Loss",
     "LayerNorm",
-    "LeakyReLU",
     "Linear",
-    "LogSoftmax",
     "MaxPool2d",
-    "MSELoss",
     "MultiheadAttention",
-    "NLLLoss",
     "ReLU",
-    "Sigmoid",
     "SiLU",
-    "Softmax",
-    "Tanh",
 ]
 
 
@@ -335,126 +326,3 @@ def _causal_mask(L, S):
     i = _ember.arange(L).reshape(L, 1)
     j = _ember.arange(S).reshape(1, S)
     return j > i
-
-
-# ---- activations and losses without a C++ layer
-
-
-class Tanh(Module):
-    """tanh(x)."""
-
-    def forward(self, input):
-        """tanh(input)."""
-        return _ember.tanh(input)
-
-
-class Sigmoid(Module):
-    """1 / (1 + e^-x)."""
-
-    def forward(self, input):
-        """sigmoid(input)."""
-        return _ember.sigmoid(input)
-
-
-class LeakyReLU(Module):
-    """x where x > 0, negative_slope * x elsewhere."""
-
-    def __init__(self, negative_slope=0.01, inplace=False):
-        super().__init__()
-        self.negative_slope = negative_slope
-
-    def forward(self, input):
-        """leaky_relu(input)."""
-        return F.leaky_relu(input, self.negative_slope)
-
-    def extra_repr(self):
-        """The slope."""
-        return f"negative_slope={self.negative_slope}"
-
-
-class Softmax(Module):
-    """softmax along dim."""
-
-    def __init__(self, dim=None):
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, input):
-        """softmax(input) along dim."""
-        return F.softmax(input, self.dim)
-
-    def extra_repr(self):
-        """The dim."""
-        return f"dim={self.dim}"
-
-
-class LogSoftmax(Module):
-    """log(softmax) along dim."""
-
-    def __init__(self, dim=None):
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, input):
-        """log_softmax(input) along dim."""
-        return F.log_softmax(input, self.dim)
-
-    def extra_repr(self):
-        """The dim."""
-        return f"dim={self.dim}"
-
-
-class _Loss(Module):
-    def __init__(self, reduction="mean"):
-        super().__init__()
-        self.reduction = reduction
-
-    def extra_repr(self):
-        """The reduction, when not 'mean'."""
-        return f"reduction={self.reduction!r}" if self.reduction != "mean" else ""
-
-
-class CrossEntropyLoss(_Loss):
-    """F.cross_entropy as a module: logits (N, C, ...) against class indices or probabilities."""
-
-    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
-                 label_smoothing=0.0):
-        super().__init__(reduction)
-        self.register_buffer("weight", weight)
-        self.ignore_index = ignore_index
-        self.label_smoothing = label_smoothing
-
-    def forward(self, input, target):
-        """The loss of input against target."""
-        return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
-                               reduction=self.reduction, label_smoothing=self.label_smoothing)
-
-
-class NLLLoss(_Loss):
-    """F.nll_loss as a module."""
-
-    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
-        super().__init__(reduction)
-        self.register_buffer("weight", weight)
-        self.ignore_index = ignore_index
-
-    def forward(self, input, target):
-        """The loss of input against target."""
-        return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index, reduction=self.reduction)
-
-
-class MSELoss(_Loss):
-    """F.mse_loss as a module."""
-
-    def forward(self, input, target):
-        """The loss of input against target."""
-        return F.mse_loss(input, target, reduction=self.reduction)
-
-
-class L1Loss(_Loss):
-    """F.l1_loss as a module."""
-
-    def forward(self, input, target):
-        """The loss of input against target."""
-        return F.l1_loss(input, target, reduction=self.reduction)
-

@@ -689,7 +689,7 @@ class Sequential(_IndexedModules):
 def _checked_index(idx, n):
     idx = int(idx)
     if not -n <= idx < n:
-        raise IndexError(f"index {idx} is out of range for a container of {n} modules")
+        raise IndexError(f"index {idx} is out of range for a container of {n} entries")
     return idx % n
 
 
@@ -721,49 +721,113 @@ class ModuleList(_IndexedModules):
             self._modules[str(i)] = m
 
 
-class ModuleDict(Module):
-    """Holds modules by name, as a dict, with no forward of its own."""
+class _NamedEntries:
+    """The dict interface that ModuleDict and ParameterDict share, over one of the module's stores."""
 
-    def __init__(self, modules=None):
-        super().__init__()
-        if modules is not None:
-            self.update(modules)
+    _store = None  # "_modules" or "_parameters"
+
+    def __init__(self, entries=None):
+        Module.__init__(self)
+        if entries is not None:
+            self.update(entries)
 
     def __getitem__(self, key):
-        return self._modules[key]
+        return self.__dict__[self._store][key]
+
+    def __delitem__(self, key):
+        del self.__dict__[self._store][key]
+
+    def __len__(self):
+        return len(self.__dict__[self._store])
+
+    def __iter__(self):
+        return iter(self.__dict__[self._store])
+
+    def __contains__(self, key):
+        return key in self.__dict__[self._store]
+
+    def keys(self):
+        """The names."""
+        return self.__dict__[self._store].keys()
+
+    def values(self):
+        """The entries."""
+        return self.__dict__[self._store].values()
+
+    def items(self):
+        """(name, entry) pairs."""
+        return self.__dict__[self._store].items()
+
+    def update(self, entries):
+        """Adds (name, entry) pairs from a mapping or an iterable."""
+        items = entries.items() if hasattr(entries, "items") else entries
+        for key, value in items:
+            self[key] = value
+
+
+class ModuleDict(_NamedEntries, Module):
+    """Holds modules by name, as a dict, with no forward of its own."""
+
+    _store = "_modules"
 
     def __setitem__(self, key, module):
         self.add_module(key, module)
 
-    def __delitem__(self, key):
-        del self._modules[key]
+
+def _as_parameter(value, container):
+    """value as a Parameter: a tensor becomes one (requiring grad), as in PyTorch's parameter containers."""
+    if isinstance(value, Parameter):
+        return value
+    if isinstance(value, Tensor):
+        return Parameter(value)
+    raise TypeError(f"{container}: expects tensors or Parameters, got {type(value).__name__}")
+
+
+class ParameterList(Module):
+    """Holds parameters by index ("0", "1", ...), so that parameters(), the state dict and to() see them;
+    a tensor given to it becomes a Parameter."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        if values is not None:
+            self.extend(values)
 
     def __len__(self):
-        return len(self._modules)
+        return len(self._parameters)
 
     def __iter__(self):
-        return iter(self._modules)
+        return iter(self._parameters.values())
 
-    def __contains__(self, key):
-        return key in self._modules
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return ParameterList(list(self._parameters.values())[idx])
+        return self._parameters[str(_checked_index(idx, len(self)))]
 
-    def keys(self):
-        """The names."""
-        return self._modules.keys()
+    def __setitem__(self, idx, value):
+        self.register_parameter(str(_checked_index(idx, len(self))), _as_parameter(value, "ParameterList"))
 
-    def values(self):
-        """The modules."""
-        return self._modules.values()
+    def __iadd__(self, values):
+        return self.extend(values)
 
-    def items(self):
-        """(name, module) pairs."""
-        return self._modules.items()
+    def append(self, value):
+        """Adds value at the end, named by its index."""
+        self.register_parameter(str(len(self)), _as_parameter(value, "ParameterList"))
+        return self
 
-    def update(self, modules):
-        """Adds (name, module) pairs from a mapping or an iterable."""
-        items = modules.items() if hasattr(modules, "items") else modules
-        for key, module in items:
-            self[key] = module
+    def extend(self, values):
+        """Appends each of values."""
+        for v in values:
+            self.append(v)
+        return self
+
+
+class ParameterDict(_NamedEntries, Module):
+    """Holds parameters by name, as a dict; a tensor given to it becomes a Parameter."""
+
+    _store = "_parameters"
+
+    def __setitem__(self, key, value):
+        self.register_parameter(key, _as_parameter(value, "ParameterDict"))
 
 
 # ---- the C++ side
