@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "autograd/node.h"
+#include "tensor/layout.h"
 #include "tests/helpers.h"
 
 using namespace ember;
@@ -68,6 +69,23 @@ TEST_CASE("autograd: gradients accumulate over backward calls") {
   x.set_grad(Tensor());
   (x * x).sum().backward();
   CHECK(values(x.grad()) == std::vector<double>{2, 4});
+}
+
+TEST_CASE("autograd: .grad is laid out as its leaf, whatever layout the gradient arrived in") {
+  // sum's gradient is a broadcast scalar (stride 0), t()'s a transposed tensor: the optimizers' and
+  // the scaler's multi-tensor kernels need .grad dense in the parameter's order.
+  Tensor x = leaf({1, 2, 3});
+  x.sum().backward();
+  CHECK(x.grad().is_contiguous());
+  CHECK(values(x.grad()) == std::vector<double>{1, 1, 1});
+  Tensor w = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
+  (w.t() * from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {3, 2})).sum().backward();
+  CHECK(w.grad().is_contiguous());
+  CHECK(values(w.grad()) == std::vector<double>{1, 3, 5, 2, 4, 6});
+  Tensor c = to_channels_last(randn({2, 3, 4, 5})).detach().requires_grad_(true);
+  (c * 2).sum().backward();
+  CHECK(is_channels_last(c.grad()));
+  CHECK(values(c.grad()) == std::vector<double>(120, 2.0));
 }
 
 TEST_CASE("autograd: a second backward needs retain_graph") {
