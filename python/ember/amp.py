@@ -77,6 +77,7 @@ class GradScaler:
         self._device = device
         self._cpp = _ember._GradScaler(float(init_scale), float(growth_factor), float(backoff_factor),
                                        int(growth_interval), bool(enabled))
+        self._python_stepped = []  # the optimizers written in Python stepped since the last update()
 
     def scale(self, outputs):
         """outputs * scale: a tensor, or every tensor of a (nested) list or tuple."""
@@ -93,10 +94,24 @@ class GradScaler:
 
     def step(self, optimizer, *args, **kwargs):
         """Unscales if not done yet, then steps the optimizer unless a gradient was not finite (the
-        step is skipped on the device, leaving parameters and state unchanged)."""
+        step is skipped on the device, leaving parameters and state unchanged). An optimizer written in
+        Python is stepped or not by this scaler reading found_inf on the host, as PyTorch's does."""
         if args or kwargs:
             raise NotImplementedError("GradScaler.step: arguments for optimizer.step (a closure) are not supported")
-        self._cpp.step(_cpp_optimizer(optimizer))
+        cpp = _cpp_optimizer(optimizer)
+        if getattr(optimizer, "_python_state", None) is None:
+            self._cpp.step(cpp)
+            return
+        if not self._cpp.is_enabled():
+            optimizer.step()
+            return
+        if any(o is optimizer for o in self._python_stepped):
+            raise _ember.StateError("GradScaler.step: already called on this optimizer since the last update()")
+        if self._cpp.found_inf(cpp) is None:
+            self._cpp.unscale_(cpp)
+        self._python_stepped.append(optimizer)
+        if self._cpp.found_inf(cpp).item() == 0:
+            optimizer.step()
 
     def update(self, new_scale=None):
         """After the step: backs off after an overflow, grows after growth_interval clean steps, or sets
@@ -104,6 +119,7 @@ class GradScaler:
         if isinstance(new_scale, Tensor):
             new_scale = new_scale.item()
         self._cpp.update(None if new_scale is None else float(new_scale))
+        self._python_stepped.clear()
 
     def get_scale(self):
         """The scale, read on the host (init_scale before the first scale())."""

@@ -47,6 +47,10 @@ class CompiledStep:
             return out
 
         self._returns = returns
+        for o in optimizers:
+            if getattr(o, "_python_state", None) is not None:
+                raise TypeError(f"compile_step: {type(o).__name__} is written in Python and reads its hyperparameters "
+                                "on the host, which a captured step would freeze; use ember's SGD, Adam, AdamW or LAMB")
         self._cpp = _ember._CompiledStep(run, [_cpp_optimizer(o, "compile_step") for o in optimizers],
                                          list(generators), int(warmup_steps), int(max_graphs))
 

@@ -68,6 +68,34 @@ def lamb_ref(lr, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01):
     return out
 
 
+def rmsprop_ref(lr, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False):
+    p, sq, avg, buf, out = P0.copy(), np.zeros(5), np.zeros(5), np.zeros(5), []
+    for g in GRADS:
+        g = g + weight_decay * p
+        sq = alpha * sq + (1 - alpha) * g * g
+        denom = sq
+        if centered:
+            avg = alpha * avg + (1 - alpha) * g
+            denom = sq - avg * avg
+        update = g / (np.sqrt(denom) + eps)
+        if momentum:
+            buf = momentum * buf + update
+            update = buf
+        p = p - lr * update
+        out.append(p.copy())
+    return out
+
+
+def adagrad_ref(lr, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10):
+    p, total, out = P0.copy(), np.full(5, initial_accumulator_value), []
+    for t, g in enumerate(GRADS, start=1):
+        g = g + weight_decay * p
+        total = total + g * g
+        p = p - lr / (1 + (t - 1) * lr_decay) * g / (np.sqrt(total) + eps)
+        out.append(p.copy())
+    return out
+
+
 CASES = [
     (ember.optim.SGD, dict(lr=0.1), sgd_ref(0.1)),
     (ember.optim.SGD, dict(lr=0.1, momentum=0.9), sgd_ref(0.1, momentum=0.9)),
@@ -84,6 +112,13 @@ CASES = [
      adam_ref(0.02, weight_decay=0.5, amsgrad=True, decoupled=True)),
     (ember.optim.LAMB, dict(lr=0.01), lamb_ref(0.01)),
     (ember.optim.LAMB, dict(lr=0.1, betas=(0.5, 0.9), weight_decay=0.0), lamb_ref(0.1, betas=(0.5, 0.9), weight_decay=0.0)),
+    (ember.optim.RMSprop, dict(lr=0.01), rmsprop_ref(0.01)),
+    (ember.optim.RMSprop, dict(lr=0.01, alpha=0.9, momentum=0.8, weight_decay=0.1),
+     rmsprop_ref(0.01, alpha=0.9, momentum=0.8, weight_decay=0.1)),
+    (ember.optim.RMSprop, dict(lr=0.02, centered=True, eps=1e-3), rmsprop_ref(0.02, centered=True, eps=1e-3)),
+    (ember.optim.Adagrad, dict(lr=0.1), adagrad_ref(0.1)),
+    (ember.optim.Adagrad, dict(lr=0.1, lr_decay=0.5, weight_decay=0.2, initial_accumulator_value=0.3),
+     adagrad_ref(0.1, lr_decay=0.5, weight_decay=0.2, initial_accumulator_value=0.3)),
 ]
 
 
@@ -185,3 +220,120 @@ def test_clip_grad_norm_and_value():
     b.grad = ember.tensor([float("nan"), 0.0, 0.0])
     with pytest.raises(ember.ValueError):
         nn.utils.clip_grad_norm_([a, b], 1.0, error_if_nonfinite=True)
+
+
+# ---- optimizers written in Python
+
+
+class Lion(ember.optim.Optimizer):
+    """Lion (Chen et al., 2023), as a user would write it: sign of an interpolated momentum."""
+
+    def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0):
+        super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay))
+
+    @ember.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["exp_avg"] = ember.zeros_like(p)
+                m = state["exp_avg"]
+                p.mul_(1 - group["lr"] * group["weight_decay"])
+                p.add_((m * b1 + p.grad * (1 - b1)).sign(), alpha=-group["lr"])
+                m.mul_(b2).add_(p.grad, alpha=1 - b2)
+
+
+def lion_ref(lr, betas, weight_decay):
+    p, m, out = P0.copy(), np.zeros(5), []
+    for g in GRADS:
+        p = p * (1 - lr * weight_decay) - lr * np.sign(betas[0] * m + (1 - betas[0]) * g)
+        m = betas[1] * m + (1 - betas[1]) * g
+        out.append(p.copy())
+    return out
+
+
+def test_an_optimizer_written_in_python_steps_and_shows_its_groups():
+    got, opt, p = run(Lion, lr=0.1, betas=(0.8, 0.9), weight_decay=0.5)
+    np.testing.assert_allclose(got, lion_ref(0.1, (0.8, 0.9), 0.5), rtol=1e-12, atol=1e-14)
+    group = opt.param_groups[0]
+    assert {k: group[k] for k in group if k != "params"} == dict(lr=0.1, betas=(0.8, 0.9), weight_decay=0.5)
+    assert sorted(opt.state[p]) == ["exp_avg"] and len(opt.state) == 1
+    opt.zero_grad()
+    assert p.grad is None
+    with pytest.raises(NotImplementedError, match="defines step"):
+        ember.optim.Optimizer([p], dict(lr=0.1)).step()
+
+
+def test_a_python_optimizer_follows_schedulers_and_resumes_from_its_state_dict():
+    p = nn.Parameter(ember.tensor(P0, dtype=ember.float64))
+    extra = nn.Parameter(ember.ones(2, dtype=ember.float64))
+    opt = Lion([p], lr=0.2)
+    opt.add_param_group({"params": [extra], "lr": 0.4, "tag": "head"})
+    sched = ember.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)  # one of ember's C++ schedulers
+    for g in GRADS[:2]:
+        p.grad = ember.tensor(g, dtype=ember.float64)
+        extra.grad = ember.ones(2, dtype=ember.float64)
+        opt.step()
+        sched.step()
+    assert [g["lr"] for g in opt.param_groups] == [0.05, 0.1]
+    saved = opt.state_dict()
+    assert saved["param_groups"][1]["params"] == [1] and saved["param_groups"][1]["tag"] == "head"
+    assert sorted(saved["state"]) == [0, 1]
+
+    q = nn.Parameter(p.detach().clone())
+    q_extra = nn.Parameter(extra.detach().clone())
+    resumed = Lion([q], lr=1.0)
+    resumed.add_param_group({"params": [q_extra]})
+    resumed.load_state_dict(ember.load(_round_trip(saved)))
+    assert [g["lr"] for g in resumed.param_groups] == [0.05, 0.1] and resumed.param_groups[1]["tag"] == "head"
+    for target, grads in ((p, opt), (q, resumed)):
+        target.grad = ember.tensor(GRADS[2], dtype=ember.float64)
+        grads.step()
+    np.testing.assert_array_equal(to_numpy(q), to_numpy(p))
+    with pytest.raises(ember.ValueError, match="1 param groups for an optimizer of 2"):
+        resumed.load_state_dict({"state": {}, "param_groups": saved["param_groups"][:1]})
+
+
+def _round_trip(state_dict):
+    import io
+
+    buffer = io.BytesIO()
+    ember.save(state_dict, buffer)
+    buffer.seek(0)
+    return buffer
+
+
+def test_grad_scaler_unscales_for_a_python_optimizer_and_skips_an_overflow():
+    p = nn.Parameter(ember.tensor([1.0, 2.0]))
+    opt = ember.optim.RMSprop([p], lr=0.1)
+    scaler = ember.amp.GradScaler("cpu", init_scale=1024.0)
+    scaler.scale((p * p).sum()).backward()
+    scaler.step(opt)
+    scaler.update()
+    expected = np.array([1.0, 2.0]) - 0.1 * np.array([2.0, 4.0]) / (np.sqrt(0.01 * np.array([4.0, 16.0])) + 1e-8)
+    np.testing.assert_allclose(to_numpy(p), expected, rtol=1e-6, atol=1e-6)
+    before = to_numpy(p)
+    opt.zero_grad()
+    scaler.scale(p.sum() * float("inf")).backward()
+    scaler.step(opt)
+    with pytest.raises(ember.StateError, match="already called"):
+        scaler.step(opt)
+    scaler.update()
+    np.testing.assert_array_equal(to_numpy(p), before)  # the overflow step changed nothing
+    assert scaler.get_scale() == 512.0
+
+
+def test_python_optimizers_check_their_arguments():
+    p = nn.Parameter(ember.ones(2))
+    with pytest.raises(ValueError, match="RMSprop: lr must be a non-negative number, got -1"):
+        ember.optim.RMSprop([p], lr=-1)
+    with pytest.raises(ValueError, match="Adagrad: eps"):
+        ember.optim.Adagrad([p], eps=float("nan"))
+    with pytest.raises(NotImplementedError, match="maximize"):
+        ember.optim.Adagrad([p], maximize=True)
+    with pytest.raises(TypeError, match="compile_step: Lion is written in Python"):
+        ember.compile_step(lambda: p, optimizers=[Lion([p])])

@@ -1,6 +1,9 @@
 """Optimizers (``torch.optim``): SGD, Adam, AdamW and LAMB, each one of ember's C++ optimizers (optim/*.h)
 whose step updates every parameter of a group in one multi-tensor kernel, without reading anything
-back to the host.
+back to the host; RMSprop and Adagrad, written in Python (python_optimizers.py); and ``Optimizer``,
+the base to write your own as in PyTorch: a subclass that passes ``defaults`` and defines ``step()``
+over ``self.param_groups`` and ``self.state`` (a dict per parameter) works with ember's schedulers,
+``GradScaler`` and checkpoints.
 
 Parameters come as an iterable of tensors or of param-group dicts, with PyTorch's keyword names
 (``lr``, ``momentum``, ``betas``, ``eps``, ``weight_decay``, ``nesterov``, ``amsgrad``).
@@ -10,24 +13,26 @@ next step uses (schedulers written in Python work), and keys ember does not know
 """
 
 import inspect
+from collections import defaultdict
 from collections.abc import MutableMapping
 
 from .. import _ember
 from .._ember import Tensor
 from ..autograd import enable_grad
 
-__all__ = ["Adam", "AdamW", "LAMB", "Optimizer", "SGD", "lr_scheduler"]
+__all__ = ["Adagrad", "Adam", "AdamW", "LAMB", "Optimizer", "RMSprop", "SGD", "lr_scheduler"]
 
 _BOOL_OPTIONS = ("nesterov", "amsgrad")
 
 
-def _to_cpp_options(options, known):
-    """(C++ options, Python-only extras) of a PyTorch-style group dict (without "params")."""
+def _to_cpp_options(options, known, written_in_python=False):
+    """(C++ options, Python-only extras) of a PyTorch-style group dict (without "params"). For an optimizer
+    written in Python, only the keys in ``known`` go to C++."""
     cpp, extra = {}, {}
     for key, value in options.items():
         if key == "params":
             continue
-        if key == "betas":
+        if key == "betas" and not written_in_python:
             beta1, beta2 = value
             cpp["beta1"], cpp["beta2"] = float(beta1), float(beta2)
         elif key in known or key == "initial_lr":
@@ -62,7 +67,9 @@ class _ParamGroup(MutableMapping):
         self._extra = extra
 
     def _options(self):
-        return _from_cpp_options(self._optimizer._cpp.group_options(self._index))
+        options = _from_cpp_options(self._optimizer._cpp.group_options(self._index))
+        shown = self._optimizer._shown
+        return options if shown is None else {k: v for k, v in options.items() if k in shown}
 
     def __getitem__(self, key):
         if key == "params":
@@ -76,7 +83,7 @@ class _ParamGroup(MutableMapping):
         cpp = self._optimizer._cpp
         if key == "params":
             raise TypeError("a param group's params are fixed; add parameters with add_param_group")
-        if key == "betas":
+        if key == "betas" and self._optimizer._shown is None:
             beta1, beta2 = value
             cpp.set_group_option(self._index, "beta1", float(beta1))
             cpp.set_group_option(self._index, "beta2", float(beta2))
@@ -106,8 +113,12 @@ class _ParamGroup(MutableMapping):
 
 
 class Optimizer:
-    """The base of ember's optimizers (``torch.optim.Optimizer``): a C++ optimizer of kind ``_kind`` over
-    param groups. Subclasses set ``_kind`` and pass PyTorch-named defaults."""
+    """The base of the optimizers (``torch.optim.Optimizer``). ember's own set ``_kind`` and are a C++
+    optimizer of that kind over the param groups. A subclass written in Python (no ``_kind``) passes its
+    PyTorch-named ``defaults`` and defines ``step()``, reading ``group["lr"]`` and the other
+    hyperparameters from ``self.param_groups`` and keeping per-parameter tensors in ``self.state[p]``.
+    Its groups then live in a C++ optimizer that never steps (so that ember's schedulers set their lr and
+    GradScaler unscales their gradients) with the other hyperparameters beside them in Python."""
 
     _kind = None
 
@@ -122,9 +133,14 @@ class Optimizer:
             groups = [{"params": groups}]
         self.defaults = dict(defaults)
         first, rest = groups[0], groups[1:]
-        default_options, default_extra = _to_cpp_options(self.defaults, _KNOWN[self._kind])
-        self._cpp = _ember._make_optimizer(self._kind, self._param_list(first), default_options)
-        self._known = frozenset(self._cpp.defaults())
+        written_in_python = self._kind is None
+        # A Python optimizer's groups: only lr goes to the C++ holder (schedulers set it there).
+        known = (frozenset({"lr"}) & frozenset(self.defaults)) if written_in_python else _KNOWN[self._kind]
+        default_options, default_extra = _to_cpp_options(self.defaults, known, written_in_python)
+        self._cpp = _ember._make_optimizer(self._kind or "SGD", self._param_list(first), default_options)
+        self._known = known if written_in_python else frozenset(self._cpp.defaults())
+        self._shown = known if written_in_python else None
+        self._python_state = defaultdict(dict) if written_in_python else None
         self._default_extra = default_extra
         self._groups = []
         self._attach_group(first, index=0)
@@ -138,6 +154,8 @@ class Optimizer:
         self._cpp = cpp
         self._owner = owner  # keeps the C++ owner alive
         self._known = frozenset(cpp.defaults())
+        self._shown = None
+        self._python_state = None
         self.defaults = _from_cpp_options(cpp.defaults())
         self._default_extra = {}
         self._groups = [_ParamGroup(self, g, params, {}) for g, params in enumerate(params_by_group)]
@@ -153,7 +171,7 @@ class Optimizer:
         return params
 
     def _attach_group(self, group, index):
-        options, extra = _to_cpp_options(group, self._known)
+        options, extra = _to_cpp_options(group, self._known, self._shown is not None)
         for key, value in options.items():
             self._cpp.set_group_option(index, key, value)
         merged_extra = dict(self._default_extra)
@@ -174,7 +192,10 @@ class Optimizer:
 
     @property
     def state(self):
-        """Per-parameter state by parameter object: {param: {"exp_avg": ..., "step": ...}}."""
+        """Per-parameter state by parameter object: {param: {"exp_avg": ..., "step": ...}}. An optimizer
+        written in Python fills it in its step: ``self.state[p]`` is that parameter's dict (empty at first)."""
+        if self._python_state is not None:
+            return self._python_state
         out = {}
         index = 0
         for group in self._groups:
@@ -188,6 +209,8 @@ class Optimizer:
     def step(self, closure=None):
         """Updates every parameter that has a gradient (one C++ kernel per group). With ``closure``,
         calls it first (with grad enabled) and returns its loss."""
+        if self._python_state is not None:
+            raise NotImplementedError(f"{type(self).__name__}: an optimizer written in Python defines step()")
         loss = None
         if closure is not None:
             with enable_grad():
@@ -201,7 +224,10 @@ class Optimizer:
 
     def state_dict(self):
         """{"state": {index: {name: tensor}}, "param_groups": [{hyperparameters, "params": [indices]}]},
-        PyTorch's layout (the tensors are host copies)."""
+        PyTorch's layout (the tensors are host copies; an optimizer written in Python gives its own
+        state tensors, as PyTorch does)."""
+        if self._python_state is not None:
+            return self._python_state_dict()
         flat = self._cpp.state_dict()
         state = {}
         groups = [dict() for _ in self._groups]
@@ -226,6 +252,8 @@ class Optimizer:
     def load_state_dict(self, state_dict):
         """Restores a state dict of ``state_dict()``'s layout (from an optimizer of the same kind over
         parameters of the same shapes); ``ember.ValueError`` naming the entry otherwise."""
+        if self._python_state is not None:
+            return self._load_python_state_dict(state_dict)
         flat = {}
         for i, entries in state_dict["state"].items():
             for name, t in entries.items():
@@ -241,6 +269,44 @@ class Optimizer:
         for group, extra in zip(self._groups, extras):
             group._extra.update(extra)
 
+    def _indexed_params(self):
+        return [p for group in self._groups for p in group["params"]]
+
+    def _python_state_dict(self):
+        index = {id(p): i for i, p in enumerate(self._indexed_params())}
+        state = {index[id(p)]: dict(entries) for p, entries in self._python_state.items() if entries}
+        param_groups = []
+        for group in self._groups:
+            entry = {k: group[k] for k in group if k != "params"}
+            entry["params"] = [index[id(p)] for p in group["params"]]
+            param_groups.append(entry)
+        return {"state": state, "param_groups": param_groups}
+
+    def _load_python_state_dict(self, state_dict):
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self._groups):
+            raise _ember.ValueError(f"{type(self).__name__}.load_state_dict: {len(groups)} param groups for an "
+                                    f"optimizer of {len(self._groups)}")
+        for g, (saved, group) in enumerate(zip(groups, self._groups)):
+            if len(saved["params"]) != len(group["params"]):
+                raise _ember.ValueError(f"{type(self).__name__}.load_state_dict: param group {g} holds "
+                                        f"{len(saved['params'])} parameters, this optimizer's {len(group['params'])}")
+        params = self._indexed_params()
+        state = {}
+        for i, entries in state_dict["state"].items():
+            i = int(i)
+            if not 0 <= i < len(params):
+                raise _ember.ValueError(f"{type(self).__name__}.load_state_dict: state of parameter {i}, but the "
+                                        f"optimizer has {len(params)}")
+            p = params[i]
+            state[p] = {name: _placed_like(value, p, name) for name, value in entries.items()}
+        for saved, group in zip(groups, self._groups):
+            for key, value in saved.items():
+                if key != "params":
+                    group[key] = value
+        self._python_state.clear()
+        self._python_state.update(state)
+
     def __repr__(self):
         lines = [f"{type(self).__name__} ("]
         for g, group in enumerate(self._groups):
@@ -248,6 +314,16 @@ class Optimizer:
             for key in sorted(k for k in group if k != "params"):
                 lines.append(f"    {key}: {group[key]}")
         return "\n".join(lines) + "\n)"
+
+
+def _placed_like(value, param, name):
+    """A loaded state entry on its parameter's device; floating tensors in its dtype, except the step count
+    (PyTorch's rule for loading optimizer state)."""
+    if not isinstance(value, Tensor):
+        return value
+    if value.is_floating_point() and name != "step":
+        return value.to(device=param.device, dtype=param.dtype)
+    return value.to(device=param.device)
 
 
 _KNOWN = {
@@ -332,4 +408,5 @@ def _wrap_cpp_optimizer(cpp, owner):
     groups = [cpp.group_params(g) for g in range(cpp.num_groups())]
     return Optimizer._from_cpp(cpp, groups, owner)
 
+from .python_optimizers import Adagrad, RMSprop  # noqa: E402  (they need Optimizer)
 from . import lr_scheduler  # noqa: E402  (it needs Optimizer)
