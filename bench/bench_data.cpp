@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/flags.h"
 #include "data/dataloader.h"
 #include "data/image_folder.h"
 #include "data/rng.h"
@@ -163,21 +164,37 @@ int main(int argc, char** argv) {
   std::vector<char*> rest = {argv[0]};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a.starts_with("--data=")) data_dir = a.substr(7);
-    else if (a.starts_with("--batches=")) batches = std::stoll(a.substr(10));
-    else if (a.starts_with("--batch=")) batch_size = std::stoll(a.substr(8));
-    else if (a.starts_with("--dump=")) dump_path = a.substr(7);
-    else rest.push_back(argv[i]);
+    if (a.starts_with("--batches=") || a.starts_with("--batch=")) {
+      const std::optional<long long> n = ember::bench::positive_flag("bench_data", a);
+      if (!n) return 2;
+      (a.starts_with("--batches=") ? batches : batch_size) = *n;
+    } else if (a.starts_with("--data=")) {
+      data_dir = a.substr(7);
+      if (!fs::is_directory(data_dir)) {
+        std::fprintf(stderr, "bench_data: --data=%s is not a directory\n", data_dir.c_str());
+        return 2;
+      }
+    } else if (a.starts_with("--dump=")) {
+      dump_path = a.substr(7);
+    } else {
+      rest.push_back(argv[i]);
+    }
   }
-  if (!dump_path.empty()) {
-    dump(dump_path);
-    return 0;
+  try {
+    if (!dump_path.empty()) {
+      dump(dump_path);
+      return 0;
+    }
+    int n = int(rest.size());
+    benchmark::Initialize(&n, rest.data());
+    if (benchmark::ReportUnrecognizedArguments(n, rest.data())) return 2;
+    register_cases();
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+  } catch (const std::exception& e) {  // an unreadable image set, a failed write: one line, not an abort
+    std::fprintf(stderr, "bench_data: %s\n", e.what());
+    return 1;
   }
-  int n = int(rest.size());
-  benchmark::Initialize(&n, rest.data());
-  register_cases();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
   if (data_dir.empty()) fs::remove_all(fs::temp_directory_path() / ("ember_bench_data_" + std::to_string(::getpid())));
   return 0;
 }

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "bench/compare.h"
+#include "bench/flags.h"
 #include "dist/init.h"
 #include "dist/ring_all_reduce.h"
 #include "nn/checkpoint.h"
@@ -140,13 +141,9 @@ std::optional<Options> parse_flags(int& argc, char** argv) {
     } else if (a == "--plain-step") {
       o.plain_step = true;
     } else if (a.rfind("--batch=", 0) == 0) {
-      char* end = nullptr;
-      const long long b = std::strtoll(a.c_str() + 8, &end, 10);
-      if (*end != '\0' || b < 1) {
-        std::fprintf(stderr, "bench_train: --batch must be a positive integer, got \"%s\"\n", a.c_str() + 8);
-        return std::nullopt;
-      }
-      o.batch = b;
+      const std::optional<long long> b = ember::bench::positive_flag("bench_train", a);
+      if (!b) return std::nullopt;
+      o.batch = *b;
     } else {
       argv[kept++] = argv[i];
     }

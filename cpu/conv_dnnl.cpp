@@ -12,15 +12,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "tensor/env_switch.h"
 #include "tensor/ops.h"
 
 namespace ember::cpu {
@@ -34,10 +33,7 @@ enum class Pass { forward, backward_input, backward_weight };
 
 // set_cpu_conv_dnnl's switch, read from the environment on first use (tests read it while registering).
 std::atomic<bool>& dnnl_switch() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("EMBER_CPU_CONV");
-    return !(v && std::string_view(v) == "ember");
-  }()};
+  static std::atomic<bool> on{env_choice("EMBER_CPU_CONV", {"onednn", "ember"}, "onednn") == "onednn"};
   return on;
 }
 
@@ -243,10 +239,7 @@ void execute(const Plan& plan, const Md (&user)[3], const Tensor* const (&t)[3])
 // cudnn.benchmark): faster where another plan wins, but the choice, and so the result's last bits,
 // can then differ between processes (two ranks, or a run and its resume). Off by default.
 bool timed_plans() {
-  static const bool on = [] {
-    const char* v = std::getenv("EMBER_CPU_CONV_BENCHMARK");
-    return v != nullptr && std::string_view(v) == "1";
-  }();
+  static const bool on = env_choice("EMBER_CPU_CONV_BENCHMARK", {"0", "1"}, "0") == "1";
   return on;
 }
 

@@ -3,12 +3,11 @@
 
 #include <sys/platform/x86.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "tensor/deterministic.h"
+#include "tensor/env_switch.h"
 #include "tensor/error.h"
-#include "tensor/printable.h"
 
 namespace ember::cpu::simd {
 
@@ -50,16 +49,13 @@ Isa widest_supported() {
 }
 
 Isa choose_isa() {
-  const char* requested = std::getenv("EMBER_CPU_ISA");
-  if (requested == nullptr || *requested == '\0') return widest_supported();
-  for (Isa isa : {Isa::none, Isa::avx2, Isa::avx512}) {
-    if (std::string(requested) != isa_name(isa)) continue;
-    if (!cpu_supports(isa))
-      throw ValueError("EMBER_CPU_ISA=" + printable(requested, 40) + ": this CPU does not support it (its widest is " +
-                       isa_name(widest_supported()) + ")");
-    return isa;
-  }
-  throw ValueError("EMBER_CPU_ISA=" + printable(requested, 40) + ": expected none, avx2 or avx512");
+  const std::string requested = env_choice("EMBER_CPU_ISA", {"none", "avx2", "avx512"}, "");
+  if (requested.empty()) return widest_supported();
+  const Isa isa = requested == "none" ? Isa::none : requested == "avx2" ? Isa::avx2 : Isa::avx512;
+  if (!cpu_supports(isa))
+    throw ValueError("EMBER_CPU_ISA=" + requested + ": this CPU does not support it (its widest is " +
+                     isa_name(widest_supported()) + ")");
+  return isa;
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // The one place that sets how many CPU threads ember's kernels use; GEMMs share them (the BLAS
 // library itself always runs on the calling thread: cpu/gemm.cpp).
+#include <algorithm>
+#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -14,6 +16,21 @@ namespace ember {
 
 namespace {
 constexpr int kMaxThreads = 4096;
+
+#if defined(_OPENMP)
+// OpenMP takes its thread count from OMP_NUM_THREADS, and a count no machine can start crashes the
+// first parallel region (a segfault inside the runtime, with no message). When the library loads, a
+// count above what set_num_threads allows becomes one thread per core, and the environment is named.
+[[maybe_unused]] const bool g_environment_capped = [] {
+  const int requested = omp_get_max_threads();
+  if (requested <= kMaxThreads) return false;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::fprintf(stderr, "ember: warning: OMP_NUM_THREADS asks for %d threads, more than the %d ember allows; using %d (one per core)\n",
+               requested, kMaxThreads, cores);
+  omp_set_num_threads(cores);
+  return true;
+}();
+#endif
 }  // namespace
 
 void set_num_threads(int n) {

@@ -60,8 +60,10 @@ std::string find_file(const std::string& dir, const std::vector<std::string>& su
   for (const auto& sub : subdirs)
     for (const char* ext : {"", ".gz"}) {
       const fs::path p = (sub.empty() ? fs::path(dir) : fs::path(dir) / sub) / (name + ext);
+      // Whatever is there (a directory, a FIFO, a dangling link) is the file meant: its reader then
+      // says what is wrong with it, rather than "not found".
       std::error_code ec;
-      if (fs::is_regular_file(p, ec)) return p.string();
+      if (fs::exists(fs::symlink_status(p, ec))) return p.string();
       tried += (tried.empty() ? "" : ", ") + p.string();
     }
   throw DataError(std::string(what) + ": " + name + " not found in " + printable_path(dir) + " (looked for " + tried + ")");

@@ -10,7 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <cerrno>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <limits>
@@ -21,6 +21,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -83,6 +84,7 @@ struct Flags {
   bool skip_bad_images = false;  // replace a bad file by the next good one instead of stopping
   bool deterministic = false;
   bool no_locate_nonfinite = false;
+  bool no_save_best = false;
   bool tensorboard = false;
   bool nvtx = false;
   bool compile = false;
@@ -316,15 +318,33 @@ CLI::Validator number_in(double low, double high = HUGE_VAL) {
   return CLI::Validator(
       [low, high, need](std::string& text) -> std::string {
         char* end = nullptr;
-        errno = 0;
         const double v = std::strtod(text.c_str(), &end);
         if (end == text.c_str() || *end != '\0') return "\"" + text + "\" is not a number";
-        if (!std::isfinite(v) || errno == ERANGE) return need + ", got " + text + " (not a finite number)";
+        // strtod's ERANGE also flags an underflow ("1e-320"), which is a number: only inf is refused.
+        if (!std::isfinite(v)) return need + ", got " + text + " (not a finite number)";
         return v >= low && v <= high ? "" : need + ", got " + text;
       },
       range);
 }
 CLI::Validator at_least(double low) { return number_in(low); }
+
+// A true/false flag's value: CLI11 itself reads any integer as a bool (2 and -5 as true).
+CLI::Validator boolean_value() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        static const std::set<std::string> words = {"true", "false", "1", "0", "yes", "no", "on", "off"};
+        std::string lower = text;
+        std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+        return words.count(lower) ? "" : "\"" + text + "\" is not true or false";
+      },
+      "BOOLEAN");
+}
+
+// A path flag given a value: an empty one ("--work-dir \"$UNSET\"") is refused rather than read as
+// "not given", which would silently pick the default place.
+CLI::Validator non_empty_path() {
+  return CLI::Validator([](std::string& text) -> std::string { return text.empty() ? "an empty path" : ""; }, "PATH");
+}
 
 // The same for a whole-number flag of type Int: digits that fit Int and lie in [low, high] (CLI11's
 // own conversion saturates 20-digit numbers and wraps "-1" for unsigned types).
@@ -396,7 +416,8 @@ int main(int argc, char** argv) {
   app.add_option("--val-data", f.val_data, "webdataset: the validation shards, a path or a brace pattern "
                  "('val-{000000..000006}.tar')");
   app.add_option("--data", f.data_dir,
-                 "data directory (default: /usr/share/datasets/fashion-mnist for fashion-mnist; required for the others)");
+                 "data directory (default: /usr/share/datasets/fashion-mnist for fashion-mnist; required for the others)")
+      ->check(non_empty_path());
   app.add_option("--image-size", f.image_size, "imagefolder, webdataset: the side of the training crops and "
                  "validation center crops")->check(whole_in<int64_t>(8, 4096));
   app.add_option("--resize", f.resize, "imagefolder, webdataset: validation resizes the shorter side to this before "
@@ -423,11 +444,15 @@ int main(int argc, char** argv) {
   app.add_option("--threads", f.threads, "CPU compute threads (0: one per core)")->check(whole_in<int>(0));
   app.add_option("--num-workers", f.num_workers, "background threads preparing batches (0: none)")->check(whole_in<int>(0));
   app.add_option("--seed", f.seed, "seed of the initialisation, shuffling and augmentation")->check(whole_in<uint64_t>(0));
-  app.add_option("--work-dir", f.work_dir, "where logs and checkpoints go (default: work_dirs/<model>_<dataset>)");
+  app.add_option("--work-dir", f.work_dir, "where logs and checkpoints go (default: work_dirs/<model>_<dataset>)")
+      ->check(non_empty_path());
   app.add_option("--resume", f.resume, "resume from PATH, or without a value from <work-dir>/last_checkpoint")
       ->expected(0, 1)->type_name("[PATH]");
   app.add_option("--log-interval", f.log_interval, "iterations between log lines")->check(whole_in<int64_t>(1));
-  app.add_option("--save-interval", f.save_interval, "epochs between checkpoints (0: none)")->check(whole_in<int64_t>(0));
+  app.add_option("--save-interval", f.save_interval,
+                 "epochs between epoch_N checkpoints (0: none; the best epoch's is kept apart, see --no-save-best)")
+      ->check(whole_in<int64_t>(0));
+  app.add_flag("--no-save-best", f.no_save_best, "do not keep best_accuracy_top1.safetensors (the best validation epoch's checkpoint)");
   app.add_option("--keep-checkpoints", f.keep_checkpoints, "epoch checkpoints kept (0: all)")->check(whole_in<int64_t>(0));
   app.add_option("--train-samples", f.train_samples, "use the first N training images (0: all)")->check(whole_in<int64_t>(0));
   app.add_option("--val-samples", f.val_samples, "use the first N test images (0: all)")->check(whole_in<int64_t>(0));
@@ -452,7 +477,7 @@ int main(int argc, char** argv) {
                  "BasicBlock/Bottleneck, ViT's Block)")
       ->type_name("TYPE")->type_size(1)->expected(0, CLI::detail::expected_max_vector_size)->allow_extra_args();
   app.add_option("--compile-warmup", f.compile_warmup, "eager steps per batch shape before --compile captures it")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_in<int64_t>(1));
   app.add_flag("--tensorboard", f.tensorboard,
                "also write the log's scalars as TensorBoard event files in <work-dir>/tensorboard/ (train/loss, "
                "val/accuracy/top1, ...)");
@@ -482,10 +507,13 @@ int main(int argc, char** argv) {
   app.add_option("--allgather-bucket-size", f.strategy.zero.allgather_bucket_size, "zero: elements per parameter all-gather")
       ->check(elements);
   app.add_option("--overlap-comm", f.strategy.overlap_comm,
-                 "zero: reduce gradients on a communication thread while backward runs (default: true at stage 3 only)");
+                 "zero: reduce gradients on a communication thread while backward runs (default: true at stage 3 only)")
+      ->check(boolean_value());
   app.add_option("--contiguous-gradients", f.strategy.zero.contiguous_gradients,
-                 "zero: copy each gradient into its unit's buffer as it arrives");
-  app.add_option("--reduce-scatter", f.strategy.zero.reduce_scatter, "zero: reduce-scatter gradients (false: all-reduce)");
+                 "zero: copy each gradient into its unit's buffer as it arrives")
+      ->check(boolean_value());
+  app.add_option("--reduce-scatter", f.strategy.zero.reduce_scatter, "zero: reduce-scatter gradients (false: all-reduce)")
+      ->check(boolean_value());
   app.add_flag("--offload-optimizer", f.strategy.zero.offload_optimizer,
                "zero: keep the optimizer state and float32 masters in host memory and step there (a GPU run)");
   app.add_flag("--offload-param", f.strategy.zero.offload_param,
@@ -558,6 +586,12 @@ int main(int argc, char** argv) {
       io.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.dist_timeout * 1000));
       const dist::Environment env = dist::process_environment();
       if (!env.count("WORLD_SIZE") && !env.count("OMPI_COMM_WORLD_SIZE") && !env.count("SLURM_NTASKS")) {
+        // A rank without a world size is a launch gone wrong: each rank would train alone as rank 0.
+        for (const char* rank_variable : {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"})
+          if (env.count(rank_variable))
+            throw ValueError(std::string(rank_variable) + "=" + env.at(rank_variable) +
+                             " is set but no world size is (WORLD_SIZE, OMPI_COMM_WORLD_SIZE or SLURM_NTASKS): start "
+                             "the ranks with a launcher (torchrun, ./ember launch, mpirun, srun), or unset it to train alone");
         io.rank = 0;  // started alone: a world of one (its store on a free port of this machine)
         io.world_size = 1;
       }
@@ -569,7 +603,8 @@ int main(int argc, char** argv) {
     if (rank == 0)
       for (const auto& w : warnings) std::cerr << "train: warning: " << w << "\n";
     if (!f.deepspeed_config.empty()) check_deepspeed_batch(f, world);
-    if (f.threads > 0) set_num_threads(capped_threads("--threads", f.threads));
+    // --threads, or else OpenMP's own count (OMP_NUM_THREADS), at most one per core.
+    set_num_threads(f.threads > 0 ? capped_threads("--threads", f.threads) : capped_threads("OMP_NUM_THREADS", get_num_threads()));
     f.num_workers = capped_threads("--num-workers", f.num_workers);
     set_deterministic(f.deterministic);  // before the model: its initialisation draws numbers
     const bool image_files = f.dataset == "imagefolder" || f.dataset == "webdataset";
@@ -668,6 +703,7 @@ int main(int argc, char** argv) {
     ro.epochs = f.epochs;
     ro.log_interval = f.log_interval;
     ro.save_interval = f.save_interval;
+    ro.save_best = !f.no_save_best;
     ro.keep_checkpoints = f.keep_checkpoints;
     ro.clip_grad_norm = f.clip_grad;
     ro.accumulate = f.accumulate;

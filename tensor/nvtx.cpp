@@ -1,7 +1,8 @@
 #include "tensor/nvtx.h"
 
-#include <cstdlib>
 #include <string>
+
+#include "tensor/env_switch.h"
 
 namespace ember::nvtx {
 
@@ -23,10 +24,7 @@ void open(const char* name) {
 }  // namespace
 
 std::atomic<bool>& detail::enabled_flag() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("EMBER_NVTX");
-    return v != nullptr && std::string_view(v) == "1";
-  }()};
+  static std::atomic<bool> on{env_choice("EMBER_NVTX", {"0", "1"}, "0") == "1"};
   return on;
 }
 

@@ -1376,6 +1376,14 @@ TEST_CASE("train program: --help lists every flag; bad input gives one line and 
   one_line_error(run_train("--seed -1"), 2, "--seed: \"-1\" is not a whole number");
   one_line_error(run_train("--seed 18446744073709551616"), 2, "--seed: must be at least 0, got 18446744073709551616 (too large");
   one_line_error(run_train("--reduce-bucket-size 0 --strategy zero1"), 2, "--reduce-bucket-size: must be from 1 to 1099511627776, got 0");
+  one_line_error(run_train("--compile-warmup 0"), 2, "--compile-warmup: must be at least 1, got 0");
+  // CLI11 reads any integer as a bool, and an empty path as "not given" (the default place).
+  one_line_error(run_train("--strategy zero1 --contiguous-gradients 2"), 2, "--contiguous-gradients: \"2\" is not true or false");
+  one_line_error(run_train("--work-dir ''"), 2, "--work-dir: an empty path");
+  one_line_error(run_train("--data ''"), 2, "--data: an empty path");
+  // ember's environment switches take their own values only.
+  one_line_error(run_train("--epochs 1", "EMBER_NVTX=yes"), 1, "EMBER_NVTX=yes: expected 0 or 1 (or unset)");
+  one_line_error(run_train("--strategy ddp", "RANK=1"), 1, "RANK=1 is set but no world size is");
   TempDir dir;
   one_line_error(run_train("--data " + (dir / "absent")), 1, "absent does not exist");
   one_line_error(run_train("--data /etc/passwd"), 1, "data directory /etc/passwd is not a directory");
@@ -1418,6 +1426,21 @@ TEST_CASE("train program: thread counts beyond the machine's are capped; iterati
   CHECK_MESSAGE(endless.output.find("--epochs 9223372036854775807 x 2 iterations per epoch is more than 2^53 iterations") !=
                     std::string::npos,
                 endless.output);
+  // OpenMP's own count (OMP_NUM_THREADS) too; past what ember allows (a crash inside OpenMP) the library
+  // itself takes one thread per core when it loads.
+  const CommandResult from_env = run_train(common + " --train-samples 128 --epochs 1", "OMP_NUM_THREADS=100000");
+  REQUIRE_MESSAGE(from_env.exit_code == 0, from_env.output);
+  CHECK_MESSAGE(from_env.output.find("ember: warning: OMP_NUM_THREADS asks for 100000 threads, more than the 4096 ember "
+                                     "allows") != std::string::npos,
+                from_env.output);
+  // --save-interval 0 writes no epoch_N, but keeps the best epoch's checkpoint unless --no-save-best.
+  CHECK(fs::exists(dir / "best_accuracy_top1.safetensors"));
+  CHECK(!fs::exists(dir / "epoch_1.safetensors"));
+  TempDir no_best;
+  const CommandResult without_best = run_train("--model mlp --train-samples 128 --val-samples 64 --epochs 1 --batch-size 64 "
+                                               "--save-interval 0 --no-save-best --work-dir " + no_best.path.string());
+  REQUIRE_MESSAGE(without_best.exit_code == 0, without_best.output);
+  CHECK(!fs::exists(no_best / "best_accuracy_top1.safetensors"));
   const CommandResult beyond = run_train(common + " --epochs 1 --train-samples 100000");
   CHECK(beyond.exit_code == 1);
   CHECK_MESSAGE(beyond.output.find("--train-samples 100000 is more than the 60000 images of fashion-mnist's training set") !=
@@ -1465,6 +1488,24 @@ TEST_CASE("train program: a short run, stopped at --max-iters and resumed, ends 
                                       split.path.string());
   CHECK(bad.exit_code == 1);
   CHECK(bad.output.find("absent.safetensors") != std::string::npos);
+  // Nothing left: no step past the epochs or a --max-iters already reached, and no new checkpoint.
+  const CommandResult done = run_train(common + "--resume --max-iters 5 --work-dir " + split.path.string());
+  REQUIRE_MESSAGE(done.exit_code == 0, done.output);
+  CHECK_MESSAGE(done.output.find("Nothing left to train: the run is at iteration 20, max_iters is 5") != std::string::npos,
+                done.output);
+  CHECK(!fs::exists(split / "iter_21.safetensors"));
+  // last_checkpoint naming a file that is gone, or not a file at all.
+  { std::ofstream(split / "last_checkpoint") << (split / "epoch_9.safetensors") << "\n"; }
+  const CommandResult gone = run_train(common + "--resume --work-dir " + split.path.string());
+  CHECK(gone.exit_code == 1);
+  CHECK_MESSAGE(gone.output.find("last_checkpoint names " + (split / "epoch_9.safetensors") + ", which does not exist") !=
+                    std::string::npos,
+                gone.output);
+  fs::remove(split / "last_checkpoint");
+  fs::create_directory(split / "last_checkpoint");
+  const CommandResult dir = run_train(common + "--resume --work-dir " + split.path.string());
+  CHECK(dir.exit_code == 1);
+  CHECK_MESSAGE(dir.output.find("last_checkpoint is not a file") != std::string::npos, dir.output);
 }
 
 TEST_CASE("train program: --activation-checkpointing logs the same losses and ends with the same weights, in less memory" *

@@ -160,6 +160,10 @@ std::string Runner::work_path(const std::string& file_name) const { return (fs::
 
 std::string Runner::last_checkpoint() const {
   const std::string pointer = work_path("last_checkpoint");
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(pointer, ec)) && !fs::is_regular_file(pointer, ec))
+    throw IOError(pointer + " is not a file (a directory, a dangling link, ...): it should hold one line naming a "
+                  "checkpoint");
   std::ifstream in(pointer);
   if (!in) return "";
   // One line, the path; read no further than a path can be long.
@@ -321,6 +325,9 @@ RunSummary Runner::run() {
         throw IOError("cannot resume: " + work_path("last_checkpoint") + " is missing (no checkpoint was saved in " +
                       opts_.work_dir + ")");
     }
+    if (opts_.resume->empty() && !fs::exists(path))  // last_checkpoint names a file that is gone: say so
+      throw IOError("cannot resume: " + work_path("last_checkpoint") + " names " + printable_path(path) +
+                    ", which does not exist");
     try {
       restore(load_checkpoint(path));
     } catch (const ValueError& e) {  // the checkpoint does not fit this run: say which checkpoint
@@ -338,6 +345,15 @@ RunSummary Runner::run() {
   const int64_t first_iteration = iteration_;
   const double run_started = now_seconds();
   bool stopped = false;
+  // A resumed run may have nothing left: its epochs done, or max_iters already reached (only tested
+  // after a step below, which would take one step past it).
+  if (opts_.max_iters > 0 && iteration_ >= opts_.max_iters) {
+    console_ << "Nothing left to train: the run is at iteration " << iteration_ << ", max_iters is " << opts_.max_iters
+             << std::endl;
+    stopped = true;
+  } else if (epoch_ >= opts_.epochs) {
+    console_ << "Nothing left to train: the run has done its " << opts_.epochs << " epochs" << std::endl;
+  }
 
   while (epoch_ < opts_.epochs && !stopped) {
     model_->train();
@@ -607,7 +623,7 @@ bool Runner::save_epoch_checkpoints(double top1) {
   if (best) best_top1_ = top1;
   const bool due = opts_.save_interval > 0 && (epoch_ % opts_.save_interval == 0 || epoch_ == opts_.epochs);
   if (due) save("epoch_" + std::to_string(epoch_) + ".safetensors");
-  if (best) write_checkpoint(work_path("best_accuracy_top1.safetensors"));
+  if (best && opts_.save_best) write_checkpoint(work_path("best_accuracy_top1.safetensors"));
   if (!writes_files() || opts_.keep_checkpoints == 0) return due;
   std::vector<std::pair<int64_t, fs::path>> epoch_files;
   for (const auto& entry : fs::directory_iterator(opts_.work_dir)) {

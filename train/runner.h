@@ -54,6 +54,7 @@ struct RunnerOptions {
   int64_t epochs = 1;            ///< the last epoch: a resumed run goes on to it (ValueError below 1)
   int64_t log_interval = 50;     ///< iterations between train log lines (and the epoch's last one)
   int64_t save_interval = 1;     ///< epochs between epoch_N checkpoints; 0: none
+  bool save_best = true;         ///< keep best_accuracy_top1 (MMEngine's save_best), whatever save_interval says
   int64_t keep_checkpoints = 3;  ///< epoch_N files kept, newest first; 0: all
   double clip_grad_norm = 0;     ///< max 2-norm of all gradients together; 0: no clipping
   /// Gradient accumulation (MMEngine's accumulative_counts, DeepSpeed's gradient_accumulation_steps):
