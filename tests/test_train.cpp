@@ -1399,6 +1399,15 @@ TEST_CASE("train program: --help lists every flag; bad input gives one line and 
     const std::string line = other.output.substr(at, other.output.find('\n', at) - at);
     CHECK_MESSAGE(line.find("cannot resume from " + wd + "/epoch_1.safetensors") != std::string::npos, other.output);
     CHECK_MESSAGE(line.find("the state does not fit") != std::string::npos, other.output);
+    // Settings the saved state would override are refused, not announced and then ignored.
+    for (const auto& [flag, says] : {std::pair<std::string, std::string>{"--lr 0.5", "has lr 0.1, this run 0.5"},
+                                     {"--precision naive_fp16", "has precision fp32, this run naive_fp16"},
+                                     {"--warmup-iters 3", "has warmup_iters 0, this run 3"}}) {
+      const CommandResult changed =
+          run_train("--model mlp --train-samples 64 --val-samples 64 --epochs 2 --resume --work-dir " + wd + " " + flag);
+      CHECK(changed.exit_code == 1);
+      CHECK_MESSAGE(changed.output.find("the checkpoint's run " + says) != std::string::npos, changed.output);
+    }
   }
   if (has_fashion_mnist()) {
     one_line_error(run_train("--work-dir /etc/passwd --epochs 1"), 1,

@@ -557,6 +557,16 @@ void Runner::restore(const Checkpoint& c) {
       saved != c.runner_text.end() && saved->second != precision_->optimizer().name())
     throw ValueError("Runner: the checkpoint was written by a run with " + saved->second.substr(0, 40) + ", this run's optimizer is " +
                      precision_->optimizer().name() + ": its state cannot continue in another optimizer");
+  // What the run was started with and a resume cannot change: the saved optimizer and scheduler state
+  // would override it while the new run announced it (checkpoints that lack an entry are not checked).
+  for (const char* key : {"scheduler", "precision", "lr", "momentum", "weight_decay", "warmup_iters"}) {
+    const auto saved = c.info.find(key);
+    const auto ours = opts_.info.find(key);
+    if (saved != c.info.end() && ours != opts_.info.end() && saved->second != ours->second)
+      throw ValueError("Runner: the checkpoint's run has " + std::string(key) + " " + printable(saved->second, 40) +
+                       ", this run " + ours->second + ": a resume continues the saved run (keep its settings, or start "
+                       "a new run in another work dir)");
+  }
   Window window(opts_.device);
   std::vector<double> sums;
   for (const char* name : kWindowSums) sums.push_back(runner_value(std::string("log_window.") + name));
