@@ -28,6 +28,31 @@ from ._ember import *  # noqa: F401,F403  (the Tensor class, dtypes, factories, 
 from ._ember import is_grad_enabled
 from . import _tensor  # noqa: F401  (adds the Python-side Tensor methods)
 from ._tensor import bernoulli, isfinite, isinf, isnan
+from ._composed import (  # noqa: F401  (also adds their Tensor methods and memory_format=)
+    addmm,
+    aminmax,
+    channels_last,
+    clamp_max,
+    clamp_min,
+    contiguous_format,
+    count_nonzero,
+    diag,
+    diagonal,
+    finfo,
+    iinfo,
+    isclose,
+    lerp,
+    moveaxis,
+    movedim,
+    nan_to_num,
+    outer,
+    preserve_format,
+    randperm,
+    repeat_interleave,
+    std_mean,
+    trace,
+    var_mean,
+)
 from . import autograd, cuda
 from .autograd import enable_grad, inference_mode, is_inference_mode_enabled, no_grad, set_grad_enabled
 from . import amp, backends, nn, optim, utils
