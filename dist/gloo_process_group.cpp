@@ -10,6 +10,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
+#include <net/if.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "dist/socket.h"
 #include "dist/staging.h"
 #include "tensor/ops.h"
+#include "tensor/printable.h"
 #include "tensor/stored_add.h"
 
 namespace ember::dist {
@@ -89,6 +91,16 @@ gloo::AllreduceOptions::Func reduce_function(ReduceOp op) {
 gloo::transport::tcp::attr device_attr(const GlooOptions& options) {
   gloo::transport::tcp::attr attr;
   if (!options.socket_ifname.empty()) {
+    // Gloo would fail on an unknown name with an assertion of its own; name the variable and the choices.
+    if (::if_nametoindex(options.socket_ifname.c_str()) == 0) {
+      std::string names;
+      if (struct if_nameindex* all = ::if_nameindex()) {
+        for (struct if_nameindex* i = all; i->if_index != 0; ++i) names += (names.empty() ? "" : ", ") + std::string(i->if_name);
+        ::if_freenameindex(all);
+      }
+      throw ValueError("GLOO_SOCKET_IFNAME=" + printable(options.socket_ifname, 40) +
+                       ": no such network interface on this machine (it has " + names + ")");
+    }
     attr.iface = options.socket_ifname;
     return attr;
   }

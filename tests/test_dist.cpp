@@ -526,6 +526,13 @@ GLOO_TEST_CASE("one rank: identity collectives and argument errors naming the va
   o.rank = 0;
   o.world_size = 1;
   o.timeout = milliseconds(5000);
+  // Gloo reads GLOO_SOCKET_IFNAME from the environment (this test's process: set and unset around the call).
+  ::setenv("GLOO_SOCKET_IFNAME", "nosuchif", 1);
+  const std::string no_interface = message_of<ValueError>([&] { init_process_group(o); });
+  ::unsetenv("GLOO_SOCKET_IFNAME");
+  CHECK_MESSAGE(no_interface.find("GLOO_SOCKET_IFNAME=nosuchif: no such network interface on this machine (it has lo") !=
+                    std::string::npos,
+                no_interface);
   auto pg = init_process_group(o);
   CHECK(pg->backend_name() == "gloo");
   Tensor t = from_vector<float>({1, 2, 3}, {3});

@@ -1704,7 +1704,10 @@ TEST_CASE("DeepSpeed config: unknown keys and \"auto\" are warnings; what ember 
   malformed(R"({"fp16": [1]})", "\"fp16\" is not a JSON object");
   malformed(R"({"fp16": )", "ds.json: not JSON (at byte");
   malformed(std::string(100, '[') + std::string(100, ']'), "nested deeper than 32 levels");
-  malformed("[]", "\"\" is not a JSON object");
+  malformed("[]", "ds.json: the top level is not a JSON object");
+  malformed(R"({"zero_optimization": {"stage": 1}, "zero_optimization": {"stage": 3}})",
+            "the key \"zero_optimization\" is given twice in one object");
+  malformed(R"({"zero_optimization": {"reduce_bucket_size": 1e400}})", "ds.json: holds a number too large for a double");
   CHECK(message_of<IOError>([] { train::read_deepspeed_config("/nonexistent/ds.json"); }).find("does not exist") !=
         std::string::npos);
   CHECK(message_of<IOError>([] { train::read_deepspeed_config("/etc"); }).find("is not a regular file") != std::string::npos);

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -29,7 +30,9 @@ class Section {
  public:
   Section(const json& object, std::string path, const std::string& source, std::vector<std::string>& warnings)
       : object_(object), path_(std::move(path)), source_(source), warnings_(warnings) {
-    if (!object_.is_object()) throw FormatError(source_ + ": \"" + printable(path_, 80) + "\" is not a JSON object");
+    if (!object_.is_object())
+      throw FormatError(source_ + ": " + (path_.empty() ? std::string("the top level") : "\"" + printable(path_, 80) + "\"") +
+                        " is not a JSON object");
   }
   // Names the keys no accessor asked for.
   ~Section() {
@@ -181,17 +184,28 @@ void read_optimizer(Section& s, DeepSpeedConfig& c) {
 
 DeepSpeedConfig parse_deepspeed_config(const std::string& text, const std::string& source) {
   bool too_deep = false;
-  const auto depth_check = [&](int depth, json::parse_event_t, json&) {
+  // The keys of each object being read, innermost last: a key given twice is refused, as DeepSpeed's
+  // own loader does (JSON would keep the last value silently).
+  std::vector<std::set<std::string>> keys;
+  std::string repeated;
+  const auto check = [&](int depth, json::parse_event_t event, json& parsed) {
     if (depth > kMaxDepth) too_deep = true;
-    return !too_deep;
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+    if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
+      repeated = parsed.get<std::string>();
+    return !too_deep && repeated.empty();
   };
   json root;
   try {
-    root = json::parse(text, depth_check);
+    root = json::parse(text, check);
   } catch (const json::parse_error& e) {
-    if (!too_deep) throw FormatError(source + ": not JSON (at byte " + std::to_string(e.byte) + ")");
+    if (!too_deep && repeated.empty()) throw FormatError(source + ": not JSON (at byte " + std::to_string(e.byte) + ")");
+  } catch (const json::out_of_range&) {  // a number beyond a double ("1e400")
+    throw FormatError(source + ": holds a number too large for a double");
   }
   if (too_deep) throw FormatError(source + ": nested deeper than " + std::to_string(kMaxDepth) + " levels");
+  if (!repeated.empty()) throw FormatError(source + ": the key \"" + printable(repeated, 80) + "\" is given twice in one object");
   DeepSpeedConfig c;
   {
     Section top(root, "", source, c.warnings);
