@@ -29,11 +29,13 @@
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "checks.h"
+#include "flags.h"
 #include "optim/adam.h"
 #include "tensor/ops.h"
 
 using namespace ember;
 using ember_examples::Checks;
+using ember_examples::number_in;
 using ember_examples::run_checked;
 
 namespace {
@@ -131,10 +133,10 @@ int main(int argc, char** argv) {
   CLI::App app{"Step 8 of the example ladder: a WGAN-GP gradient penalty, trained through double backward.",
                "08_gradient_penalty"};
   app.add_option("--steps", steps, "critic steps")->check(CLI::Range(1, 1000000))->capture_default_str();
-  app.add_option("--lambda", lambda, "weight of the penalty (the paper's 10)")->check(CLI::Range(0.01, 1e6))
+  app.add_option("--lambda", lambda, "weight of the penalty (the paper's 10)")->check(number_in(0.01, 1e6))
       ->capture_default_str();
   app.add_option("--distance", distance, "distance between the two Gaussians' means: their W1 distance")
-      ->check(CLI::Range(0.1, 100.0))->capture_default_str();
+      ->check(number_in(0.1, 100.0))->capture_default_str();
   app.add_option("--seed", seed, "seed of the weights and the samples")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 

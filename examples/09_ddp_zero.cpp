@@ -26,12 +26,14 @@
 #include "dist/data_parallel.h"
 #include "dist/init.h"
 #include "checks.h"
+#include "flags.h"
 #include "nn/loss.h"
 #include "nn/models/mlp.h"
 #include "optim/adam.h"
 
 using namespace ember;
 using ember_examples::Checks;
+using ember_examples::number_in;
 
 namespace {
 
@@ -137,7 +139,7 @@ int main(int argc, char** argv) {
   app.add_option("--hidden", hidden, "width of the MLP's two hidden layers")
       ->check(CLI::Range(int64_t{1}, int64_t{16384}))->capture_default_str();
   app.add_option("--timeout", timeout_s, "seconds any collective may wait for a rank before failing")
-      ->check(CLI::Range(1.0, 3600.0))->capture_default_str();
+      ->check(number_in(1.0, 3600.0))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   try {

@@ -7,6 +7,8 @@
 //   ./ember launch -n 4 build/examples/ddp --backend-all-reduce     (Gloo's all_reduce, not ember's ring)
 #include <CLI/CLI.hpp>
 
+#include "flags.h"
+
 #include <cstdio>
 
 #include "dist/distributed_data_parallel.h"
@@ -24,7 +26,7 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "optimizer steps")->check(CLI::Range(1, 1000000));
   app.add_option("--batch-size", batch_size, "examples per rank and step (the global batch: x world size)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app.add_option("--lr", lr, "SGD learning rate (momentum 0.9)")->check(CLI::Range(0.0, 10.0));
+  app.add_option("--lr", lr, "SGD learning rate (momentum 0.9)")->check(ember_examples::number_in(0.0, 10.0));
   app.add_flag("--backend-all-reduce", backend_all_reduce, "average with the backend's all_reduce, not ember's ring");
   CLI11_PARSE(app, argc, argv);
 

@@ -18,6 +18,7 @@
 #include "autograd/grad_mode.h"
 #include "data/dataloader.h"
 #include "checks.h"
+#include "flags.h"
 #include "image_data.h"
 #include "nn/module.h"
 
@@ -37,7 +38,7 @@ inline void add_fit_options(CLI::App& app, FitOptions& opts) {
       ->capture_default_str();
   app.add_option("--batch-size", opts.batch_size, "images per step")->check(CLI::Range(int64_t{1}, int64_t{65536}))
       ->capture_default_str();
-  app.add_option("--lr", opts.lr, "learning rate (the peak, under a schedule)")->check(CLI::Range(0.0, 10.0))
+  app.add_option("--lr", opts.lr, "learning rate (the peak, under a schedule)")->check(number_in(0.0, 10.0))
       ->capture_default_str();
   app.add_option("--seed", opts.seed, "seed of the initial weights and of the batch order")->capture_default_str();
   app.add_option("--device", opts.device, "cpu, cuda or cuda:N")->capture_default_str();
