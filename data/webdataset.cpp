@@ -148,6 +148,8 @@ WebDataset::WebDataset(std::vector<std::string> shards, WebDatasetOptions option
     : shards_(std::move(shards)), options_(std::move(options)), id_(next_id.fetch_add(1)) {
   check_image_transform(options_.transform);
   if (shards_.empty()) throw ValueError("WebDataset: no shards given");
+  if (options_.num_classes < 0)
+    throw ValueError("WebDataset: num_classes must be >= 0 (0: from the labels), got " + std::to_string(options_.num_classes));
   if (options_.world_size < 1 || options_.rank < 0 || options_.rank >= options_.world_size)
     throw ValueError("WebDataset: rank " + std::to_string(options_.rank) + " is not in [0, " +
                      std::to_string(options_.world_size) + ")");
@@ -183,7 +185,15 @@ WebDataset::WebDataset(std::vector<std::string> shards, WebDatasetOptions option
       }
       if (ext == "cls") {
         try {
-          current.label = parse_label(member_bytes(a.get(), e, shard), shard + ": member '" + printable(name) + "'");
+          const std::string where = printable_path(shard) + ": member '" + printable(name) + "'";
+          current.label = parse_label(member_bytes(a.get(), e, shard), where);
+          if (options_.num_classes > 0 && current.label >= options_.num_classes)
+            throw DataError(where + ": label " + std::to_string(current.label) + " is not below the " +
+                            std::to_string(options_.num_classes) + " classes given");
+          if (options_.num_classes == 0 && current.label >= kMaxInferredClasses)
+            throw DataError(where + ": label " + std::to_string(current.label) + " would make " +
+                            std::to_string(current.label + 1) + " classes; more than " +
+                            std::to_string(kMaxInferredClasses) + " must be given as num_classes (train: --num-classes)");
         } catch (const DataError&) {
           if (!options_.skip_bad_images) throw;
           current.label = -1;

@@ -42,7 +42,14 @@ struct WebDatasetOptions {
   bool shuffle_shards = true;         ///< a new order of the shards each epoch (seeded); false: as listed
   int rank = 0;                       ///< this process's rank: it reads every world_size-th shard
   int world_size = 1;                 ///< the ranks sharing the shards
+  /// The classes the .cls labels index: a label at or beyond it is a bad sample. 0: the largest label
+  /// + 1, which a label of kMaxInferredClasses or more may not set (one stray label would size a
+  /// model's head).
+  int64_t num_classes = 0;
 };
+
+/// The most classes a WebDataset infers from its labels; more need WebDatasetOptions::num_classes.
+inline constexpr int64_t kMaxInferredClasses = 100000;
 
 /// Image samples in tar shards (see the file's description).
 class WebDataset : public Dataset {
@@ -80,8 +87,8 @@ class WebDataset : public Dataset {
 
   const std::vector<std::string>& shards() const { return shards_; }  ///< The shard paths, as listed.
   const std::vector<Sample>& samples() const { return samples_; }     ///< Every sample, shard by shard.
-  /// One more than the largest label (the number of classes a model needs).
-  int64_t num_classes() const { return num_classes_; }
+  /// options().num_classes when given, else one more than the largest label (the classes a model needs).
+  int64_t num_classes() const { return options_.num_classes > 0 ? options_.num_classes : num_classes_; }
   const WebDatasetOptions& options() const { return options_; }  ///< The settings.
 
  private:

@@ -57,6 +57,7 @@ struct Flags {
   std::string dataset = "fashion-mnist";
   std::string data_dir;  // "": the data set's usual place
   std::string val_data;  // --dataset webdataset: the validation shards
+  int64_t num_classes = 0;  // --dataset webdataset: the classes the labels index (0: from the labels)
   int64_t epochs = 3;
   int64_t batch_size = 128;
   double lr = 0;  // 0: the optimizer's default below
@@ -285,17 +286,27 @@ ImageSets load_image_sets(const Flags& f, int rank, int world) {
     auto train_set = std::make_shared<data::ImageFolder>(f.data_dir + "/train", o);
     o.transform.train = false;
     auto val_set = std::make_shared<data::ImageFolder>(f.data_dir + "/val", o);
-    if (val_set->classes() != train_set->classes())
-      throw ValueError("--data " + f.data_dir + ": val/ has " + std::to_string(val_set->classes().size()) +
-                       " class folders and train/ " + std::to_string(train_set->classes().size()) +
-                       ", or other names: they must be the same classes");
+    if (val_set->classes() != train_set->classes()) {
+      // Name the folders one side lacks (a few of them): that is what the user has to fix.
+      const auto missing_from = [](const std::vector<std::string>& names, const std::vector<std::string>& other) {
+        std::string listed;
+        int shown = 0;
+        for (const std::string& name : names)
+          if (std::find(other.begin(), other.end(), name) == other.end() && shown++ < 5)
+            listed += (listed.empty() ? "" : ", ") + printable(name, 40);
+        return listed.empty() ? std::string("none") : listed + (shown > 5 ? ", ..." : "");
+      };
+      throw ValueError("--data " + f.data_dir + ": val/ and train/ must hold the same class folders; only in val/: " +
+                       missing_from(val_set->classes(), train_set->classes()) +
+                       "; only in train/: " + missing_from(train_set->classes(), val_set->classes()));
+    }
     d.shape = {3, f.image_size, static_cast<int64_t>(train_set->classes().size())};
     d.train = train_set;
     d.val = val_set;
     return d;
   }
   if (f.val_data.empty()) throw ValueError("--val-data is required for webdataset: the validation shards");
-  data::WebDatasetOptions o{t, f.skip_bad_images, true, rank, world};
+  data::WebDatasetOptions o{t, f.skip_bad_images, true, rank, world, f.num_classes};
   auto train_set = std::make_shared<data::WebDataset>(f.data_dir, o);
   o.transform.train = false;
   o.shuffle_shards = false;
@@ -360,6 +371,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fashion-mnist", "cifar10", "imagefolder", "webdataset"}));
   app.add_option("--val-data", f.val_data, "webdataset: the validation shards, a path or a brace pattern "
                  "('val-{000000..000006}.tar')");
+  app.add_option("--num-classes", f.num_classes, "webdataset: the classes the .cls labels index (0: the largest training "
+                 "label + 1, at most 100000)")->check(whole_in<int64_t>(0, int64_t(1) << 31));
   app.add_option("--data", f.data_dir,
                  "data directory (default: /usr/share/datasets/fashion-mnist for fashion-mnist; required for the others)")
       ->check(non_empty_path());
@@ -563,7 +576,8 @@ int main(int argc, char** argv) {
                          " reads every file and augments with RandomResizedCrop and flips");
     for (const char* flag : {"--image-size", "--resize", "--skip-bad-images"})
       if (!image_files && app.count(flag)) throw ValueError(std::string(flag) + " applies to --dataset imagefolder or webdataset");
-    if (f.dataset != "webdataset" && app.count("--val-data")) throw ValueError("--val-data applies to --dataset webdataset");
+    for (const char* flag : {"--val-data", "--num-classes"})
+      if (f.dataset != "webdataset" && app.count(flag)) throw ValueError(std::string(flag) + " applies to --dataset webdataset");
 
     std::shared_ptr<const data::Dataset> train_set, val_set;
     train::ImageShape shape = spec.shape;

@@ -691,6 +691,20 @@ TEST_CASE("WebDataset: a cut tar, a sample without a label and a bad image are n
   CHECK(lenient.get_batch({1}).labels.to_vector<int64_t>() == std::vector<int64_t>{2});  // corrupt's a, replaced by b
   CHECK(lenient.bad_examples() == 3);
   expect_error<ValueError>("no shards", [&] { WebDataset w(std::vector<std::string>{}, o); }, {"no shards"});
+  // One stray label must not size a model: beyond the given class count, or beyond what is inferred.
+  const fs::path stray = dir.path / "stray.tar";
+  write_tar(stray, {{"a.jpg", jpeg}, {"a.cls", text_bytes("1")}, {"b.jpg", jpeg}, {"b.cls", text_bytes("1000000")}});
+  o.skip_bad_images = false;
+  expect_error<DataError>("inferred", [&] { WebDataset w({stray.string()}, o); },
+                          {"stray.tar: member 'b.cls': label 1000000 would make 1000001 classes", "num_classes"});
+  o.num_classes = 2;
+  expect_error<DataError>("given", [&] { WebDataset w({stray.string()}, o); }, {"label 1000000 is not below the 2 classes given"});
+  o.skip_bad_images = true;
+  const WebDataset counted({stray.string()}, o);
+  CHECK(counted.size() == 1);
+  CHECK(counted.num_classes() == 2);
+  o.num_classes = 2000000;
+  CHECK(WebDataset({stray.string()}, o).num_classes() == 2000000);
 }
 
 TEST_CASE("train --dataset imagefolder learns a generated folder; top-5 logged; a bad file stops it or is skipped") {
