@@ -118,14 +118,22 @@ ResolvedInit resolve_init(const InitOptions& options, const Environment& env) {
   const auto var = [&](const char* LauncherVars::*field) { return launcher ? launcher->*field : nullptr; };
 
   const auto world_size = integer(options.world_size, "world_size", env, var(&LauncherVars::world_size), 1, kMaxWorldSize);
-  if (!world_size)
+  // A launcher's variables half set (its rank without its size, or the reverse) are named as such.
+  const auto half_set = [&](const char* set, const char* unset) {
+    return ValueError("init: " + std::string(launcher->name) + "'s " + set + " is set but " + unset + " is not");
+  };
+  if (!world_size) {
+    if (launcher && !options.world_size) throw half_set(launcher->rank, launcher->world_size);
     throw ValueError("init: world_size is not given and no launcher set it (torchrun's WORLD_SIZE, Open MPI's "
                      "OMPI_COMM_WORLD_SIZE, Slurm's SLURM_NTASKS)");
+  }
   out.world_size = *world_size;
   const auto rank = integer(options.rank, "rank", env, var(&LauncherVars::rank), 0, out.world_size - 1);
-  if (!rank)
+  if (!rank) {
+    if (launcher && lookup(env, launcher->world_size)) throw half_set(launcher->world_size, launcher->rank);
     throw ValueError("init: rank is not given and no launcher set it (torchrun's RANK, Open MPI's "
                      "OMPI_COMM_WORLD_RANK, Slurm's SLURM_PROCID)");
+  }
   out.rank = *rank;
 
   std::optional<int> local_world_size =

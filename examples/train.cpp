@@ -280,6 +280,9 @@ ImageSets load_image_sets(const Flags& f, int rank, int world) {
   data::ImageTransformOptions t;
   t.size = f.image_size;
   t.resize = f.resize > 0 ? f.resize : f.image_size * 256 / 224;
+  if (t.resize < t.size)
+    throw ValueError("--resize " + std::to_string(t.resize) + " is less than --image-size " + std::to_string(t.size) +
+                     ": validation resizes the shorter side to --resize, then crops --image-size from it");
   ImageSets d;
   if (f.dataset == "imagefolder") {
     data::ImageFolderOptions o{t, f.skip_bad_images};
@@ -707,11 +710,15 @@ int main(int argc, char** argv) {
       seconds += e.seconds;
       data_seconds += e.data_seconds;
     }
-    if (!s.epochs.empty() && rank == 0)
-      std::printf("train: %s after %lld iterations; best accuracy/top1 %.4f; %.2f s per epoch, data_time %.1f%% of it%s\n",
-                  s.stopped_early ? "stopped" : "done", static_cast<long long>(s.iterations), s.best_top1,
+    if (!s.epochs.empty() && rank == 0) {
+      // Stopped before any validation: no accuracy to name.
+      char best[48] = "no validation yet";
+      if (std::isfinite(s.best_top1)) std::snprintf(best, sizeof best, "best accuracy/top1 %.4f", s.best_top1);
+      std::printf("train: %s after %lld iterations; %s; %.2f s per epoch, data_time %.1f%% of it%s\n",
+                  s.stopped_early ? "stopped" : "done", static_cast<long long>(s.iterations), best,
                   seconds / double(s.epochs.size()), seconds > 0 ? 100.0 * data_seconds / seconds : 0.0,
                   s.skipped_steps ? (", " + std::to_string(s.skipped_steps) + " steps skipped").c_str() : "");
+    }
     return g_stop_signal ? 128 + g_stop_signal : 0;  // the shell's code for a signalled program
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s%s\n", g_error_prefix.c_str(), e.what());

@@ -496,6 +496,12 @@ TEST_CASE("resolve_init: strict numbers, ranges and init_method strings") {
   expect_error<ValueError>("port", [&] { resolve_init({}, with("MASTER_PORT", "65535")); }, {"MASTER_PORT=65535"});
   expect_error<ValueError>("space", [&] { resolve_init({}, with("MASTER_PORT", " 29500")); }, {"MASTER_PORT"});
   expect_error<ValueError>("nothing", [] { resolve_init({}, {}); }, {"world_size", "WORLD_SIZE"});
+  // A launcher's variables half set are named as such (here torchrun's, beside Open MPI's complete ones).
+  expect_error<ValueError>("no RANK", [] {
+    resolve_init({}, {{"WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}});
+  }, {"torchrun's WORLD_SIZE is set but RANK is not"});
+  expect_error<ValueError>("no size", [] { resolve_init({}, {{"SLURM_PROCID", "1"}}); },
+                           {"Slurm's SLURM_PROCID is set but SLURM_NTASKS is not"});
   // A value with terminal escapes or a megabyte of digits is shown escaped and cut.
   const std::string escaped = message_of<ValueError>([&] { resolve_init({}, with("RANK", "1\x1b[2J")); });
   CHECK_MESSAGE(escaped.find("RANK='1\\x1b[2J' is not a decimal integer") != std::string::npos, escaped);
