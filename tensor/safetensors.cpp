@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
+
+#include <zlib.h>
 
 #include "tensor/atomic_file.h"
 #include "tensor/file_bytes.h"
@@ -25,6 +28,30 @@ namespace {
 constexpr uint64_t kMaxHeader = 100'000'000;
 // {name: {"shape": [dim]}}: a dim is a value at depth 3.
 constexpr int kMaxDepth = 3;
+
+// The metadata entry in which ember's writer records each tensor's CRC-32 (zlib's), in the data
+// buffer's order, as 8 hex digits separated by commas: the format has no checksum of its own, and a
+// flipped bit in a weight would otherwise load as a different number. Readers of the format ignore it;
+// load_safetensors checks it where present and leaves it out of the metadata it returns.
+constexpr const char* kChecksumKey = "ember.crc32";
+
+uint32_t crc32_of(const void* data, size_t bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* p = static_cast<const Bytef*>(data);
+  // zlib's length is a uInt: feed it in chunks below 4 GiB.
+  for (size_t done = 0; done < bytes;) {
+    const size_t n = std::min<size_t>(bytes - done, size_t(1) << 30);
+    crc = crc32(crc, p + done, static_cast<uInt>(n));
+    done += n;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+std::string hex32(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
+}
 
 // A JSON value for an error message, cut to a readable length.
 std::string excerpt(const nlohmann::json& v) { return printable(v.dump(), 80); }
@@ -78,12 +105,18 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
     return dtype_size(a.second.dtype()) > dtype_size(b.second.dtype());
   });
 
+  if (metadata.count(kChecksumKey))
+    throw ValueError("save_safetensors: the metadata key '" + std::string(kChecksumKey) +
+                     "' is reserved for the tensors' checksums ('" + printable_path(path) + "')");
+  std::string checksums;
+  for (const auto& [name, t] : items)
+    checksums += (checksums.empty() ? "" : ",") +
+                 hex32(crc32_of(t.raw_data(), static_cast<size_t>(t.numel() * dtype_size(t.dtype()))));
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) {
-    nlohmann::ordered_json m = nlohmann::ordered_json::object();
-    for (const auto& [k, v] : metadata) m[k] = v;
-    header["__metadata__"] = std::move(m);
-  }
+  nlohmann::ordered_json m = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : metadata) m[k] = v;
+  if (!items.empty()) m[kChecksumKey] = checksums;
+  if (!m.empty()) header["__metadata__"] = std::move(m);
   uint64_t offset = 0;
   for (const auto& [name, t] : items) {
     const uint64_t bytes = static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(dtype_size(t.dtype()));
@@ -218,6 +251,22 @@ SafetensorsFile load_safetensors(const std::string& path) {
   }
   if (pos != buffer_size)
     throw bad("data buffer has " + std::to_string(buffer_size - pos) + " trailing bytes that belong to no tensor");
+  if (const auto stored = out.metadata.find(kChecksumKey); stored != out.metadata.end()) {
+    const std::string& list = stored->second;
+    if (list.size() != (order.empty() ? 0 : order.size() * 9 - 1))
+      throw bad(std::string(kChecksumKey) + " holds " + std::to_string(list.size()) + " characters, not the checksums of " +
+                std::to_string(order.size()) + " tensors");
+    for (size_t i = 0; i < order.size(); ++i) {
+      const Entry& e = *order[i];
+      const std::string expected = list.substr(i * 9, 8);
+      const std::string actual = hex32(crc32_of(buffer + e.begin, static_cast<size_t>(e.end - e.begin)));
+      if (actual != expected)
+        throw bad("tensor '" + printable(e.name) + "' fails its checksum (crc32 " + actual + ", written as " +
+                  printable(expected) + "): its bytes " + std::to_string(e.begin) + " to " + std::to_string(e.end) +
+                  " of the data buffer were damaged");
+    }
+    out.metadata.erase(stored);
+  }
 
   for (const auto& e : entries) {
     const char* src = buffer + e.begin;

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include <zlib.h>
+
 #include "helpers.h"
 #include "tensor/atomic_file.h"
 #include "tensor/safetensors.h"
@@ -107,6 +109,24 @@ TEST_CASE("safetensors: metadata round trip, empty dict, overwrite") {
   CHECK(read_bytes(path).size() == 16);  // length + "{}" padded to 8
 }
 
+TEST_CASE("safetensors: a damaged tensor fails its checksum, naming it; the key is ember's own") {
+  TempDir tmp;
+  const std::string path = (tmp / "c.safetensors");
+  save_safetensors(path, {{"w", from_vector(std::vector<float>{1, 2, 3, 4}, {4})}, {"b", zeros({2})}}, {{"k", "v"}});
+  const SafetensorsFile f = load_safetensors(path);
+  CHECK(f.metadata == std::map<std::string, std::string>{{"k", "v"}});  // the checksums are not the caller's
+  std::string bytes = read_bytes(path);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  bytes[8 + n + 3] ^= 0x40;  // an exponent bit of b[0] (first in the buffer: both are f32, so in name order)
+  { std::ofstream(path, std::ios::binary) << bytes; }
+  const std::string m = message_of<FormatError>([&] { load_safetensors(path); });
+  CHECK_MESSAGE(m.find("tensor 'b' fails its checksum") != std::string::npos, m);
+  CHECK_MESSAGE(m.find("bytes 0 to 8 of the data buffer were damaged") != std::string::npos, m);
+  CHECK(message_of<ValueError>([&] { save_safetensors(path, {}, {{"ember.crc32", "x"}}); }).find("reserved") !=
+        std::string::npos);
+}
+
 TEST_CASE("safetensors: byte layout follows the published format") {
   TempDir tmp;
   const std::string path = (tmp / "small.safetensors");
@@ -120,11 +140,18 @@ TEST_CASE("safetensors: byte layout follows the published format") {
   CHECK(n % 8 == 0);
   REQUIRE(bytes.size() == 8 + n + 16 + 4);
   const auto header = nlohmann::json::parse(bytes.substr(8, n));
-  const auto want = nlohmann::json::parse(R"({"__metadata__": {"k": "v"},
+  const std::string data = bytes.substr(8 + n);
+  // ember's one addition, in the metadata: each tensor's CRC-32 in the buffer's order.
+  const auto crc = [&](size_t begin, size_t size) {
+    char hex[9];
+    std::snprintf(hex, sizeof hex, "%08lx", crc32(0L, reinterpret_cast<const Bytef*>(data.data() + begin), uInt(size)));
+    return std::string(hex);
+  };
+  auto want = nlohmann::json::parse(R"({"__metadata__": {"k": "v"},
     "a": {"dtype": "F64", "shape": [2, 1], "data_offsets": [0, 16]},
     "b": {"dtype": "I32", "shape": [], "data_offsets": [16, 20]}})");
+  want["__metadata__"]["ember.crc32"] = crc(0, 16) + "," + crc(16, 4);
   CHECK(header == want);
-  const std::string data = bytes.substr(8 + n);
   double d[2];
   int32_t i;
   std::memcpy(d, data.data(), 16);

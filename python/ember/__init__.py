@@ -28,13 +28,11 @@ from ._ember import *  # noqa: F401,F403  (the Tensor class, dtypes, factories, 
 from ._ember import is_grad_enabled
 from . import _tensor  # noqa: F401  (adds the Python-side Tensor methods)
 from ._tensor import bernoulli, isfinite, isinf, isnan
-from ._composed import (  # noqa: F401  (also adds their Tensor methods and memory_format=)
+from ._composed import (  # noqa: F401  (also adds their Tensor methods)
     addmm,
     aminmax,
-    channels_last,
     clamp_max,
     clamp_min,
-    contiguous_format,
     count_nonzero,
     diag,
     diagonal,
@@ -46,7 +44,6 @@ from ._composed import (  # noqa: F401  (also adds their Tensor methods and memo
     movedim,
     nan_to_num,
     outer,
-    preserve_format,
     randperm,
     repeat_interleave,
     std_mean,

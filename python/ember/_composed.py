@@ -1,9 +1,9 @@
 """PyTorch's tensor functions that ember composes in Python from its own ops (so autograd
-differentiates them wherever those ops are differentiable), and the objects such code names beside
-them: ``finfo``, ``iinfo`` and the memory formats ``channels_last``, ``contiguous_format`` and
-``preserve_format``, which ``Tensor.contiguous``, ``Tensor.to`` and ``Tensor.is_contiguous`` (wrapped
-here) accept. Each function is ``ember.NAME`` and, where PyTorch has the method, ``Tensor.NAME``, with
-PyTorch's arguments, defaults and results."""
+differentiates them wherever those ops are differentiable), and the dtype limits ``finfo`` and
+``iinfo`` that such code names beside them. Each function is ``ember.NAME`` and, where PyTorch has the
+method, ``Tensor.NAME``, with PyTorch's arguments, defaults and results. (The memory formats,
+``ember.channels_last`` and its kin, are the bindings' own: Tensor.to, contiguous and is_contiguous take
+them in C++.)"""
 
 import collections
 import itertools
@@ -357,106 +357,6 @@ class iinfo:
         return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
 
 
-# ---- memory formats
-
-
-class _MemoryFormat:
-    """How a tensor's elements are laid out in memory, as torch.memory_format."""
-
-    __slots__ = ("_name",)
-
-    def __init__(self, name):
-        self._name = name
-
-    def __repr__(self):
-        return "ember." + self._name
-
-
-contiguous_format = _MemoryFormat("contiguous_format")  # row-major: NCHW for images
-channels_last = _MemoryFormat("channels_last")  # 4-D (N, C, H, W) stored as NHWC
-preserve_format = _MemoryFormat("preserve_format")  # as the input is (what conversions do)
-
-_cpp_contiguous = Tensor.contiguous
-_cpp_is_contiguous = Tensor.is_contiguous
-_cpp_to = Tensor.to
-
-
-def _is_channels_last(x):
-    # torch's rule: a 4-D tensor whose strides are those of NHWC, size-1 dims' strides ignored (so a
-    # tensor may be both contiguous and channels-last).
-    if x.dim() != 4:
-        return False
-    strides, expected = x.stride(), 1
-    for d in (1, 3, 2, 0):
-        if x.shape[d] != 1:
-            if strides[d] != expected:
-                return False
-            expected *= x.shape[d]
-    return True
-
-
-def _format_error(op, memory_format):
-    if isinstance(memory_format, _MemoryFormat):
-        return ValueError(f"{op}: {memory_format!r} is not supported here")
-    return TypeError(f"{op}: memory_format must be ember.contiguous_format or ember.channels_last, "
-                     f"got {memory_format!r}")
-
-
-def _in_format(x, memory_format, op):
-    if memory_format is contiguous_format:
-        return _cpp_contiguous(x)
-    if memory_format is not channels_last:
-        raise _format_error(op, memory_format)
-    if x.dim() != 4:
-        raise ValueError(f"{op}: channels_last needs a 4-D tensor (N, C, H, W), got shape {tuple(x.shape)}")
-    if _is_channels_last(x):
-        return x
-    return x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
-
-
-def contiguous(self, memory_format=contiguous_format):
-    """The tensor itself when it is laid out as ``memory_format`` asks, else a dense copy: row-major
-    (``ember.contiguous_format``, the default) or NHWC for a 4-D tensor (``ember.channels_last``)."""
-    if memory_format is contiguous_format:
-        return _cpp_contiguous(self)
-    return _in_format(self, memory_format, "contiguous")
-
-
-def is_contiguous(self, memory_format=contiguous_format):
-    """Whether the elements are dense in row-major order (``ember.contiguous_format``) or, for a 4-D
-    tensor, in NHWC order (``ember.channels_last``)."""
-    if memory_format is contiguous_format:
-        return _cpp_is_contiguous(self)
-    if memory_format is channels_last:
-        return _is_channels_last(self)
-    raise _format_error("is_contiguous", memory_format)
-
-
-_GIVEN_NOTHING = object()
-
-
-def to(self, arg=_GIVEN_NOTHING, /, *args, memory_format=preserve_format, **kwargs):
-    """The tensor converted as the C++ method below does (a dtype, a device, another tensor's dtype and
-    device; non_blocking, copy), then laid out as ``memory_format`` asks: ``ember.channels_last`` or
-    ``ember.contiguous_format``, or, by default, as it is (``ember.preserve_format``)."""
-    # The usual call, one positional argument, goes straight to the C++ method; the other forms pay
-    # 0.1 to 0.3 us more for forwarding *args and **kwargs.
-    if arg is _GIVEN_NOTHING:
-        converted = _cpp_to(self, **kwargs)
-    elif args or kwargs:
-        converted = _cpp_to(self, arg, *args, **kwargs)
-    else:
-        converted = _cpp_to(self, arg)
-    if memory_format is preserve_format:
-        return converted
-    return _in_format(converted, memory_format, "to")
-
-
-# The wrappers' help ends with the C++ methods' own (their signatures and header comments).
-for _wrapper, _method in ((contiguous, _cpp_contiguous), (is_contiguous, _cpp_is_contiguous), (to, _cpp_to)):
-    _wrapper.__doc__ = f"{_wrapper.__doc__}\n\nWith the default memory_format, the C++ method:\n\n{_method.__doc__}"
-
-
 for _name, _fn in [
     ("lerp", lerp),
     ("nan_to_num", nan_to_num),
@@ -473,8 +373,5 @@ for _name, _fn in [
     ("repeat_interleave", repeat_interleave),
     ("count_nonzero", count_nonzero),
     ("aminmax", aminmax),
-    ("contiguous", contiguous),
-    ("is_contiguous", is_contiguous),
-    ("to", to),
 ]:
     setattr(Tensor, _name, _fn)

@@ -48,14 +48,45 @@ std::string tensor_repr(const Tensor& t) {
 }
 
 // to(dtype) returns the tensor itself when nothing changes, as torch; copy=True forces a new tensor.
+// PyTorch's memory formats (torch.contiguous_format, torch.channels_last, torch.preserve_format): the
+// layouts to(), contiguous() and is_contiguous() are asked for.
+enum class MemoryFormat { contiguous_format, channels_last, preserve_format };
+
+// PyTorch's test for channels-last: NHWC strides, size-1 dims' strides ignored (so a tensor may be
+// contiguous both ways). ember's is_channels_last() answers which layout to compute in, and says no then.
+bool strides_are_nhwc(const Tensor& t) {
+  if (t.dim() != 4) return false;
+  int64_t expected = 1;
+  for (int d : {1, 3, 2, 0}) {
+    if (t.size(d) == 1) continue;
+    if (t.stride(d) != expected) return false;
+    expected *= t.size(d);
+  }
+  return true;
+}
+
+// t laid out as `format` asks (itself when it already is).
+Tensor in_format(const Tensor& t, MemoryFormat format, const char* op) {
+  switch (format) {
+    case MemoryFormat::preserve_format: return t;
+    case MemoryFormat::contiguous_format: return t.contiguous();
+    case MemoryFormat::channels_last:
+      if (t.dim() != 4)
+        throw ShapeError(std::string(op) + ": channels_last needs a 4-D tensor (N, C, H, W), got shape " + to_string(t.shape()));
+      return strides_are_nhwc(t) ? t : to_channels_last(t);
+  }
+  return t;
+}
+
 Tensor convert(const Tensor& t, std::optional<Device> device, std::optional<DType> dtype, bool non_blocking,
-               bool copy) {
+               bool copy, MemoryFormat format = MemoryFormat::preserve_format) {
   Tensor out = t;
   if (device && out.device() != *device) {
     nb::gil_scoped_release release;
     out = out.to(*device, non_blocking);
   }
   if (dtype) out = out.to(*dtype);
+  out = in_format(out, format, "to");
   if (copy && out.is_same(t)) out = out.clone();
   return out;
 }
@@ -80,6 +111,14 @@ void bind_tensor_class(nb::module_& m) {
       "An n-dimensional array of one dtype on one device, with reverse-mode autograd.\n\n"
       "A Python Tensor is a handle: two Tensors may share the same elements (views, detach()).");
   g_tensor_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  nb::enum_<MemoryFormat>(m, "memory_format",
+                          "A tensor's layout in memory, as torch.memory_format: ember.contiguous_format (row-major), "
+                          "ember.channels_last (NHWC, for 4-D tensors) or ember.preserve_format (as it is).")
+      .value("contiguous_format", MemoryFormat::contiguous_format, "Row-major: NCHW for images.")
+      .value("channels_last", MemoryFormat::channels_last, "4-D (N, C, H, W) stored as NHWC.")
+      .value("preserve_format", MemoryFormat::preserve_format, "As the tensor is (what to() keeps by default).")
+      .export_values()
+      .def("__repr__", [](nb::handle self) { return "ember." + nb::cast<std::string>(self.attr("name")); });
 }
 
 void bind_tensor_attributes(nb::module_&) {  // methods of Tensor only
@@ -118,7 +157,14 @@ void bind_tensor_attributes(nb::module_&) {  // methods of Tensor only
           },
           "dim"_a = nb::none(), "The strides in elements, or the stride of one dim.")
       .def("storage_offset", &Tensor::offset, doc::Tensor_offset)
-      .def("is_contiguous", &Tensor::is_contiguous, doc::Tensor_is_contiguous)
+      .def(
+          "is_contiguous",
+          [](const Tensor& t, MemoryFormat format) {
+            if (format == MemoryFormat::preserve_format)
+              throw ValueError("is_contiguous: memory_format must be contiguous_format or channels_last, got preserve_format");
+            return format == MemoryFormat::channels_last ? strides_are_nhwc(t) : t.is_contiguous();
+          },
+          "memory_format"_a = MemoryFormat::contiguous_format, doc::Tensor_is_contiguous)  // NHWC for channels_last
       .def("element_size", [](const Tensor& t) { return dtype_size(t.dtype()); }, doc::dtype_size)
       .def_prop_ro("itemsize", [](const Tensor& t) { return dtype_size(t.dtype()); }, doc::dtype_size)
       .def_prop_ro("nbytes", [](const Tensor& t) { return t.numel() * dtype_size(t.dtype()); },
@@ -137,24 +183,27 @@ void bind_tensor_attributes(nb::module_&) {  // methods of Tensor only
       .def("__repr__", &tensor_repr)
       .def("__str__", &tensor_repr)
       .def(
-          "to", [](const Tensor& t, DType dtype, bool non_blocking, bool copy) {
-            return convert(t, std::nullopt, dtype, non_blocking, copy);
+          "to", [](const Tensor& t, DType dtype, bool non_blocking, bool copy, MemoryFormat format) {
+            return convert(t, std::nullopt, dtype, non_blocking, copy, format);
           },
-          "dtype"_a, "non_blocking"_a = false, "copy"_a = false,
-          "The tensor converted to `dtype` (itself when it already has it, unless copy).")
+          "dtype"_a, "non_blocking"_a = false, "copy"_a = false, nb::kw_only(),
+          "memory_format"_a = MemoryFormat::preserve_format,
+          "The tensor converted to `dtype` (itself when it already has it, unless copy), laid out as memory_format asks.")
       .def(
           "to",
-          [](const Tensor& t, std::optional<Device> device, std::optional<DType> dtype, bool non_blocking, bool copy) {
-            return convert(t, device, dtype, non_blocking, copy);
-          },
-          "device"_a = nb::none(), "dtype"_a = nb::none(), "non_blocking"_a = false, "copy"_a = false,
-          "The tensor on `device` and of `dtype` (itself when nothing changes, unless copy).")
+          [](const Tensor& t, std::optional<Device> device, std::optional<DType> dtype, bool non_blocking, bool copy,
+             MemoryFormat format) { return convert(t, device, dtype, non_blocking, copy, format); },
+          "device"_a = nb::none(), "dtype"_a = nb::none(), "non_blocking"_a = false, "copy"_a = false, nb::kw_only(),
+          "memory_format"_a = MemoryFormat::preserve_format,
+          "The tensor on `device` and of `dtype` (itself when nothing changes, unless copy), laid out as memory_format "
+          "asks (ember.channels_last: NHWC).")
       .def(
           "to",
-          [](const Tensor& t, const Tensor& other, bool non_blocking, bool copy) {
-            return convert(t, other.device(), other.dtype(), non_blocking, copy);
+          [](const Tensor& t, const Tensor& other, bool non_blocking, bool copy, MemoryFormat format) {
+            return convert(t, other.device(), other.dtype(), non_blocking, copy, format);
           },
-          "other"_a, "non_blocking"_a = false, "copy"_a = false, "The tensor with other's device and dtype.")
+          "other"_a, "non_blocking"_a = false, "copy"_a = false, nb::kw_only(),
+          "memory_format"_a = MemoryFormat::preserve_format, "The tensor with other's device and dtype.")
       .def("cpu", [](const Tensor& t) { return convert(t, kCPU, std::nullopt, false, false); },
            "The tensor on the host (itself when already there).")
       .def(
@@ -186,7 +235,16 @@ void bind_tensor_attributes(nb::module_&) {  // methods of Tensor only
           },
           "Detaches this Python tensor in place (it gets a new handle without history).")
       .def("clone", [](const Tensor& t) { return t.clone(); }, doc::clone)
-      .def("contiguous", [](const Tensor& t) { return t.contiguous(); }, "The tensor itself when contiguous, else a dense copy.")
+      .def(
+          "contiguous",
+          [](const Tensor& t, MemoryFormat format) {
+            if (format == MemoryFormat::preserve_format)
+              throw ValueError("contiguous: memory_format must be contiguous_format or channels_last, got preserve_format");
+            return in_format(t, format, "contiguous");
+          },
+          "memory_format"_a = MemoryFormat::contiguous_format,
+          "The tensor itself when laid out as memory_format asks (row-major by default, NHWC for ember.channels_last), "
+          "else a dense copy.")
       .def("pin_memory", [](const Tensor& t) { return t.pin_memory(); }, doc::pin_memory)
       .def("is_pinned", &Tensor::is_pinned, "Whether the memory is page-locked.")
       .def("is_same", &Tensor::is_same, "other"_a, doc::Tensor_is_same)

@@ -14,6 +14,7 @@
 #include "tensor/cuda_settings.h"
 #include "tensor/cuda_stream.h"
 #include "tensor/einsum.h"
+#include "tensor/layout.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
 #include "tensor/random.h"
