@@ -8,10 +8,12 @@
 
 namespace ember::nn {
 
-MultiheadAttention::MultiheadAttention(int64_t e, int64_t h, bool with_bias) : embed_dim(e), num_heads(h) {
+MultiheadAttention::MultiheadAttention(int64_t e, int64_t h, bool with_bias, double p)
+    : embed_dim(e), num_heads(h), dropout(p) {
   if (e <= 0 || h <= 0 || e % h != 0)
     throw ValueError("MultiheadAttention: embed_dim " + std::to_string(e) + " must be a positive multiple of num_heads " +
                      std::to_string(h));
+  if (!(p >= 0 && p <= 1)) throw ValueError("MultiheadAttention: dropout must be in [0, 1], got " + std::to_string(p));
   head_dim = e / h;
   in_proj_weight = register_parameter("in_proj_weight", empty({3 * e, e}));
   if (with_bias) in_proj_bias = register_parameter("in_proj_bias", empty({3 * e}));
@@ -29,7 +31,8 @@ void MultiheadAttention::reset_parameters() {
 }
 
 std::string MultiheadAttention::extra_repr() const {
-  return "embed_dim=" + std::to_string(embed_dim) + ", num_heads=" + std::to_string(num_heads);
+  return "embed_dim=" + std::to_string(embed_dim) + ", num_heads=" + std::to_string(num_heads) +
+         (dropout > 0 ? ", dropout=" + std::to_string(dropout) : "");
 }
 
 Tensor MultiheadAttention::forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
@@ -56,7 +59,7 @@ Tensor MultiheadAttention::forward(const Tensor& q_in, const Tensor& k_in, const
     if (mask.dim() == 3) mask = reshape(mask, {B, num_heads, L, S});  // PyTorch's (B*h, L, S) layout
     mask = mask.dtype() == DType::boolean ? logical_not(mask) : mask.to(q.dtype());
   }
-  Tensor out = scaled_dot_product_attention(q, k, v, mask).transpose(1, 2);  // (B, L, h, d)
+  Tensor out = scaled_dot_product_attention(q, k, v, mask, is_training() ? dropout : 0.0).transpose(1, 2);  // (B, L, h, d)
   return (*out_proj)(reshape(out, {B, L, E}));
 }
 

@@ -10,8 +10,8 @@ namespace ember::nn {
 /// torch.nn.MultiheadAttention with batch_first=True (see the file's description).
 class MultiheadAttention : public UnaryModule {
  public:
-  /// ValueError unless embed_dim is a positive multiple of num_heads.
-  MultiheadAttention(int64_t embed_dim, int64_t num_heads, bool bias = true);
+  /// ValueError unless embed_dim is a positive multiple of num_heads and dropout is in [0, 1].
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads, bool bias = true, double dropout = 0.0);
   std::string name() const override { return "MultiheadAttention"; }
   std::string extra_repr() const override;
   /// Attention of query (B, L, E) over key and value (B, S, E), giving (B, L, E); ShapeError when they
@@ -24,6 +24,7 @@ class MultiheadAttention : public UnaryModule {
   /// E, the heads, and E / heads @{
   int64_t embed_dim, num_heads, head_dim;
   /// @}
+  double dropout;  ///< dropout of the attention weights in training mode (PyTorch's dropout argument)
   /// (3E, E) and (3E): the query, key and value projections stacked (bias undefined without bias) @{
   Tensor in_proj_weight, in_proj_bias;
   /// @}

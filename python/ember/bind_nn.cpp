@@ -78,6 +78,7 @@ nb::dict config(Module& m) {
     d["embed_dim"] = a->embed_dim;
     d["num_heads"] = a->num_heads;
     d["head_dim"] = a->head_dim;
+    d["dropout"] = a->dropout;
     d["batch_first"] = true;
   } else if (auto* pe = dynamic_cast<nn::PatchEmbed*>(&m)) {
     d["num_patches"] = pe->num_patches;
@@ -259,8 +260,10 @@ void bind_modules(nb::module_& m, nb::module_& nn_m) {
            doc::nn_GELU);
   nn_m.def("silu", []() -> P { return std::make_shared<nn::SiLU>(); }, doc::nn_SiLU);
   nn_m.def("multihead_attention",
-           [](int64_t e, int64_t h, bool bias) -> P { return std::make_shared<nn::MultiheadAttention>(e, h, bias); },
-           "embed_dim"_a, "num_heads"_a, "bias"_a, "nn::MultiheadAttention (batch first).");
+           [](int64_t e, int64_t h, bool bias, double dropout) -> P {
+             return std::make_shared<nn::MultiheadAttention>(e, h, bias, dropout);
+           },
+           "embed_dim"_a, "num_heads"_a, "bias"_a, "dropout"_a, "nn::MultiheadAttention (batch first).");
 
   // ---- models
   nn_m.def("mlp",

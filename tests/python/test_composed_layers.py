@@ -338,3 +338,108 @@ def test_against_pytorch(rng):
     ]
     for got, expected in cases:
         assert_close(got, expected.numpy(), rtol=1e-10, atol=1e-10)
+
+
+# ---- 1-D convolution and pooling, attention dropout, the transformer encoder
+
+
+def test_conv1d_and_1d_pooling_against_numpy(rng):
+    x, w, b = rng.normal(size=(2, 4, 9)), rng.normal(size=(6, 2, 3)), rng.normal(size=6)
+    out = F.conv1d(t64(x), t64(w), t64(b), stride=2, padding=1, groups=2)
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1)))
+    expected = np.zeros((2, 6, 5))
+    for o in range(6):
+        g = o // 3  # groups of 2 input and 3 output channels
+        for i in range(5):
+            expected[:, o, i] = (padded[:, 2 * g:2 * g + 2, 2 * i:2 * i + 3] * w[o]).sum(axis=(1, 2)) + b[o]
+    assert_close(out, expected, rtol=1e-12, atol=1e-12)
+    assert F.conv1d(t64(x[0]), t64(w), groups=2).shape == (6, 7)  # no batch dim
+    assert F.conv1d(t64(x), t64(w), padding="same", groups=2).shape == (2, 6, 9)
+    assert_close(F.max_pool1d(t64(x), 3), np.stack([x[..., 3 * i:3 * i + 3].max(-1) for i in range(3)], -1))
+    values, indices = F.max_pool1d(t64(x), 2, stride=2, return_indices=True)
+    assert (to_numpy(indices) == np.stack([2 * i + x[..., 2 * i:2 * i + 2].argmax(-1) for i in range(4)], -1)).all()
+    assert_close(nn.AvgPool1d(3, stride=3)(t64(x)), np.stack([x[..., 3 * i:3 * i + 3].mean(-1) for i in range(3)], -1))
+    assert_close(nn.AdaptiveAvgPool1d(1)(t64(x)), x.mean(-1, keepdims=True))
+    layer = nn.Conv1d(4, 6, 3, padding=1, groups=2).double()
+    assert layer.weight.shape == (6, 2, 3) and sorted(layer.state_dict()) == ["bias", "weight"]
+    assert ember.autograd.gradcheck(lambda a, k: F.conv1d(a, k, stride=2), (t64(x[:1, :2, :5], True), t64(w[:2, :2], True)))
+    with pytest.raises(ValueError, match=r"expects \(N, C, L\) or \(C, L\)"):
+        F.conv1d(t64(np.ones((1, 1, 1, 4))), t64(w))
+    with pytest.raises(ValueError, match="1-tuple"):
+        F.max_pool1d(t64(x), (2, 2))
+
+
+def test_attention_dropout_acts_in_training_only():
+    ember.manual_seed(0)
+    mha = nn.MultiheadAttention(8, 2, dropout=0.5, batch_first=True)
+    assert mha.dropout == 0.5
+    x = ember.randn(2, 5, 8)
+    mha.eval()
+    first = to_numpy(mha(x, x, x)[0])
+    np.testing.assert_array_equal(to_numpy(mha(x, x, x)[0]), first)
+    mha.train()
+    dropped = to_numpy(mha(x, x, x)[0])
+    assert not np.allclose(dropped, first)
+    with pytest.raises(ember.ValueError, match="dropout must be in"):
+        nn.MultiheadAttention(8, 2, dropout=1.5)
+
+
+def test_transformer_encoder_layers_train_and_stack():
+    ember.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 4, dim_feedforward=32, dropout=0.0, batch_first=True, norm_first=True,
+                                       activation="gelu")
+    names = sorted(layer.state_dict())
+    assert names[:4] == ["linear1.bias", "linear1.weight", "linear2.bias", "linear2.weight"]
+    assert "self_attn.in_proj_weight" in names and "norm2.weight" in names
+    encoder = nn.TransformerEncoder(layer, 3, norm=nn.LayerNorm(16))
+    assert len(encoder.layers) == 3 and "layers.2.self_attn.out_proj.weight" in encoder.state_dict()
+    # The copies are independent: a change to one layer's weight leaves the others and the original alone.
+    with ember.no_grad():
+        encoder.layers[0].linear1.weight.fill_(0.0)
+    assert to_numpy(encoder.layers[1].linear1.weight).any() and to_numpy(layer.linear1.weight).any()
+    x = ember.randn(2, 6, 16)
+    target = ember.randn(2, 6, 16)
+    opt = ember.optim.Adam(encoder.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(10):
+        opt.zero_grad()
+        loss = F.mse_loss(encoder(x, is_causal=True), target)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.7 * losses[0]
+    with pytest.raises(ValueError, match="activation must be"):
+        nn.TransformerEncoderLayer(16, 4, activation="tanh")
+    with pytest.raises(ValueError, match="num_layers"):
+        nn.TransformerEncoder(layer, 0)
+
+
+def test_against_pytorch_1d_and_transformer(rng):
+    torch = pytest.importorskip("torch")
+    tf = torch.nn.functional
+    x, w = rng.normal(size=(2, 4, 11)), rng.normal(size=(6, 4, 3))
+    cases = [
+        (F.conv1d(t64(x), t64(w), stride=2, padding=2, dilation=2), tf.conv1d(torch.tensor(x), torch.tensor(w), stride=2,
+                                                                             padding=2, dilation=2)),
+        (F.max_pool1d(t64(x), 3, 2, 1, ceil_mode=True), tf.max_pool1d(torch.tensor(x), 3, 2, 1, ceil_mode=True)),
+        (F.avg_pool1d(t64(x), 4, 3, 2, count_include_pad=False),
+         tf.avg_pool1d(torch.tensor(x), 4, 3, 2, count_include_pad=False)),
+        (F.adaptive_avg_pool1d(t64(x), 4), tf.adaptive_avg_pool1d(torch.tensor(x), 4)),
+    ]
+    for got, expected in cases:
+        assert_close(got, expected.numpy(), rtol=1e-10, atol=1e-10)
+    for norm_first in (False, True):
+        torch.manual_seed(0)
+        reference = torch.nn.TransformerEncoderLayer(16, 4, dim_feedforward=24, dropout=0.0, batch_first=False,
+                                                     norm_first=norm_first).double().eval()
+        layer = nn.TransformerEncoderLayer(16, 4, dim_feedforward=24, dropout=0.0, batch_first=False,
+                                           norm_first=norm_first).double().eval()
+        layer.load_state_dict({k: t64(v.detach().numpy()) for k, v in reference.state_dict().items()})
+        src = rng.normal(size=(5, 2, 16))
+        pad = np.array([[False] * 5, [False, False, False, True, True]])
+        causal = np.triu(np.ones((5, 5), dtype=bool), 1)
+        got = layer(t64(src), src_mask=ember.tensor(causal), src_key_padding_mask=ember.tensor(pad))
+        with torch.no_grad():
+            expected = reference(torch.tensor(src), src_mask=torch.tensor(causal),
+                                 src_key_padding_mask=torch.tensor(pad))
+        assert_close(got, expected.numpy(), rtol=1e-9, atol=1e-9)

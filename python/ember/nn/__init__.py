@@ -8,9 +8,11 @@ from .composed_layers import __all__ as _composed_layer_names
 from .layers import *  # noqa: F401,F403
 from .layers import __all__ as _layer_names
 from .modules import Module, ModuleDict, ModuleList, Parameter, ParameterDict, ParameterList, RemovableHandle, Sequential
+from .transformer import TransformerEncoder, TransformerEncoderLayer
 
 __all__ = ["Module", "ModuleDict", "ModuleList", "Parameter", "ParameterDict", "ParameterList", "RemovableHandle",
-           "Sequential", "functional", "init", "models", "parallel", "utils"] + list(_layer_names) + list(_composed_layer_names)
+           "Sequential", "TransformerEncoder", "TransformerEncoderLayer", "functional", "init", "models", "parallel",
+           "utils"] + list(_layer_names) + list(_composed_layer_names)
 
 
 def __getattr__(name):

@@ -1,16 +1,22 @@
 """The layers ember has no C++ module for, with PyTorch's constructor arguments: small Python modules
-over ``ember.nn.functional`` (activations, losses, group norm, 1-D batch norm, channel dropout,
-resampling, reshaping), differentiable as the ops they are composed of."""
+over ``ember.nn.functional`` (activations, losses, group norm, 1-D batch norm, 1-D convolution and
+pooling, channel dropout, resampling, reshaping), differentiable as the ops they are composed of."""
+
+import math
 
 from .. import _ember
 from . import functional as F
+from . import init
 from .modules import Module, Parameter
 
 __all__ = [
+    "AdaptiveAvgPool1d",
+    "AvgPool1d",
     "BCELoss",
     "BCEWithLogitsLoss",
     "BatchNorm1d",
     "CELU",
+    "Conv1d",
     "CosineSimilarity",
     "CrossEntropyLoss",
     "Dropout2d",
@@ -27,6 +33,7 @@ __all__ = [
     "LogSigmoid",
     "LogSoftmax",
     "MSELoss",
+    "MaxPool1d",
     "Mish",
     "NLLLoss",
     "PReLU",
@@ -532,3 +539,67 @@ class PairwiseDistance(Module):
     def forward(self, x1, x2):
         """The distance of x1 and x2."""
         return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
+
+
+# ---- 1-D convolution and pooling
+
+
+class Conv1d(Module):
+    """1-D convolution over (N, C, L): weight (out_channels, in_channels / groups, kernel_size), bias
+    (out_channels); PyTorch's initialisation (Kaiming uniform with a = sqrt(5), the bias uniform in
+    +-1 / sqrt(fan_in))."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"Conv1d: padding_mode='{padding_mode}' is not supported (only 'zeros')")
+        k = F._single(kernel_size, "kernel_size", "Conv1d")
+        if in_channels <= 0 or out_channels <= 0 or k <= 0 or groups <= 0 or in_channels % groups or out_channels % groups:
+            raise ValueError(f"Conv1d: bad arguments in={in_channels} out={out_channels} kernel={k} groups={groups}")
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (k,)
+        self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+        self.weight = Parameter(_ember.empty((out_channels, in_channels // groups, k), dtype=dtype, device=device))
+        self.bias = Parameter(_ember.empty((out_channels,), dtype=dtype, device=device)) if bias else None
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            bound = 1 / math.sqrt(in_channels // groups * k)
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input):
+        """conv1d(input, weight, bias)."""
+        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+    def extra_repr(self):
+        """Channels, kernel, stride, padding."""
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"padding={self.padding}")
+
+
+class MaxPool1d(_Functional):
+    """Max over windows of kernel_size along L (stride defaults to kernel_size)."""
+
+    _fn = staticmethod(F.max_pool1d)
+    _settings = ("kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+        super().__init__(kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+class AvgPool1d(_Functional):
+    """Mean over windows of kernel_size along L (stride defaults to kernel_size)."""
+
+    _fn = staticmethod(F.avg_pool1d)
+    _settings = ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad")
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
+
+
+class AdaptiveAvgPool1d(_Functional):
+    """Mean pooling of L to output_size."""
+
+    _fn, _settings = staticmethod(F.adaptive_avg_pool1d), ("output_size",)
+
+    def __init__(self, output_size):
+        super().__init__(output_size)

@@ -285,15 +285,14 @@ class SiLU(_CppModule):
 class MultiheadAttention(_CppModule):
     """Multi-head attention with PyTorch's parameters (in_proj_weight, in_proj_bias, out_proj). ember's
     layer is batch first; with ``batch_first=False`` (PyTorch's default) inputs (L, B, E) are transposed
-    around it. No attention dropout, and the weights are not returned (the second result is None)."""
+    around it. ``dropout`` drops attention weights in training mode; the weights are not returned (the
+    second result is None)."""
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
                  kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
-        if dropout:
-            raise NotImplementedError("MultiheadAttention: attention dropout is not supported")
         if add_bias_kv or add_zero_attn or (kdim not in (None, embed_dim)) or (vdim not in (None, embed_dim)):
             raise NotImplementedError("MultiheadAttention: add_bias_kv, add_zero_attn, kdim and vdim are not supported")
-        _CppModule.__init__(self, _nn.multihead_attention(embed_dim, num_heads, bias))
+        _CppModule.__init__(self, _nn.multihead_attention(embed_dim, num_heads, bias, float(dropout)))
         self.__dict__["batch_first"] = batch_first
         _factory(self, device, dtype)
 
