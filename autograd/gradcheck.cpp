@@ -80,9 +80,12 @@ GradcheckResult gradcheck(const MultiFunction& fn, const std::vector<Tensor>& in
   // Analytical Jacobians: jac[o][w][j * numel(input w) + k] = d output_o[j] / d input_w[k].
   std::vector<Tensor> outputs;
   std::vector<size_t> output_index;  // position of each floating output among fn's outputs
+  if (!(eps > 0)) throw ValueError("gradcheck: eps must be positive, got " + std::to_string(eps));
   {
     EnableGradGuard enable;
     const std::vector<Tensor> all = fn(inputs);
+    // A function with no output would pass with nothing checked.
+    if (all.empty()) throw ValueError("gradcheck: the function returned no tensor, so there is nothing to check");
     for (size_t o = 0; o < all.size(); ++o)
       if (is_floating(all[o].dtype())) {
         outputs.push_back(all[o]);

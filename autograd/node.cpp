@@ -1,6 +1,7 @@
 #include "autograd/node.h"
 
 #include <atomic>
+#include <vector>
 
 #include "autograd/accumulate_grad.h"
 #include "tensor/nvtx.h"
@@ -9,6 +10,22 @@ namespace ember::autograd {
 
 namespace {
 std::atomic<uint64_t> sequence_counter{0};
+}
+
+Node::~Node() {
+  // Take the next nodes this one owns alone; each, before it dies, gives up its own the same way, so
+  // no destructor runs inside another (PyTorch frees its graphs so too).
+  std::vector<std::shared_ptr<Node>> pending;
+  const auto take_owned = [&pending](std::vector<Edge>& edges) {
+    for (Edge& e : edges)
+      if (e.fn && e.fn.use_count() == 1) pending.push_back(std::move(e.fn));
+  };
+  take_owned(next_edges_);
+  while (!pending.empty()) {
+    std::shared_ptr<Node> next = std::move(pending.back());
+    pending.pop_back();
+    take_owned(next->next_edges_);
+  }
 }
 
 Node::Node() : sequence_nr_(sequence_counter.fetch_add(1, std::memory_order_relaxed)) {

@@ -35,7 +35,9 @@ class Node : public std::enable_shared_from_this<Node> {
  public:
   /// A node with the next sequence number and no edges.
   Node();
-  virtual ~Node() = default;
+  /// Frees the nodes only this one keeps alive one after another, not each inside the last one's
+  /// destructor: a graph of 200,000 chained nodes (a running loss kept as a tensor) would overflow the stack.
+  virtual ~Node();
   /// A primitive is built as a value and moved to the heap when recorded; the copy is a fresh
   /// node (new sequence number, no edges), which is all it has at that point.
   Node(const Node&) : Node() {}

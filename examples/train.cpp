@@ -131,12 +131,6 @@ DatasetSpec dataset_spec(const std::string& name) {
 
 double default_lr(const std::string& optimizer) { return optimizer == "sgd" ? 0.1 : 1e-3; }
 
-// v in the fewest digits that read back as v (how a checkpoint's info records a hyperparameter).
-std::string shortest(double v) {
-  char buf[32];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, ec == std::errc() ? end : buf);
-}
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, std::vector<Tensor> params) {
   const double lr = f.lr > 0 ? f.lr : default_lr(f.optimizer);
@@ -681,9 +675,9 @@ int main(int argc, char** argv) {
     ro.info = {{"model", f.model},         {"dataset", f.dataset},     {"optimizer", f.optimizer},
                {"scheduler", f.scheduler}, {"precision", f.precision},
                {"deterministic", f.deterministic ? "true" : "false"}, {"strategy", strategy_shown},
-               {"lr", shortest(f.lr > 0 ? f.lr : default_lr(f.optimizer))}, {"weight_decay", shortest(f.weight_decay)},
+               {"lr", decimal_text(f.lr > 0 ? f.lr : default_lr(f.optimizer))}, {"weight_decay", decimal_text(f.weight_decay)},
                {"warmup_iters", std::to_string(f.warmup_iters)}};
-    if (f.optimizer == "sgd") ro.info["momentum"] = shortest(f.momentum);
+    if (f.optimizer == "sgd") ro.info["momentum"] = decimal_text(f.momentum);
     train::Runner runner(strategy->wrap(model), precision, scheduler, train_loader, val, ro);  // checks the work dir first
     if (rank == 0)
       std::cout << "train: " << f.model << " (" << model->num_parameters() << " parameters) on " << f.dataset << " ("

@@ -175,6 +175,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target_in, const std
     check_targets(op, t, x.size(1), ignore_index);
     loss = weighted_cross_entropy(x, t, weight, r, ignore_index, label_smoothing);
   } else {
+    if (x.size(1) == 0) check_targets(op, t, 0, ignore_index);  // the fused kernel would give nan
     loss = run1(CrossEntropy(r, ignore_index, label_smoothing), {x.contiguous(), t.contiguous()});
   }
   return unbatched && r == Reduction::none ? loss.squeeze(0) : loss;

@@ -62,6 +62,17 @@ std::shared_ptr<Module> Module::replace_module(const std::string& name, std::sha
                      (names.empty() ? "none" : names) + ")");
   }
   if (!m) throw ValueError("replace_module: the new " + this->name() + "." + name + " is null");
+  // A child that holds this module (or is it) would make the tree a cycle: forward and state_dict
+  // would recurse without end.
+  std::vector<const Module*> stack = {m.get()};
+  while (!stack.empty()) {
+    const Module* next = stack.back();
+    stack.pop_back();
+    if (next == this)
+      throw ValueError("replace_module: the new " + this->name() + "." + name + " is " + this->name() +
+                       " itself or holds it: the module tree would be a cycle");
+    for (const auto& [n, c] : next->children_) stack.push_back(c.get());
+  }
   rebind_child(name, m);  // may refuse: nothing has changed yet
   return std::exchange(slot->second, std::move(m));
 }

@@ -1,6 +1,7 @@
 #include "optim/adam.h"
 
 #include "optim/primitives/steps.h"
+#include "tensor/decimal.h"
 #include "tensor/error.h"
 
 namespace ember::optim {
@@ -45,11 +46,11 @@ namespace {
 void check(const char* who, double lr, double b1, double b2, double eps, double wd) {
   const std::string w(who);
   // Written !(x >= 0) so that NaN is refused too.
-  if (!(lr >= 0)) throw ValueError(w + ": invalid lr " + std::to_string(lr));
-  if (!(eps >= 0)) throw ValueError(w + ": invalid eps " + std::to_string(eps));
-  if (!(b1 >= 0 && b1 < 1)) throw ValueError(w + ": invalid beta1 " + std::to_string(b1) + " (need 0 <= beta1 < 1)");
-  if (!(b2 >= 0 && b2 < 1)) throw ValueError(w + ": invalid beta2 " + std::to_string(b2) + " (need 0 <= beta2 < 1)");
-  if (!(wd >= 0)) throw ValueError(w + ": invalid weight_decay " + std::to_string(wd));
+  if (!(lr >= 0)) throw ValueError(w + ": invalid lr " + decimal_text(lr));
+  if (!(eps >= 0)) throw ValueError(w + ": invalid eps " + decimal_text(eps));
+  if (!(b1 >= 0 && b1 < 1)) throw ValueError(w + ": invalid beta1 " + decimal_text(b1) + " (need 0 <= beta1 < 1)");
+  if (!(b2 >= 0 && b2 < 1)) throw ValueError(w + ": invalid beta2 " + decimal_text(b2) + " (need 0 <= beta2 < 1)");
+  if (!(wd >= 0)) throw ValueError(w + ": invalid weight_decay " + decimal_text(wd));
 }
 
 }  // namespace

@@ -160,12 +160,23 @@ void Optimizer::step(const StepInputs& inputs) {
 
 std::vector<Tensor> Optimizer::step_operands(const Batch& batch, const std::vector<std::string>& keys) {
   std::vector<Tensor> operands = batch.params;
+  const auto described = [](const Tensor& t) {
+    return to_string(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str();
+  };
   for (const std::string& key : keys) {
     for (size_t i = 0; i < batch.params.size(); ++i) {
       ParamState& st = *batch.states[i];
+      const Tensor& p = batch.params[i];
       auto it = st.find(key);
-      if (it == st.end()) it = st.emplace(key, zeros_like(batch.params[i])).first;
-      operands.push_back(it->second);
+      if (it == st.end()) it = st.emplace(key, zeros_like(p)).first;
+      // The kernels index state and parameter alike: a parameter changed since its state was made
+      // (p.data = a bigger tensor, .double()) would have them read and write past the state.
+      const Tensor& state = it->second;
+      if (!(state.shape() == p.shape()) || state.dtype() != p.dtype() || state.device() != p.device())
+        throw ValueError("Optimizer.step: the state '" + key + "' of a parameter " + described(p) + " is " +
+                         described(state) + ": the parameter changed after its state was made (p.data = ..., .to(), "
+                         ".double()); make a new optimizer for it");
+      operands.push_back(state);
     }
   }
   for (size_t i = 0; i < batch.params.size(); ++i) {

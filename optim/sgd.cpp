@@ -1,6 +1,7 @@
 #include "optim/sgd.h"
 
 #include "optim/primitives/steps.h"
+#include "tensor/decimal.h"
 #include "tensor/error.h"
 
 namespace ember::optim {
@@ -23,12 +24,12 @@ SGDOptions SGDOptions::from(const GroupOptions& o) {
 namespace {
 void check(const SGDOptions& o) {
   // Written !(x >= 0) so that NaN is refused too.
-  if (!(o.lr >= 0)) throw ValueError("SGD: invalid lr " + std::to_string(o.lr));
-  if (!(o.momentum >= 0)) throw ValueError("SGD: invalid momentum " + std::to_string(o.momentum));
-  if (!(o.weight_decay >= 0)) throw ValueError("SGD: invalid weight_decay " + std::to_string(o.weight_decay));
+  if (!(o.lr >= 0)) throw ValueError("SGD: invalid lr " + decimal_text(o.lr));
+  if (!(o.momentum >= 0)) throw ValueError("SGD: invalid momentum " + decimal_text(o.momentum));
+  if (!(o.weight_decay >= 0)) throw ValueError("SGD: invalid weight_decay " + decimal_text(o.weight_decay));
   if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
-    throw ValueError("SGD: nesterov needs momentum > 0 and dampening == 0 (momentum " + std::to_string(o.momentum) +
-                     ", dampening " + std::to_string(o.dampening) + ")");
+    throw ValueError("SGD: nesterov needs momentum > 0 and dampening == 0 (momentum " + decimal_text(o.momentum) +
+                     ", dampening " + decimal_text(o.dampening) + ")");
 }
 }  // namespace
 

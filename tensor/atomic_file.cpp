@@ -2,10 +2,13 @@
 #include "tensor/printable.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 
 namespace ember {
@@ -49,12 +52,37 @@ std::string parent_dir(const std::string& path) {
 
 }  // namespace
 
-void write_file_atomic(const std::string& path, const std::function<void(AtomicWriter&)>& fill) {
+void write_file_atomic(const std::string& named, const std::function<void(AtomicWriter&)>& fill) {
   // open() would take the path only up to the NUL and write another file than the one named.
-  if (path.find('\0') != std::string::npos) throw IOError(printable_path(path) + ": the path holds a NUL byte");
+  if (named.find('\0') != std::string::npos) throw IOError(printable_path(named) + ": the path holds a NUL byte");
+  // A symbolic link is written through, as an open() for writing would; what is there must be a
+  // regular file, which the rename replaces (a device or a FIFO would become one), and keeps its mode.
+  std::string path = named;
+  struct stat existing {};
+  bool exists = ::lstat(path.c_str(), &existing) == 0;
+  if (exists && S_ISLNK(existing.st_mode)) {
+    char* resolved = ::realpath(named.c_str(), nullptr);
+    if (resolved == nullptr) fail("write_file_atomic: cannot follow the symbolic link", named, errno);
+    path = resolved;
+    std::free(resolved);
+    exists = ::stat(path.c_str(), &existing) == 0;
+  }
+  if (exists && !S_ISREG(existing.st_mode))
+    throw IOError("write_file_atomic: '" + printable_path(path) + "' is not a regular file (a directory, device or "
+                  "FIFO), which a file written whole would replace");
+  // Created exclusively, never through a link planted at the (predictable) temporary name; a file left
+  // there by a crashed writer of the same pid is removed first.
   const std::string tmp = path + kTemporaryInfix + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const auto create = [&] { return ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644); };
+  int fd = create();
+  if (fd < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0) fd = create();
   if (fd < 0) fail("write_file_atomic: cannot create", tmp, errno);
+  if (exists && ::fchmod(fd, existing.st_mode & 07777) != 0) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    fail("write_file_atomic: cannot give the new file the mode of", path, err);
+  }
   bool closed = false;
   try {
     // Errors name the target: the temporary file is removed by the time anyone reads them.

@@ -23,7 +23,9 @@ class AtomicWriter {
 };
 
 /// Replaces `path` atomically with what `fill` writes. If `fill` throws or any step fails, the
-/// temporary file is removed, `path` is untouched, and the error propagates (IOError for I/O).
+/// temporary file is removed, `path` is untouched, and the error propagates (IOError for I/O). A
+/// symbolic link is written through; an existing file keeps its mode; a path that holds anything but
+/// a regular file (a directory, a device, a FIFO) is an IOError, not replaced.
 void write_file_atomic(const std::string& path, const std::function<void(AtomicWriter&)>& fill);
 
 /// Convenience: replaces `path` atomically with `size` bytes from `data`.

@@ -1,11 +1,13 @@
 /// @file
-/// Whole numbers written in decimal in keys, file names and metadata ("state.3.exp_avg",
-/// "epoch_12.safetensors"): parsed with their range checked, never wrapped or thrown as "stoll".
+/// Numbers written in decimal: whole numbers in keys, file names and metadata ("state.3.exp_avg",
+/// "epoch_12.safetensors"), parsed with their range checked, never wrapped or thrown as "stoll"; and
+/// any double as messages and metadata show it, in the fewest digits that read back as it.
 #pragma once
 
 #include <charconv>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace ember {
@@ -22,6 +24,14 @@ inline std::optional<int64_t> parse_decimal(std::string_view text, int64_t max) 
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || v > max) return std::nullopt;
   return v;
+}
+
+/// v in the fewest digits that read back as v ("1e-08", "0.1", "inf"): what an error message shows,
+/// where std::to_string would print 1e-8 as "0.000000".
+inline std::string decimal_text(double v) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, ec == std::errc() ? end : buf);
 }
 
 }  // namespace ember

@@ -1,10 +1,12 @@
 #include "optim/amp/grad_scaler.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "autograd/grad_mode.h"
 #include "optim/amp/primitives.h"
+#include "tensor/decimal.h"
 #include "tensor/error.h"
 #include "tensor/nvtx.h"
 #include "tensor/ops.h"
@@ -20,8 +22,10 @@ const Tensor& entry(const StateDict& dict, const std::string& key) {
 }
 
 void check(const GradScalerOptions& o) {
-  if (!(o.init_scale > 0) || !std::isfinite(o.init_scale))
-    throw ValueError("GradScaler: init_scale must be a positive finite number, got " + std::to_string(o.init_scale));
+  // The scale is a float32 on the device, and its reciprocal must be one too: a normal float32.
+  if (!(o.init_scale >= std::numeric_limits<float>::min() && o.init_scale <= std::numeric_limits<float>::max()))
+    throw ValueError("GradScaler: init_scale must be a normal float32 number (from 2^-126 to about 3.4e38), got " +
+                     decimal_text(o.init_scale));
   if (!(o.growth_factor > 1.0))
     throw ValueError("GradScaler: growth_factor should be > 1, got " + std::to_string(o.growth_factor));
   if (!(o.backoff_factor > 0.0 && o.backoff_factor < 1.0))
@@ -106,8 +110,9 @@ void GradScaler::update(std::optional<double> new_scale) {
   const nvtx::Range range("GradScaler.update");
   NoGradGuard no_grad;
   if (new_scale) {
-    if (!(*new_scale > 0) || !std::isfinite(*new_scale))
-      throw ValueError("GradScaler.update: new_scale must be a positive finite number, got " + std::to_string(*new_scale));
+    if (!(*new_scale >= std::numeric_limits<float>::min() && *new_scale <= std::numeric_limits<float>::max()))
+      throw ValueError("GradScaler.update: new_scale must be a normal float32 number (from 2^-126 to about 3.4e38), got " +
+                       decimal_text(*new_scale));
     fill_(scale_, *new_scale);
   } else {
     Tensor found;

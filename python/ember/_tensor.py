@@ -123,6 +123,8 @@ def _rebuild(data, dtype_name, shape, requires_grad, device):
     dtype = getattr(_ember, dtype_name)
     load_as = _ember.float32 if dtype is _ember.bfloat16 else dtype
     arr = np.frombuffer(data, dtype=np.dtype(_NUMPY_NAMES[load_as])).reshape(shape)
+    if dtype is _ember.bool:  # a byte other than 0 and 1 (a crafted file) is True, as NumPy and PyTorch read it
+        arr = np.frombuffer(data, dtype=np.uint8).reshape(shape) != 0
     t = _ember.tensor(arr, dtype=dtype, device=device)
     if requires_grad:
         t.requires_grad_(True)

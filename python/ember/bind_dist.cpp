@@ -27,7 +27,9 @@ ReduceOp reduce_op(const std::string& name) {
 }
 
 milliseconds millis(double seconds) {
-  if (!(seconds > 0)) throw ValueError("timeout must be a positive number of seconds, got " + std::to_string(seconds));
+  // Bounded so that the milliseconds fit an int64 (inf or 1e300 would overflow the conversion).
+  if (!(seconds > 0 && seconds <= 1e9))
+    throw ValueError("timeout must be a positive number of seconds, at most 1e9, got " + decimal_text(seconds));
   return milliseconds(static_cast<int64_t>(seconds * 1000.0 + 0.5));
 }
 

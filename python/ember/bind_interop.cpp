@@ -450,6 +450,15 @@ Tensor frombuffer(nb::handle buffer, DType dtype, int64_t count, int64_t offset,
     throw ValueError("frombuffer: " + problem);
   }
   const int64_t n = count == -1 ? (length - offset) / item : count;
+  if (dtype == DType::boolean) {  // ember's kernels read a bool's byte as its value: only 0 and 1 are bools
+    const auto* bytes = static_cast<const unsigned char*>(view->buf) + offset;
+    for (int64_t i = 0; i < n; ++i)
+      if (bytes[i] > 1) {
+        const std::string value = std::to_string(bytes[i]);
+        release();
+        throw ValueError("frombuffer: byte " + std::to_string(offset + i) + " is " + value + ", not a bool (0 or 1)");
+      }
+  }
   DLTensor dl{};
   dl.data = static_cast<char*>(view->buf) + offset;
   dl.device = DLDevice{kDLCPU, 0};

@@ -41,18 +41,23 @@ class CompiledStep:
         def run(batch):
             out = step(*batch)
             returns["one"] = isinstance(out, Tensor)
+            if not returns["one"] and not isinstance(out, (list, tuple)):
+                raise TypeError(f"compile_step: the step must return a tensor or a sequence of tensors, got "
+                                f"{type(out).__name__}")
             out = [out] if returns["one"] else list(out)
             if not all(isinstance(t, Tensor) for t in out):
                 raise TypeError("compile_step: the step must return a tensor or a sequence of tensors")
             return out
 
         self._returns = returns
-        for o in optimizers:
+        # The C++ step holds plain pointers to these: they live as long as it does.
+        self._optimizers, self._generators = list(optimizers), list(generators)
+        for o in self._optimizers:
             if getattr(o, "_python_state", None) is not None:
                 raise TypeError(f"compile_step: {type(o).__name__} is written in Python and reads its hyperparameters "
                                 "on the host, which a captured step would freeze; use ember's SGD, Adam, AdamW or LAMB")
-        self._cpp = _ember._CompiledStep(run, [_cpp_optimizer(o, "compile_step") for o in optimizers],
-                                         list(generators), int(warmup_steps), int(max_graphs))
+        self._cpp = _ember._CompiledStep(run, [_cpp_optimizer(o, "compile_step") for o in self._optimizers],
+                                         self._generators, int(warmup_steps), int(max_graphs))
 
     def __call__(self, *batch):
         out = self._cpp(list(batch))

@@ -13,6 +13,7 @@
 #include "tensor/atomic_file.h"
 #include "tensor/cuda_settings.h"
 #include "tensor/cuda_stream.h"
+#include "tensor/decimal.h"
 #include "tensor/einsum.h"
 #include "tensor/layout.h"
 #include "tensor/error.h"

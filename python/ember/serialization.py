@@ -9,6 +9,7 @@ previous file intact."""
 import io
 import os
 import pickle
+import stat
 import tempfile
 
 from . import _ember
@@ -100,6 +101,7 @@ _ZIP_MAGIC = b"PK\x03\x04"  # torch.save's zip container
 # containers a state dict is made of (PyTorch's weights_only unpickler allows the same kind of set).
 _SAFE_GLOBALS = {
     ("ember._tensor", "_rebuild"),
+    ("ember.nn.modules", "_rebuild_parameter"),  # a Parameter: the tensor rebuilt by a global checked here too
     ("ember._ember", "device"),
     ("ember", "Size"),
     ("collections", "OrderedDict"),
@@ -109,6 +111,18 @@ _SAFE_GLOBALS = {
     ("builtins", "slice"),
     ("builtins", "range"),
 }
+
+
+def _umask():
+    """The process's umask, read without changing it (os.umask would, for every thread)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
 
 
 def save(obj, f, pickle_protocol=pickle.DEFAULT_PROTOCOL):
@@ -121,18 +135,32 @@ def save(obj, f, pickle_protocol=pickle.DEFAULT_PROTOCOL):
     if hasattr(f, "write"):
         f.write(payload)
         return
-    path = _path(f, "save")
-    directory = os.path.dirname(os.path.abspath(path))
+    # As ember's C++ writer (tensor/atomic_file.h): a symbolic link is written through, an existing file
+    # keeps its mode, and anything but a regular file (a device, a FIFO, a directory) is left alone.
+    path = os.path.realpath(_path(f, "save"))
     try:
-        fd, temporary = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
+        existing = os.stat(path)
+    except FileNotFoundError:
+        existing = None
+    except OSError as e:
+        raise _ember.IOError(f"save: cannot write '{path}': {e.strerror or e}") from None
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        raise _ember.IOError(f"save: '{path}' is not a regular file (a directory, device or FIFO), which a file "
+                             "written whole would replace")
+    try:
+        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=os.path.basename(path) + ".", suffix=".tmp")
     except OSError as e:
         raise _ember.IOError(f"save: cannot write '{path}': {e.strerror or e}") from None
     try:
+        os.fchmod(fd, stat.S_IMODE(existing.st_mode) if existing is not None else 0o644 & ~_umask())
         with os.fdopen(fd, "wb") as out:
             out.write(payload)
             out.flush()
             os.fsync(out.fileno())
         os.replace(temporary, path)
+    except OSError as e:
+        os.unlink(temporary)
+        raise _ember.IOError(f"save: cannot write '{path}': {e.strerror or e}") from None
     except BaseException:
         os.unlink(temporary)
         raise
@@ -189,6 +217,9 @@ def load(f, map_location=None, weights_only=True):
         path = _path(f, "load")
         where = f"'{path}'"
         try:
+            # A device would be read until memory runs out (/dev/zero), a FIFO wait for a writer.
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                raise _ember.IOError(f"load: {where} is not a regular file")
             with open(path, "rb") as file:
                 data = file.read()
         except OSError as e:

@@ -10,12 +10,15 @@ from .. import _ember
 from .._ember import _F
 
 __all__ = [
+    "adaptive_avg_pool1d",
     "adaptive_avg_pool2d",
+    "avg_pool1d",
     "avg_pool2d",
     "batch_norm",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "celu",
+    "conv1d",
     "conv2d",
     "cosine_similarity",
     "cross_entropy",
@@ -38,6 +41,7 @@ __all__ = [
     "linear",
     "log_softmax",
     "logsigmoid",
+    "max_pool1d",
     "max_pool2d",
     "mish",
     "mse_loss",
@@ -72,6 +76,71 @@ embedding = _F.embedding
 scaled_dot_product_attention = _F.scaled_dot_product_attention
 pad = _F.pad
 linear = _ember.linear
+
+
+# ---- 1-D convolution and pooling: the 2-D ops over (N, C, 1, L)
+
+
+def _single(value, name, op):
+    """One int of an int or a 1-tuple (PyTorch's 1-D arguments)."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 1:
+            raise ValueError(f"{op}: {name} must be an int or a 1-tuple, got {tuple(value)}")
+        value = value[0]
+    return value
+
+
+def _rows(input, op):
+    """(N, C, L) or (C, L) as (N, C, 1, L), and whether it had a batch dim."""
+    if input.dim() not in (2, 3):
+        raise ValueError(f"{op}: expects (N, C, L) or (C, L), got shape {tuple(input.shape)}")
+    batched = input.dim() == 3
+    return (input if batched else input.unsqueeze(0)).unsqueeze(2), batched
+
+
+def _unrows(out, batched):
+    out = out.squeeze(2)
+    return out if batched else out.squeeze(0)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D convolution of (N, C, L) by weight (out, C / groups, k); padding an int, 'same' or 'valid'."""
+    x, batched = _rows(input, "conv1d")
+    if weight.dim() != 3:
+        raise ValueError(f"conv1d: weight must be (out_channels, in_channels / groups, k), got shape {tuple(weight.shape)}")
+    pad = padding if isinstance(padding, str) else (0, _single(padding, "padding", "conv1d"))
+    out = conv2d(x, weight.unsqueeze(2), bias, (1, _single(stride, "stride", "conv1d")), pad,
+                 (1, _single(dilation, "dilation", "conv1d")), groups)
+    return _unrows(out, batched)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Max over windows of kernel_size along L (stride defaults to kernel_size); with return_indices, also
+    each maximum's position in L."""
+    x, batched = _rows(input, "max_pool1d")
+    k = _single(kernel_size, "kernel_size", "max_pool1d")
+    s = k if stride is None else _single(stride, "stride", "max_pool1d")
+    out = _F.max_pool2d(x, (1, k), (1, s), (0, _single(padding, "padding", "max_pool1d")),
+                        (1, _single(dilation, "dilation", "max_pool1d")), ceil_mode, return_indices)
+    if return_indices:
+        return _unrows(out[0], batched), _unrows(out[1], batched)
+    return _unrows(out, batched)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    """Mean over windows of kernel_size along L (stride defaults to kernel_size)."""
+    x, batched = _rows(input, "avg_pool1d")
+    k = _single(kernel_size, "kernel_size", "avg_pool1d")
+    s = k if stride is None else _single(stride, "stride", "avg_pool1d")
+    out = _F.avg_pool2d(x, (1, k), (1, s), (0, _single(padding, "padding", "avg_pool1d")), ceil_mode,
+                        count_include_pad)
+    return _unrows(out, batched)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    """Mean pooling of L to output_size."""
+    x, batched = _rows(input, "adaptive_avg_pool1d")
+    return _unrows(_F.adaptive_avg_pool2d(x, (1, _single(output_size, "output_size", "adaptive_avg_pool1d"))), batched)
 
 
 def _legacy(size_average, reduce, fn):
@@ -397,6 +466,8 @@ def _same_shape(input, target, who):
 def one_hot(tensor, num_classes=-1):
     """An int64 (..., num_classes) tensor with 1 at each index of tensor (num_classes: max + 1 when -1).
     ValueError for an index below 0 or not below num_classes (a row of zeros otherwise)."""
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int):
+        raise TypeError(f"one_hot: num_classes must be an int, got {num_classes!r}")
     if tensor.is_floating_point() or tensor.dtype is _ember.bool:
         raise TypeError(f"one_hot: expects an integer tensor of class indices, got {tensor.dtype}")
     if tensor.numel() == 0:

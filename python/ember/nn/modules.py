@@ -10,8 +10,10 @@ training program loads by name). Its forward is one C++ call, with the GIL relea
 
 import copy
 import functools
+import operator
 import weakref
 from collections import OrderedDict, namedtuple
+from collections.abc import Mapping
 
 from .. import _ember
 from .._ember import Tensor
@@ -474,7 +476,10 @@ class Module:
                             continue
                         new = fn(t)
                         if new is not t and not new.is_same(t):
+                            grad = t.grad  # set_data drops a gradient of another layout: converted too, as PyTorch
                             t.data = new
+                            if grad is not None and t.grad is None:
+                                t.grad = fn(grad)
         return self
 
     def to(self, *args, **kwargs):
@@ -551,6 +556,8 @@ class Module:
         ``strict``, missing and unexpected keys are errors; a shape mismatch always is. Every problem is
         reported in one ``ember.ValueError``, and nothing is copied when there is any. Returns
         ``(missing_keys, unexpected_keys)``."""
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"load_state_dict: expects a dict-like state dict, got {type(state_dict).__name__}")
         if assign:
             raise NotImplementedError("load_state_dict(assign=True) is not supported: values are copied in place")
         own = self.state_dict(keep_vars=True)
@@ -687,7 +694,10 @@ class Sequential(_IndexedModules):
 
 
 def _checked_index(idx, n):
-    idx = int(idx)
+    try:
+        idx = operator.index(idx)  # an int, not a float that int() would cut (PyTorch refuses [0.7] too)
+    except TypeError:
+        raise TypeError(f"container indices must be integers or slices, got {type(idx).__name__}") from None
     if not -n <= idx < n:
         raise IndexError(f"index {idx} is out of range for a container of {n} entries")
     return idx % n
@@ -965,6 +975,16 @@ class _CppModule(Module):
         self._cpp.replace_module(name, module._cpp)
         self.__dict__["_modules"][name] = module
 
+    def __delattr__(self, name):
+        d = self.__dict__
+        if name in d["_parameters"] or name in d["_buffers"] or name in d["_modules"]:
+            # The C++ forward would go on using it while the state dict and parameters() dropped it.
+            raise NotImplementedError(
+                f"{type(self).__name__}.{name}: the parameters, buffers and children of ember's C++ modules cannot "
+                "be deleted (the C++ forward uses them); replace a child by nn.Identity() instead"
+            )
+        object.__delattr__(self, name)
+
     def register_parameter(self, name, param):
         raise NotImplementedError(f"{type(self).__name__}: ember's C++ modules take no new parameters from Python")
 
@@ -1008,14 +1028,27 @@ class _CppModule(Module):
         return sorted(self._cpp.state_dict().keys())
 
 
-class _CppSequential(_CppModule, Sequential):
+class _FixedLength:
+    """The container edits a C++ container cannot follow (its forward keeps its own list): refused, as
+    append is (add_module); a child may still be replaced by index."""
+
+    def __delitem__(self, idx):
+        raise NotImplementedError(f"{type(self).__name__}: ember's C++ containers keep their length; replace a child "
+                                  "by nn.Identity() instead of deleting it")
+
+    def insert(self, index, module):
+        """Refused: a C++ container keeps its length."""
+        raise NotImplementedError(f"{type(self).__name__}: ember's C++ containers take no new children from Python")
+
+
+class _CppSequential(_FixedLength, _CppModule, Sequential):
     """A C++ Sequential (a ResNet stage): indexable, its forward in C++."""
 
     forward = _CppModule.forward
     __call__ = _CppModule.__call__
 
 
-class _CppModuleList(_CppModule, ModuleList):
+class _CppModuleList(_FixedLength, _CppModule, ModuleList):
     """A C++ ModuleList (a ViT's blocks): indexable, no forward of its own."""
 
     def forward(self, *args, **kwargs):

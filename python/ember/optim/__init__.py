@@ -14,7 +14,7 @@ next step uses (schedulers written in Python work), and keys ember does not know
 
 import inspect
 from collections import defaultdict
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 
 from .. import _ember
 from .._ember import Tensor
@@ -33,15 +33,23 @@ def _to_cpp_options(options, known, written_in_python=False):
         if key == "params":
             continue
         if key == "betas" and not written_in_python:
-            beta1, beta2 = value
-            cpp["beta1"], cpp["beta2"] = float(beta1), float(beta2)
+            if not (isinstance(value, (tuple, list)) and len(value) == 2):
+                raise TypeError(f"betas must be a pair (beta1, beta2), got {value!r}")
+            cpp["beta1"], cpp["beta2"] = _number("betas", value[0]), _number("betas", value[1])
         elif key in known or key == "initial_lr":
-            if isinstance(value, Tensor):
-                value = value.item()
-            cpp[key] = float(value)
+            cpp[key] = _number(key, value)
         else:
             extra[key] = value
     return cpp, extra
+
+
+def _number(key, value):
+    """A hyperparameter as the float C++ keeps (a one-element tensor gives its value)."""
+    if isinstance(value, Tensor):
+        value = value.item()
+    if not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+        raise TypeError(f"{key} must be a number, got {value!r}")
+    return float(value)
 
 
 def _from_cpp_options(options):
@@ -170,10 +178,11 @@ class Optimizer:
                 raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
         return params
 
-    def _attach_group(self, group, index):
-        options, extra = _to_cpp_options(group, self._known, self._shown is not None)
-        for key, value in options.items():
-            self._cpp.set_group_option(index, key, value)
+    def _attach_group(self, group, index, options=None, extra=None):
+        if options is None:
+            options, extra = _to_cpp_options(group, self._known, self._shown is not None)
+            for key, value in options.items():
+                self._cpp.set_group_option(index, key, value)
         merged_extra = dict(self._default_extra)
         merged_extra.update(extra)
         self._groups.append(_ParamGroup(self, index, self._param_list(group), merged_extra))
@@ -182,8 +191,10 @@ class Optimizer:
         """Adds a group (a dict with "params" and any hyperparameters; the rest from the defaults)."""
         if not isinstance(param_group, dict):
             raise TypeError(f"param_group must be a dict, got {type(param_group).__name__}")
-        self._cpp.add_param_group(self._param_list(param_group), {})
-        self._attach_group(param_group, len(self._groups))
+        # Options converted (and so checked) before the C++ group exists: a bad value leaves no group behind.
+        options, extra = _to_cpp_options(param_group, self._known, self._shown is not None)
+        self._cpp.add_param_group(self._param_list(param_group), options)
+        self._attach_group(param_group, len(self._groups), options, extra)
 
     @property
     def param_groups(self):
@@ -252,8 +263,20 @@ class Optimizer:
     def load_state_dict(self, state_dict):
         """Restores a state dict of ``state_dict()``'s layout (from an optimizer of the same kind over
         parameters of the same shapes); ``ember.ValueError`` naming the entry otherwise."""
+        if not isinstance(state_dict, Mapping) or not {"state", "param_groups"} <= set(state_dict):
+            raise TypeError(f"{type(self).__name__}.load_state_dict: expects a dict with 'state' and 'param_groups', "
+                            f"got {type(state_dict).__name__}")
         if self._python_state is not None:
             return self._load_python_state_dict(state_dict)
+        # Another kind's hyperparameters (SGD's momentum in a dict loaded into Adam) would be kept as
+        # extras and its state continued by the wrong update: refused, naming them.
+        foreign = set().union(*_KNOWN.values()) - self._known - {"beta1", "beta2"}
+        for g, group in enumerate(state_dict["param_groups"]):
+            theirs = sorted(k for k in group if k in foreign or (k == "betas" and "beta1" not in self._known))
+            if theirs:
+                raise _ember.ValueError(f"{type(self).__name__}.load_state_dict: param group {g} has {', '.join(theirs)}, "
+                                        f"which {type(self).__name__} does not take: the state dict is another "
+                                        "optimizer's")
         flat = {}
         for i, entries in state_dict["state"].items():
             for name, t in entries.items():

@@ -1,0 +1,143 @@
+"""Misuse of the API that an earlier version crashed on, corrupted memory with or answered wrongly
+(found by fuzzing the Python package): each case is the input that went wrong, and what it gives now."""
+
+import gc
+import os
+import stat
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn as nn
+import ember.nn.functional as F
+from conftest import to_numpy
+
+
+def test_an_optimizer_refuses_a_parameter_changed_under_its_state():
+    p = nn.Parameter(ember.ones(3))
+    opt = ember.optim.Adam([p], lr=0.1)
+    p.grad = ember.ones(3)
+    opt.step()
+    p.data = ember.ones(1000)  # the kernels would index exp_avg (3 elements) as 1000
+    p.grad = ember.ones(1000)
+    with pytest.raises(ember.ValueError, match=r"state 'exp_avg' of a parameter \(1000,\) float32 on cpu is \(3,\)"):
+        opt.step()
+
+
+def test_compile_step_keeps_its_optimizers_alive():
+    p = nn.Parameter(ember.ones(3))
+
+    def step(x):
+        (p * x).sum().backward()
+        return p.sum()
+
+    compiled = ember.compile_step(step, optimizers=[ember.optim.SGD([nn.Parameter(ember.ones(1))], lr=0.1)])
+    gc.collect()  # the optimizer made inline has no other reference
+    assert compiled(ember.ones(3)).item() == 3.0
+    with pytest.raises(TypeError, match="got NoneType"):
+        ember.compile_step(lambda x: None)(ember.ones(1))
+
+
+def test_a_built_in_model_refuses_a_cycle_and_deletions():
+    model = nn.models.resnet18(num_classes=3)
+    with pytest.raises(ember.ValueError, match="would be a cycle"):
+        model.layer1[0] = model.layer1
+    with pytest.raises(NotImplementedError, match="cannot be deleted"):
+        del model.fc
+    with pytest.raises(NotImplementedError, match="keep their length"):
+        del model.layer4[0]
+    vit = nn.models.vit_tiny(image_size=16, patch_size=8, depth=2)
+    with pytest.raises(NotImplementedError, match="no new children"):
+        vit.blocks.insert(0, nn.Identity())
+    assert len(model.state_dict()) == len(model.cpp_state_dict_keys())
+
+
+def test_saving_never_follows_a_planted_link_or_replaces_a_special_file(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    target = tmp_path / "model.safetensors"
+    os.symlink(victim, f"{target}.tmp.{os.getpid()}")  # where the temporary file goes
+    ember.save_file({"w": ember.ones(2)}, str(target))
+    assert victim.read_text() == "precious\n" and not target.is_symlink()
+    assert to_numpy(ember.load_file(str(target))["w"]).tolist() == [1.0, 1.0]
+    # A link to a file is written through; the file keeps its mode.
+    real = tmp_path / "run3.safetensors"
+    ember.save_file({"w": ember.zeros(1)}, str(real))
+    os.chmod(real, 0o600)
+    link = tmp_path / "latest.safetensors"
+    os.symlink(real, link)
+    for save, load in ((ember.save_file, ember.load_file), (ember.save, ember.load)):
+        save({"w": ember.full((1,), 7.0)}, str(link))
+        assert link.is_symlink() and stat.S_IMODE(real.stat().st_mode) == 0o600
+        assert to_numpy(load(str(link))["w"]).tolist() == [7.0]
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for save in (ember.save_file, ember.save):
+        with pytest.raises(ember.IOError, match="not a regular file"):
+            save({"w": ember.ones(1)}, str(fifo))
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    with pytest.raises(ember.IOError, match="not a regular file"):
+        ember.load(str(fifo))  # would wait for a writer; /dev/zero would fill memory
+    with pytest.raises(ember.IOError, match="not a regular file"):
+        ember.load("/dev/zero")
+
+
+def test_optimizer_groups_and_state_dicts_are_checked_before_anything_changes():
+    p, q = nn.Parameter(ember.ones(3)), nn.Parameter(ember.ones(2))
+    opt = ember.optim.SGD([p], lr=0.1, momentum=0.9)
+    with pytest.raises(TypeError, match="lr must be a number"):
+        opt.add_param_group({"params": [q], "lr": "bad"})
+    with pytest.raises(TypeError, match="betas must be a pair"):
+        ember.optim.Adam([q], betas=0.5)
+    assert len(opt.param_groups) == 1 and opt._cpp.num_groups() == 1  # no group left behind
+    opt.add_param_group({"params": [q]})  # q was not taken by the failed call
+    p.grad = ember.ones(3)
+    opt.step()
+    adam = ember.optim.Adam([nn.Parameter(ember.ones(3)), nn.Parameter(ember.ones(2))])
+    with pytest.raises(ember.ValueError, match="has dampening, momentum, nesterov, which Adam does not take"):
+        adam.load_state_dict(opt.state_dict())
+    with pytest.raises(TypeError, match="expects a dict with 'state' and 'param_groups'"):
+        adam.load_state_dict([1, 2])
+
+
+def test_values_that_are_not_what_their_type_says():
+    with pytest.raises(ember.ValueError, match="byte 0 is 2, not a bool"):
+        ember.frombuffer(bytearray(b"\x02\x01\x00\x01"), dtype=ember.bool)
+    x = ember.randn(3, requires_grad=True)
+    with pytest.raises(ember.DTypeError, match="floating data only, got int64"):
+        x.data = ember.ones(3, dtype=ember.int64)
+    with pytest.raises(ember.IndexError, match="out of bounds"):
+        F.cross_entropy(ember.randn(3, 0), ember.tensor([0, 0, 0]))  # gave nan
+    with pytest.raises(ember.ValueError, match="returned no tensor"):
+        ember.autograd.gradcheck(lambda t: None, [ember.randn(4, dtype=ember.float64, requires_grad=True)])
+    for scale in (1e39, 1e-40, float("inf")):
+        with pytest.raises(ember.ValueError, match="normal float32"):
+            ember.amp.GradScaler("cpu", init_scale=scale)
+    with pytest.raises(ember.ValueError, match="invalid eps -1e-08"):
+        ember.optim.Adam([nn.Parameter(ember.ones(1))], eps=-1e-8)
+    with pytest.raises(TypeError, match="num_classes must be an int"):
+        F.one_hot(ember.tensor([0, 1]), num_classes=2.5)
+    with pytest.raises(TypeError, match="must be integers"):
+        nn.Sequential(nn.ReLU())[0.7]
+    with pytest.raises(TypeError, match="dict-like"):
+        nn.Linear(2, 2).load_state_dict(ember.ones(2))
+
+
+def test_module_casts_keep_gradients_and_parameters_load_weights_only(tmp_path):
+    m = nn.Linear(2, 2)
+    m(ember.ones(1, 2)).sum().backward()
+    m.double()
+    assert m.weight.grad is not None and m.weight.grad.dtype is ember.float64
+    path = str(tmp_path / "params.pt")
+    ember.save({"p": nn.Parameter(ember.ones(2))}, path)
+    assert isinstance(ember.load(path)["p"], nn.Parameter)  # weights_only=True, as PyTorch allows
+
+
+def test_a_long_graph_is_freed_without_recursion():
+    w = ember.randn(4, requires_grad=True)
+    total = w.sum()
+    for _ in range(300_000):  # a running loss kept as a tensor: one node per iteration (200,000 overflowed)
+        total = total + 1
+    total = None  # freed node by node, not one destructor inside the next
+    assert w.grad is None
