@@ -10,8 +10,6 @@ namespace ember {
 
 namespace {
 
-std::string pair_str(Pair p) { return "(" + std::to_string(p[0]) + ", " + std::to_string(p[1]) + ")"; }
-
 int64_t conv_output_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation) {
   return (in + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
 }
@@ -24,6 +22,13 @@ Shape conv_output_shape(const char* op, const Shape& x, const Shape& w, const Co
     throw ShapeError(std::string(op) + ": expected a 4-D weight (O, C/groups, kH, kW), got " + to_string(w));
   if (p.groups < 1) throw ValueError(std::string(op) + ": groups must be positive, got " + std::to_string(p.groups));
   for (int i = 0; i < 2; ++i) {
+    // Bounded so that the padded input and the dilated kernel cannot overflow.
+    for (const Pair* v : {&p.stride, &p.padding, &p.dilation})
+      if ((*v)[i] > kMaxWindowArgument)
+        throw ValueError(std::string(op) + ": stride " + pair_str(p.stride) + ", padding " + pair_str(p.padding) +
+                         " and dilation " + pair_str(p.dilation) + " must each be at most 2^31 - 1");
+    if (w.size() == 4 && w[2 + i] < 1)
+      throw ShapeError(operands + ": the kernel size must be positive, got " + pair_str({w[2], w[3]}));
     if (p.stride[i] < 1) throw ValueError(std::string(op) + ": stride must be positive, got " + pair_str(p.stride));
     if (p.dilation[i] < 1)
       throw ValueError(std::string(op) + ": dilation must be positive, got " + pair_str(p.dilation));

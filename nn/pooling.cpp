@@ -9,8 +9,6 @@ namespace ember {
 
 namespace {
 
-std::string pair_str(Pair p) { return "(" + std::to_string(p[0]) + ", " + std::to_string(p[1]) + ")"; }
-
 int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 
 void check_input(const char* op, const Tensor& x) {
@@ -21,6 +19,12 @@ void check_input(const char* op, const Tensor& x) {
 // The output shape of a regular (non-adaptive) pooling, with PyTorch's argument checks.
 Shape pooled_shape(const char* op, const Shape& x, const Pool2dParams& p, bool is_max) {
   for (int i = 0; i < 2; ++i) {
+    // Bounded so that the window arithmetic (dilation * kernel, kernel * kernel) cannot overflow.
+    for (const Pair* v : {&p.kernel, &p.stride, &p.padding, &p.dilation})
+      if ((*v)[i] > kMaxWindowArgument)
+        throw ValueError(std::string(op) + ": kernel " + pair_str(p.kernel) + ", stride " + pair_str(p.stride) +
+                         ", padding " + pair_str(p.padding) + " and dilation " + pair_str(p.dilation) +
+                         " must each be at most 2^31 - 1");
     if (p.kernel[i] < 1) throw ValueError(std::string(op) + ": kernel size must be positive, got " + pair_str(p.kernel));
     if (p.stride[i] < 1) throw ValueError(std::string(op) + ": stride must be positive, got " + pair_str(p.stride));
     if (p.dilation[i] < 1) throw ValueError(std::string(op) + ": dilation must be positive, got " + pair_str(p.dilation));

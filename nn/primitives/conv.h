@@ -5,11 +5,10 @@
 #include <array>
 #include <cstddef>
 
+#include "nn/primitives/window.h"
 #include "tensor/primitive.h"
 
 namespace ember {
-
-using Pair = std::array<int64_t, 2>;
 
 struct Conv2dParams {
   Pair stride{1, 1}, padding{0, 0}, dilation{1, 1};

@@ -4,11 +4,10 @@
 
 #include <array>
 
+#include "nn/primitives/window.h"
 #include "tensor/primitive.h"
 
 namespace ember {
-
-using Pair = std::array<int64_t, 2>;
 
 struct Pool2dParams {
   Pair kernel{1, 1}, stride{1, 1}, padding{0, 0}, dilation{1, 1};

@@ -141,3 +141,15 @@ def test_a_long_graph_is_freed_without_recursion():
         total = total + 1
     total = None  # freed node by node, not one destructor inside the next
     assert w.grad is None
+
+
+def test_window_arguments_that_would_overflow_are_refused():
+    x = ember.randn(1, 1, 5, 5)
+    with pytest.raises(ember.ValueError, match=r"at most 2\^31 - 1"):
+        F.avg_pool2d(x, 2**63 - 1, stride=1, padding=2**62 - 1)  # returned the plain sum: kh * kw wrapped
+    with pytest.raises(ember.ValueError, match=r"at most 2\^31 - 1"):
+        F.conv2d(x, ember.randn(1, 1, 3, 3), padding=2**63 - 1)  # gave shape (1, 1, 1, 1)
+    with pytest.raises(ember.ValueError, match=r"at most 2\^31 - 1"):
+        F.max_pool2d(x, 3, stride=1, padding=1, dilation=2**62)
+    with pytest.raises(ember.ShapeError, match=r"the kernel size must be positive, got \(0, 0\)"):
+        F.conv2d(x, ember.randn(4, 1, 0, 0))
