@@ -125,7 +125,11 @@ void bind_functional(nb::module_& m) {
         doc::batch_norm);
   F.def("layer_norm",
         [](Tensor x, nb::handle shape_h, std::optional<Tensor> w, std::optional<Tensor> b, double eps) {
-          const Shape shape = PyIndex_Check(shape_h.ptr()) ? Shape{nb::cast<int64_t>(shape_h)} : nb::cast<Shape>(shape_h);
+          Shape shape;
+          if (PyIndex_Check(shape_h.ptr())) shape = Shape{nb::cast<int64_t>(shape_h)};
+          else if (!nb::try_cast<Shape>(shape_h, shape))
+            throw nb::type_error(("layer_norm: normalized_shape must be an int or a sequence of ints, got " +
+                                  std::string(Py_TYPE(shape_h.ptr())->tp_name)).c_str());
           const Tensor weight = or_undefined(w), bias = or_undefined(b);
           nb::gil_scoped_release release;
           return ember::layer_norm(x, shape, weight, bias, eps);

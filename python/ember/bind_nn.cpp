@@ -88,14 +88,21 @@ nb::dict config(Module& m) {
 
 // The settings a forward reads on each call, which may change after construction (dropout.p = 0.2).
 void set_config(Module& m, const std::string& key, nb::handle value) {
+  // A number, or a TypeError naming the setting (nb::cast alone throws std::bad_cast).
+  const auto number = [&] {
+    double v = 0;
+    if (!nb::try_cast<double>(value, v))
+      throw nb::type_error((m.name() + "." + key + " must be a number, got " + Py_TYPE(value.ptr())->tp_name).c_str());
+    return v;
+  };
   if (auto* p = dynamic_cast<nn::Dropout*>(&m); p && key == "p") {
-    const double v = nb::cast<double>(value);
-    if (!(v >= 0 && v <= 1)) throw ValueError("Dropout: p must be in [0, 1], got " + std::to_string(v));
+    const double v = number();
+    if (!(v >= 0 && v <= 1)) throw ValueError("Dropout: p must be in [0, 1], got " + decimal_text(v));
     p->p = v;
   } else if (auto* b = dynamic_cast<nn::BatchNorm2d*>(&m); b && (key == "eps" || key == "momentum")) {
-    (key == "eps" ? b->eps : b->momentum) = nb::cast<double>(value);
+    (key == "eps" ? b->eps : b->momentum) = number();
   } else if (auto* n = dynamic_cast<nn::LayerNorm*>(&m); n && key == "eps") {
-    n->eps = nb::cast<double>(value);
+    n->eps = number();
   } else {
     throw NotImplementedError(m.name() + "." + key + " is fixed at construction in ember's C++ layer: build a new layer");
   }

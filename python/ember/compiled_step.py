@@ -60,7 +60,19 @@ class CompiledStep:
                                          self._generators, int(warmup_steps), int(max_graphs))
 
     def __call__(self, *batch):
+        # A replay copies the batch into buffers of its own: it can neither give an input a gradient nor
+        # write into the caller's tensor, so a step that needs either is refused on its first calls
+        # instead of changing behaviour once captured.
+        for i, t in enumerate(batch):
+            if isinstance(t, Tensor) and t.requires_grad:
+                raise _ember.CaptureError(f"compile_step: input {i} requires grad, which a replay cannot give it; "
+                                          "pass it detached (the step's parameters get their gradients)")
+        versions = [t._version if isinstance(t, Tensor) else None for t in batch]
         out = self._cpp(list(batch))
+        for i, (t, version) in enumerate(zip(batch, versions)):
+            if version is not None and t._version != version:
+                raise _ember.CaptureError(f"compile_step: the step wrote into input {i} in place, which a replay "
+                                          "would not do to the caller's tensor; write into a tensor of the step's own")
         return out[0] if self._returns.get("one") else tuple(out)
 
     @property

@@ -92,6 +92,9 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     if store is not None:
         raise NotImplementedError("init_process_group: store= is not supported; use init_method")
     # -1 (PyTorch's default) or None: from the environment; any other value must be a rank or a count.
+    for name, value in (("world_size", world_size), ("rank", rank)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(f"init_process_group: {name} must be an int, got {value!r}")
     if world_size is not None and world_size != -1 and world_size < 1:
         raise ValueError(f"init_process_group: world_size must be at least 1 (or -1: from the environment), got {world_size}")
     if rank is not None and rank != -1 and rank < 0:
@@ -135,7 +138,10 @@ def get_world_size(group=None):
 
 def get_local_rank():
     """This process's rank on its node (torchrun's LOCAL_RANK; 0 when unset)."""
-    return int(os.environ.get("LOCAL_RANK", "0"))
+    text = os.environ.get("LOCAL_RANK", "0")
+    if not text.isdigit():
+        raise ValueError(f"get_local_rank: LOCAL_RANK={text!r} is not a decimal integer")
+    return int(text)
 
 
 def get_backend(group=None):

@@ -153,3 +153,29 @@ def test_window_arguments_that_would_overflow_are_refused():
         F.max_pool2d(x, 3, stride=1, padding=1, dilation=2**62)
     with pytest.raises(ember.ShapeError, match=r"the kernel size must be positive, got \(0, 0\)"):
         F.conv2d(x, ember.randn(4, 1, 0, 0))
+
+
+def test_arguments_of_the_wrong_kind_are_named():
+    with pytest.raises(TypeError, match=r"Dropout.p must be a number, got str"):
+        nn.Dropout().p = "x"
+    with pytest.raises(TypeError, match="normalized_shape must be an int or a sequence of ints"):
+        F.layer_norm(ember.ones(2, 3), "a")
+    with pytest.raises(TypeError, match="padding must be an int or an"):
+        nn.Conv2d(2, 4, 3, padding="bogus")
+    with pytest.raises(ValueError, match="must be 2-D"):
+        nn.Embedding.from_pretrained(ember.randn(10))
+    assert nn.Linear(2, 2).to(dtype="float64").weight.dtype is ember.float64
+    with pytest.raises(TypeError, match="dtype must be an ember.dtype"):
+        nn.Linear(2, 2).to(dtype=3)
+    with pytest.raises(TypeError, match="world_size must be an int"):
+        ember.distributed.init_process_group(world_size="2", rank=0)
+
+
+def test_compile_step_refuses_what_a_replay_cannot_do():
+    model = nn.Linear(4, 1)
+    step = ember.compile_step(lambda x: model(x).sum())
+    with pytest.raises(ember.CaptureError, match="input 0 requires grad"):
+        step(ember.randn(2, 4, requires_grad=True))
+    doubling = ember.compile_step(lambda x: x.mul_(2).sum())
+    with pytest.raises(ember.CaptureError, match="wrote into input 0 in place"):
+        doubling(ember.ones(2))

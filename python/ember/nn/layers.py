@@ -36,6 +36,8 @@ def _square(value, name, layer):
         if len(value) == 1:
             return int(value[0])
         raise NotImplementedError(f"{layer}: {name}={tuple(value)} is not square; ember's C++ layer takes one size for both dims")
+    if isinstance(value, bool) or not isinstance(value, int) and not hasattr(value, "__index__"):
+        raise TypeError(f"{layer}: {name} must be an int or an (n, n) pair, got {value!r}")
     return int(value)
 
 
@@ -148,6 +150,9 @@ class Embedding(_CppModule):
     @classmethod
     def from_pretrained(cls, embeddings, freeze=True, padding_idx=None):
         """An Embedding holding a copy of ``embeddings`` (rows, dim)."""
+        if embeddings.dim() != 2:
+            raise ValueError(f"Embedding.from_pretrained: embeddings must be 2-D (rows, dim), got shape "
+                             f"{tuple(embeddings.shape)}")
         rows, dim = embeddings.shape
         return cls(rows, dim, padding_idx=padding_idx, _weight=embeddings, _freeze=freeze)
 

@@ -149,6 +149,12 @@ def _parse_to(args, kwargs):
             raise TypeError(f"to() received an invalid argument {a!r}: expected a device, a dtype or a tensor")
     if isinstance(device, str):
         device = _ember.device(device)
+    if isinstance(dtype, str) and isinstance(getattr(_ember, dtype, None), _ember.dtype):
+        dtype = getattr(_ember, dtype)  # "float64", as the factories take it
+    if dtype is not None and not isinstance(dtype, _ember.dtype):
+        raise TypeError(f"to(): dtype must be an ember.dtype (ember.float64, ...), got {dtype!r}")
+    if device is not None and not isinstance(device, _ember.device):
+        raise TypeError(f"to(): device must be an ember.device or a string, got {device!r}")
     if dtype is not None and not dtype.is_floating_point:
         raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}")
     return device, dtype, non_blocking
