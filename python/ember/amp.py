@@ -34,8 +34,11 @@ class autocast:
             raise TypeError(f"autocast: device_type must be a str ('cpu' or 'cuda'), got {type(device_type).__name__}")
         self.device_type = device_type
         self.fast_dtype = dtype
-        self._enabled = bool(enabled)
-        self._cache_enabled = bool(cache_enabled)
+        for name, value in (("enabled", enabled), ("cache_enabled", cache_enabled)):
+            if not isinstance(value, bool):  # bool("no") would be True
+                raise TypeError(f"autocast: {name} must be a bool, got {value!r}")
+        self._enabled = enabled
+        self._cache_enabled = cache_enabled
         self._regions = []
 
     def __enter__(self):
@@ -75,8 +78,10 @@ class GradScaler:
         if str(device).split(":")[0] not in ("cpu", "cuda"):
             raise ValueError(f"GradScaler: device must be 'cpu' or 'cuda', got {device!r}")
         self._device = device
+        if isinstance(growth_interval, bool) or not isinstance(growth_interval, int):  # int(2.5) would be 2
+            raise TypeError(f"GradScaler: growth_interval must be an int, got {growth_interval!r}")
         self._cpp = _ember._GradScaler(float(init_scale), float(growth_factor), float(backoff_factor),
-                                       int(growth_interval), bool(enabled))
+                                       growth_interval, bool(enabled))
         self._python_stepped = []  # the optimizers written in Python stepped since the last update()
 
     def scale(self, outputs):

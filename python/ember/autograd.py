@@ -234,9 +234,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     ``allow_unused``, which gives ``None`` for it."""
     if retain_graph is None:
         retain_graph = create_graph
+    inputs = _as_tuple(inputs)
+    if not inputs:  # as PyTorch: an empty tuple of gradients would hide a forgotten argument
+        raise ValueError("grad: the inputs argument cannot be empty")
     return _ember._grad(
         _as_tuple(outputs),
-        _as_tuple(inputs),
+        inputs,
         _as_tuple(grad_outputs),
         bool(retain_graph),
         bool(create_graph),

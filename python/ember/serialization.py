@@ -12,6 +12,8 @@ import pickle
 import stat
 import tempfile
 
+from collections.abc import Mapping
+
 from . import _ember
 from ._ember import Tensor
 
@@ -72,22 +74,37 @@ def save_checkpoint(filename, model=None, optimizer=None, scheduler=None, epoch=
     optimizer's C++ state under "optimizer.", a C++ scheduler's under "scheduler."), with the default
     generator's state: the file ``load_checkpoint`` and the C++ program read."""
 
-    def flat(obj):
+    def tensors(what, state):
+        # The C++ format holds tensors only: a state of other values (a scheduler written in Python) is
+        # named, to be saved with ember.save beside the checkpoint.
+        for k, v in state.items():
+            if not isinstance(v, Tensor):
+                raise TypeError(f"save_checkpoint: the {what} state's {k!r} is a {type(v).__name__}, not a tensor; "
+                                "this format holds ember's C++ states (save others with ember.save)")
+        return {k: v.detach() for k, v in state.items()}
+
+    def flat(what, obj):
         if obj is None:
             return {}
-        if isinstance(obj, dict):
-            return {k: v.detach() for k, v in obj.items()}
+        if isinstance(obj, Mapping):
+            return tensors(what, obj)
         cpp = getattr(obj, "_cpp", None)
         if cpp is not None and hasattr(cpp, "state_dict"):
             return dict(cpp.state_dict())
-        return {k: v.detach() for k, v in obj.state_dict().items()}
+        if not hasattr(obj, "state_dict"):
+            raise TypeError(f"save_checkpoint: {what} must have a state_dict() or be a dict of tensors, got "
+                            f"{type(obj).__name__}")
+        return tensors(what, obj.state_dict())
 
     for name, value in (("epoch", epoch), ("iteration", iteration)):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
             # load_checkpoint refuses what is not a count: refuse it before writing such a file
             raise ValueError(f"save_checkpoint: {name} must be an int from 0 to 2**63 - 1, got {value!r}")
-    model_state = {} if model is None else {k: v.detach() for k, v in (model if isinstance(model, dict) else model.state_dict()).items()}
-    _ember._save_checkpoint(_path(filename, "save_checkpoint"), model_state, flat(optimizer), flat(scheduler),
+    if model is not None and not isinstance(model, Mapping) and not hasattr(model, "state_dict"):
+        raise TypeError(f"save_checkpoint: model must be a Module or a state dict, got {type(model).__name__}")
+    model_state = {} if model is None else tensors("model", model if isinstance(model, Mapping) else model.state_dict())
+    _ember._save_checkpoint(_path(filename, "save_checkpoint"), model_state, flat("optimizer", optimizer),
+                            flat("scheduler", scheduler),
                             int(epoch), int(iteration), {str(k): str(v) for k, v in (info or {}).items()})
 
 
@@ -166,16 +183,28 @@ def save(obj, f, pickle_protocol=pickle.DEFAULT_PROTOCOL):
         raise
 
 
+def _device_name(value, what):
+    """value as a device string, or an ember.ValueError naming map_location (not the file) as the problem."""
+    if isinstance(value, _ember.device):
+        return str(value)
+    if isinstance(value, str):
+        try:
+            return str(_ember.device(value))
+        except _ember.Error as e:
+            raise _ember.ValueError(f"load: map_location gave {value!r} {what}, which is not a device ({e})") from None
+    raise _ember.ValueError(f"load: map_location gave {value!r} {what}, not a device or a device string")
+
+
 def _device_map(map_location):
     """A function from a saved device string to the one to load onto."""
     if map_location is None:
         return lambda device: device
     if callable(map_location):
-        return lambda device: str(map_location(device))
+        return lambda device: _device_name(map_location(device), f"for {device!r}")
     if isinstance(map_location, dict):
-        table = {str(k): str(v) for k, v in map_location.items()}
+        table = {str(k): _device_name(v, f"for {k!r}") for k, v in map_location.items()}
         return lambda device: table.get(device, device)
-    target = str(_ember.device(map_location) if isinstance(map_location, str) else map_location)
+    target = _device_name(map_location, "")
     return lambda device: target
 
 
@@ -212,6 +241,8 @@ def load(f, map_location=None, weights_only=True):
     ember's (a PyTorch zip, a truncated or corrupt one) raises ``ember.FormatError`` naming it."""
     if hasattr(f, "read"):
         where = f"file object {getattr(f, 'name', type(f).__name__)!r}"
+        if isinstance(f, io.TextIOBase):  # its read() would fail decoding the bytes first
+            raise TypeError(f"load: {where} must be opened in binary mode")
         data = f.read()
     else:
         path = _path(f, "load")

@@ -179,3 +179,35 @@ def test_compile_step_refuses_what_a_replay_cannot_do():
     doubling = ember.compile_step(lambda x: x.mul_(2).sum())
     with pytest.raises(ember.CaptureError, match="wrote into input 0 in place"):
         doubling(ember.ones(2))
+
+
+def test_serialization_names_the_argument_that_is_wrong(tmp_path):
+    path = str(tmp_path / "t.pt")
+    ember.save({"w": ember.ones(2)}, path)
+    with pytest.raises(ember.ValueError, match=r"map_location gave 5 for 'cpu', not a device"):
+        ember.load(path, map_location=lambda device: 5)
+    with pytest.raises(ember.ValueError, match="map_location gave 'nowhere'"):
+        ember.load(path, map_location={"cpu": "nowhere"})
+    with open(path, encoding="latin-1") as text:
+        with pytest.raises(TypeError, match="binary mode"):
+            ember.load(text)
+    model = nn.Linear(2, 2)
+    opt = ember.optim.SGD(model.parameters(), lr=0.1)
+    python_scheduler = ember.optim.lr_scheduler.ExponentialLR(opt, 0.9)
+    with pytest.raises(TypeError, match="the scheduler state's .* not a tensor"):
+        ember.save_checkpoint(str(tmp_path / "c.safetensors"), model, opt, python_scheduler)
+    with pytest.raises(TypeError, match="model must be a Module or a state dict, got int"):
+        ember.save_checkpoint(str(tmp_path / "c.safetensors"), 5)
+    assert not (tmp_path / "c.safetensors").exists()
+
+
+def test_flags_that_python_would_coerce_are_refused():
+    x = ember.randn(2, requires_grad=True)
+    with pytest.raises(ValueError, match="cannot be empty"):
+        ember.autograd.grad((x * 2).sum(), [])
+    with pytest.raises(ValueError, match="NaN"):
+        F.smooth_l1_loss(x, x, beta=float("nan"))
+    with pytest.raises(TypeError, match="enabled must be a bool"):
+        ember.amp.autocast("cpu", enabled="no")
+    with pytest.raises(TypeError, match="growth_interval must be an int"):
+        ember.amp.GradScaler("cpu", growth_interval=2.5)

@@ -516,8 +516,8 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """Huber-like: 0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere."""
     _legacy(size_average, reduce, "smooth_l1_loss")
-    if beta < 0:
-        raise ValueError(f"smooth_l1_loss: beta must not be negative, got {beta}")
+    if not beta >= 0:  # NaN too
+        raise ValueError(f"smooth_l1_loss: beta must not be negative or NaN, got {beta}")
     d = (input - target).abs()
     loss = _ember.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta) if beta > 0 else d
     return _reduce(loss, reduction, "smooth_l1_loss")
