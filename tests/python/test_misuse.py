@@ -211,3 +211,11 @@ def test_flags_that_python_would_coerce_are_refused():
         ember.amp.autocast("cpu", enabled="no")
     with pytest.raises(TypeError, match="growth_interval must be an int"):
         ember.amp.GradScaler("cpu", growth_interval=2.5)
+
+
+def test_an_optimizer_state_dict_with_a_key_that_is_no_index():
+    p = nn.Parameter(ember.ones(2))
+    opt = ember.optim.SGD([p], lr=0.1, momentum=0.9)
+    groups = opt.state_dict()["param_groups"]
+    with pytest.raises(ember.ValueError, match="state key 'a' is not a parameter index"):
+        opt.load_state_dict({"state": {"a": {"momentum_buffer": ember.ones(2)}}, "param_groups": groups})

@@ -280,7 +280,7 @@ class Optimizer:
         flat = {}
         for i, entries in state_dict["state"].items():
             for name, t in entries.items():
-                flat[f"state.{int(i)}.{name}"] = t if isinstance(t, Tensor) else _ember.tensor(t, dtype=_ember.float64)
+                flat[f"state.{_state_index(i)}.{name}"] = t if isinstance(t, Tensor) else _ember.tensor(t, dtype=_ember.float64)
         extras = []
         for g, group in enumerate(state_dict["param_groups"]):
             options, extra = _to_cpp_options(group, self._known)
@@ -317,7 +317,7 @@ class Optimizer:
         params = self._indexed_params()
         state = {}
         for i, entries in state_dict["state"].items():
-            i = int(i)
+            i = _state_index(i)
             if not 0 <= i < len(params):
                 raise _ember.ValueError(f"{type(self).__name__}.load_state_dict: state of parameter {i}, but the "
                                         f"optimizer has {len(params)}")
@@ -337,6 +337,13 @@ class Optimizer:
             for key in sorted(k for k in group if k != "params"):
                 lines.append(f"    {key}: {group[key]}")
         return "\n".join(lines) + "\n)"
+
+
+def _state_index(key):
+    """A state dict's parameter index (an int, or its decimal text after a round trip through JSON)."""
+    if isinstance(key, int) and not isinstance(key, bool) or isinstance(key, str) and key.isdigit():
+        return int(key)
+    raise _ember.ValueError(f"Optimizer.load_state_dict: state key {key!r} is not a parameter index")
 
 
 def _placed_like(value, param, name):
