@@ -178,6 +178,8 @@ StepOutcome TrainingPrecision::step(double clip_grad_norm) {
   if (masters_) {
     Tensor inv_scale;
     if (loss_scaler_) {
+      if (!loss_scaler_->scale_tensor().defined())  // made by the first scale(): the amp modes say the same
+        throw StateError("TrainingPrecision.step: no loss was scaled yet (call backward(loss) first)");
       NoGradGuard no_grad;
       inv_scale = reciprocal(loss_scaler_->scale_tensor().to(DType::f64)).to(DType::f32);
     }

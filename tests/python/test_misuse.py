@@ -219,3 +219,10 @@ def test_an_optimizer_state_dict_with_a_key_that_is_no_index():
     groups = opt.state_dict()["param_groups"]
     with pytest.raises(ember.ValueError, match="state key 'a' is not a parameter index"):
         opt.load_state_dict({"state": {"a": {"momentum_buffer": ember.ones(2)}}, "param_groups": groups})
+
+
+def test_a_master_weight_step_before_any_backward_says_so():
+    model = nn.Linear(2, 2)
+    precision = ember.amp.TrainingPrecision(model, "naive_fp16", ember.optim.SGD, lr=0.1)
+    with pytest.raises(ember.StateError, match="no loss was scaled yet"):
+        precision.step()  # was an UndefinedTensorError from inside the loss scaler
