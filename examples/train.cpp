@@ -10,7 +10,6 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <limits>
 #include <cmath>
@@ -29,8 +28,8 @@
 #include "data/image_folder.h"
 #include "data/webdataset.h"
 #include "dist/init.h"
-#include "flags.h"
 #include "dist/zero_partition.h"
+#include "flags.h"
 #include "nn/checkpoint.h"
 #include "data/transforms.h"
 #include "optim/adam.h"
@@ -129,11 +128,11 @@ DatasetSpec dataset_spec(const std::string& name) {
   return {{3, 32, 10}, {0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}, ""};  // cifar10
 }
 
-double default_lr(const std::string& optimizer) { return optimizer == "sgd" ? 0.1 : 1e-3; }
-
+// --lr, or the optimizer's default when it is 0.
+double effective_lr(const Flags& f) { return f.lr > 0 ? f.lr : f.optimizer == "sgd" ? 0.1 : 1e-3; }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, std::vector<Tensor> params) {
-  const double lr = f.lr > 0 ? f.lr : default_lr(f.optimizer);
+  const double lr = effective_lr(f);
   if (f.optimizer == "sgd") {
     optim::SGDOptions o;
     o.lr = lr;
@@ -675,14 +674,14 @@ int main(int argc, char** argv) {
     ro.info = {{"model", f.model},         {"dataset", f.dataset},     {"optimizer", f.optimizer},
                {"scheduler", f.scheduler}, {"precision", f.precision},
                {"deterministic", f.deterministic ? "true" : "false"}, {"strategy", strategy_shown},
-               {"lr", decimal_text(f.lr > 0 ? f.lr : default_lr(f.optimizer))}, {"weight_decay", decimal_text(f.weight_decay)},
+               {"lr", decimal_text(effective_lr(f))}, {"weight_decay", decimal_text(f.weight_decay)},
                {"warmup_iters", std::to_string(f.warmup_iters)}};
     if (f.optimizer == "sgd") ro.info["momentum"] = decimal_text(f.momentum);
     train::Runner runner(strategy->wrap(model), precision, scheduler, train_loader, val, ro);  // checks the work dir first
     if (rank == 0)
       std::cout << "train: " << f.model << " (" << model->num_parameters() << " parameters) on " << f.dataset << " ("
               << train_set->size() << " train / " << val_set->size() << " val images), " << f.optimizer << " lr "
-              << (f.lr > 0 ? f.lr : default_lr(f.optimizer)) << ", " << f.epochs << " epochs of "
+              << effective_lr(f) << ", " << f.epochs << " epochs of "
               << train_loader->size() / f.accumulate << " iterations"
               << (f.accumulate > 1 ? " (steps of " + std::to_string(f.accumulate) + " batches)" : std::string())
               << " on " << device.str() << " in " << f.precision << ", "

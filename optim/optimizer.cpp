@@ -147,6 +147,18 @@ void Optimizer::step(const StepInputs& inputs) {
       if (!param.is_contiguous())
         throw ValueError(which + " of shape " + to_string(param.shape()) +
                          " is not contiguous; the step kernels update contiguous parameters");
+      // The kernels index state and parameter alike: a parameter changed since its state was made
+      // (p.data = a bigger tensor, .double()) would have them read and write past the state.
+      for (const auto& [key, state] : state_[i]) {
+        if (key == "step") continue;  // the 0-dim count
+        const auto described = [](const Tensor& t) {
+          return to_string(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str();
+        };
+        if (!(state.shape() == param.shape()) || state.dtype() != param.dtype() || state.device() != param.device())
+          throw ValueError(which + ": the state '" + key + "' of a parameter " + described(param) + " is " +
+                           described(state) + ": the parameter changed after its state was made (p.data = ..., "
+                           ".to(), .double()); make a new optimizer for it");
+      }
       check_step_input(name(), "found_inf", inputs.found_inf, param.device());
       check_step_input(name(), "grad_scale", inputs.grad_scale, param.device());
       batch.params.push_back(param);  // a handle: updates write into the parameter's storage
@@ -160,23 +172,12 @@ void Optimizer::step(const StepInputs& inputs) {
 
 std::vector<Tensor> Optimizer::step_operands(const Batch& batch, const std::vector<std::string>& keys) {
   std::vector<Tensor> operands = batch.params;
-  const auto described = [](const Tensor& t) {
-    return to_string(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str();
-  };
   for (const std::string& key : keys) {
     for (size_t i = 0; i < batch.params.size(); ++i) {
       ParamState& st = *batch.states[i];
-      const Tensor& p = batch.params[i];
       auto it = st.find(key);
-      if (it == st.end()) it = st.emplace(key, zeros_like(p)).first;
-      // The kernels index state and parameter alike: a parameter changed since its state was made
-      // (p.data = a bigger tensor, .double()) would have them read and write past the state.
-      const Tensor& state = it->second;
-      if (!(state.shape() == p.shape()) || state.dtype() != p.dtype() || state.device() != p.device())
-        throw ValueError("Optimizer.step: the state '" + key + "' of a parameter " + described(p) + " is " +
-                         described(state) + ": the parameter changed after its state was made (p.data = ..., .to(), "
-                         ".double()); make a new optimizer for it");
-      operands.push_back(state);
+      if (it == st.end()) it = st.emplace(key, zeros_like(batch.params[i])).first;
+      operands.push_back(it->second);
     }
   }
   for (size_t i = 0; i < batch.params.size(); ++i) {

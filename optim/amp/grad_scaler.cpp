@@ -21,11 +21,14 @@ const Tensor& entry(const StateDict& dict, const std::string& key) {
   return it->second;
 }
 
+// The scale is a float32 on the device, and its reciprocal must be one too: a normal float32.
+void check_scale(const std::string& what, double scale) {
+  if (!(scale >= std::numeric_limits<float>::min() && scale <= std::numeric_limits<float>::max()))
+    throw ValueError(what + " must be a normal float32 number (from 2^-126 to about 3.4e38), got " + decimal_text(scale));
+}
+
 void check(const GradScalerOptions& o) {
-  // The scale is a float32 on the device, and its reciprocal must be one too: a normal float32.
-  if (!(o.init_scale >= std::numeric_limits<float>::min() && o.init_scale <= std::numeric_limits<float>::max()))
-    throw ValueError("GradScaler: init_scale must be a normal float32 number (from 2^-126 to about 3.4e38), got " +
-                     decimal_text(o.init_scale));
+  check_scale("GradScaler: init_scale", o.init_scale);
   if (!(o.growth_factor > 1.0))
     throw ValueError("GradScaler: growth_factor should be > 1, got " + std::to_string(o.growth_factor));
   if (!(o.backoff_factor > 0.0 && o.backoff_factor < 1.0))
@@ -110,9 +113,7 @@ void GradScaler::update(std::optional<double> new_scale) {
   const nvtx::Range range("GradScaler.update");
   NoGradGuard no_grad;
   if (new_scale) {
-    if (!(*new_scale >= std::numeric_limits<float>::min() && *new_scale <= std::numeric_limits<float>::max()))
-      throw ValueError("GradScaler.update: new_scale must be a normal float32 number (from 2^-126 to about 3.4e38), got " +
-                       decimal_text(*new_scale));
+    check_scale("GradScaler.update: new_scale", *new_scale);
     fill_(scale_, *new_scale);
   } else {
     Tensor found;

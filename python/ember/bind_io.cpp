@@ -30,6 +30,12 @@ nb::dict checkpoint_dict(const train::Checkpoint& c) {
 }  // namespace
 
 void bind_io(nb::module_& m) {
+  m.def("_write_file_atomic",
+        [](const std::string& path, nb::bytes data) {
+          nb::gil_scoped_release release;  // bytes are immutable: the buffer stays as it is meanwhile
+          write_file_atomic(path, data.c_str(), data.size());
+        },
+        "path"_a, "data"_a, "Replaces the file at path with data atomically (tensor/atomic_file.h's rules).");
   m.def("_save_safetensors",
         [](const std::string& path, const StateDict& tensors, const std::map<std::string, std::string>& metadata) {
           nb::gil_scoped_release release;

@@ -47,7 +47,6 @@ std::string tensor_repr(const Tensor& t) {
   return s;
 }
 
-// to(dtype) returns the tensor itself when nothing changes, as torch; copy=True forces a new tensor.
 // PyTorch's memory formats (torch.contiguous_format, torch.channels_last, torch.preserve_format): the
 // layouts to(), contiguous() and is_contiguous() are asked for.
 enum class MemoryFormat { contiguous_format, channels_last, preserve_format };
@@ -78,6 +77,7 @@ Tensor in_format(const Tensor& t, MemoryFormat format, const char* op) {
   return t;
 }
 
+// to(dtype) returns the tensor itself when nothing changes, as torch; copy=True forces a new tensor.
 Tensor convert(const Tensor& t, std::optional<Device> device, std::optional<DType> dtype, bool non_blocking,
                bool copy, MemoryFormat format = MemoryFormat::preserve_format) {
   Tensor out = t;

@@ -10,7 +10,6 @@ import io
 import os
 import pickle
 import stat
-import tempfile
 
 from collections.abc import Mapping
 
@@ -130,18 +129,6 @@ _SAFE_GLOBALS = {
 }
 
 
-def _umask():
-    """The process's umask, read without changing it (os.umask would, for every thread)."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    return 0o022
-
-
 def save(obj, f, pickle_protocol=pickle.DEFAULT_PROTOCOL):
     """Writes ``obj`` (tensors, state dicts, nested dicts, lists and tuples of them, numbers, strings) to
     ``f``, a path or a binary file object, as ``torch.save`` does; ``ember.load`` reads it back. Tensors
@@ -152,35 +139,9 @@ def save(obj, f, pickle_protocol=pickle.DEFAULT_PROTOCOL):
     if hasattr(f, "write"):
         f.write(payload)
         return
-    # As ember's C++ writer (tensor/atomic_file.h): a symbolic link is written through, an existing file
-    # keeps its mode, and anything but a regular file (a device, a FIFO, a directory) is left alone.
-    path = os.path.realpath(_path(f, "save"))
-    try:
-        existing = os.stat(path)
-    except FileNotFoundError:
-        existing = None
-    except OSError as e:
-        raise _ember.IOError(f"save: cannot write '{path}': {e.strerror or e}") from None
-    if existing is not None and not stat.S_ISREG(existing.st_mode):
-        raise _ember.IOError(f"save: '{path}' is not a regular file (a directory, device or FIFO), which a file "
-                             "written whole would replace")
-    try:
-        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=os.path.basename(path) + ".", suffix=".tmp")
-    except OSError as e:
-        raise _ember.IOError(f"save: cannot write '{path}': {e.strerror or e}") from None
-    try:
-        os.fchmod(fd, stat.S_IMODE(existing.st_mode) if existing is not None else 0o644 & ~_umask())
-        with os.fdopen(fd, "wb") as out:
-            out.write(payload)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except OSError as e:
-        os.unlink(temporary)
-        raise _ember.IOError(f"save: cannot write '{path}': {e.strerror or e}") from None
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    # ember's C++ writer (tensor/atomic_file.h): it writes through a symbolic link, keeps an existing
+    # file's mode, and leaves anything but a regular file (a device, a FIFO, a directory) alone.
+    _ember._write_file_atomic(_path(f, "save"), payload)
 
 
 def _device_name(value, what):

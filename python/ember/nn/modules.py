@@ -747,32 +747,35 @@ class _NamedEntries:
         if entries is not None:
             self.update(entries)
 
+    def _entries(self):
+        return self.__dict__[self._store]
+
     def __getitem__(self, key):
-        return self.__dict__[self._store][key]
+        return self._entries()[key]
 
     def __delitem__(self, key):
-        del self.__dict__[self._store][key]
+        del self._entries()[key]
 
     def __len__(self):
-        return len(self.__dict__[self._store])
+        return len(self._entries())
 
     def __iter__(self):
-        return iter(self.__dict__[self._store])
+        return iter(self._entries())
 
     def __contains__(self, key):
-        return key in self.__dict__[self._store]
+        return key in self._entries()
 
     def keys(self):
         """The names."""
-        return self.__dict__[self._store].keys()
+        return self._entries().keys()
 
     def values(self):
         """The entries."""
-        return self.__dict__[self._store].values()
+        return self._entries().values()
 
     def items(self):
         """(name, entry) pairs."""
-        return self.__dict__[self._store].items()
+        return self._entries().items()
 
     def update(self, entries):
         """Adds (name, entry) pairs from a mapping or an iterable."""
