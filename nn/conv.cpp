@@ -141,25 +141,102 @@ std::vector<Tensor> Conv2dBackwardWeight::vjp(const std::vector<Tensor>& c, cons
 
 // ---- front end
 
+namespace {
+
+// Checks a conv's bias against its input's dtype and its out channels.
+void check_bias(const char* op, const Tensor& input, const Tensor& bias, int64_t out_channels, const Tensor& weight) {
+  if (!bias.defined()) return;
+  check_same_dtype(op, "bias", input, bias);
+  if (!(bias.shape() == Shape{out_channels}))
+    throw ShapeError(std::string(op) + ": bias " + to_string(bias.shape()) + " must have shape (" +
+                     std::to_string(out_channels) + ",) for weight " + to_string(weight.shape()));
+}
+
+// The primitive's output y, (N, C, H, W) or (N, H, W, C) when channels_last, plus the bias per channel,
+// seen NCHW-shaped.
+Tensor add_bias(Tensor y, const Tensor& bias, bool channels_last) {
+  if (bias.defined()) y = channels_last ? add(y, bias) : add(y, reshape(bias, {-1, 1, 1}));
+  return from_nhwc(y, channels_last);
+}
+
+void check_floating(const char* op, const Tensor& input) {
+  if (!input.is_floating_point())
+    throw DTypeError(std::string(op) + ": expected a floating input, got " + dtype_name(input.dtype()));
+}
+
+// conv_transpose2d's output extent along one dim: (in - 1) stride - 2 pad + dilation (k - 1) +
+// output_padding + 1 (PyTorch's ConvTranspose2d docs), or -1 when it is beyond 2^62.
+int64_t transposed_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation, int64_t output_padding) {
+  int64_t grown = 0, span = 0, size = 0;
+  if (__builtin_mul_overflow(in - 1, stride, &grown) || __builtin_mul_overflow(dilation, k - 1, &span) ||
+      __builtin_add_overflow(grown, span, &size) || __builtin_add_overflow(size, output_padding + 1 - 2 * pad, &size) ||
+      size > (int64_t{1} << 62))
+    return -1;
+  return size;
+}
+
+}  // namespace
+
 Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, Pair stride, Pair padding,
               Pair dilation, int64_t groups) {
   const auto [input, weight, bias] = amp::autocast_args("conv2d", input_in, weight_in, bias_in);
   const Conv2dParams p{stride, padding, dilation, groups};
-  const Shape out = conv_output_shape("conv2d", input.shape(), weight.shape(), p);
-  if (!input.is_floating_point())
-    throw DTypeError(std::string("conv2d: expected a floating input, got ") + dtype_name(input.dtype()));
+  conv_output_shape("conv2d", input.shape(), weight.shape(), p);
+  check_floating("conv2d", input);
   check_same_dtype("conv2d", "weight", input, weight);
-  if (bias.defined()) {
-    check_same_dtype("conv2d", "bias", input, bias);
-    if (!(bias.shape() == Shape{weight.shape()[0]}))
-      throw ShapeError("conv2d: bias " + to_string(bias.shape()) + " must have shape (" +
-                       std::to_string(weight.shape()[0]) + ",) for weight " + to_string(weight.shape()));
-  }
-  (void)out;
+  check_bias("conv2d", input, bias, weight.shape()[0], weight);
   const bool channels_last = is_channels_last(input);
-  Tensor y = run1(Conv2d{p, channels_last}, {input, weight});  // (N, O, OH, OW), or (N, OH, OW, O)
-  if (bias.defined()) y = channels_last ? add(y, bias) : add(y, reshape(bias, {-1, 1, 1}));
-  return from_nhwc(y, channels_last);
+  return add_bias(run1(Conv2d{p, channels_last}, {input, weight}), bias, channels_last);
+}
+
+Tensor conv_transpose2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, Pair stride,
+                        Pair padding, Pair output_padding, int64_t groups, Pair dilation) {
+  static constexpr const char* op = "conv_transpose2d";
+  const auto [input, weight, bias] = amp::autocast_args(op, input_in, weight_in, bias_in);
+  const Shape &x = input.shape(), &w = weight.shape();
+  if (x.size() != 4) throw ShapeError(std::string(op) + ": expected a 4-D input (N, C_in, H, W), got " + to_string(x));
+  if (w.size() != 4)
+    throw ShapeError(std::string(op) + ": expected a 4-D weight (C_in, C_out/groups, kH, kW), got " + to_string(w));
+  if (groups < 1) throw ValueError(std::string(op) + ": groups must be positive, got " + std::to_string(groups));
+  if (x[1] != w[0])
+    throw ShapeError(std::string(op) + ": input " + to_string(x) + " has " + std::to_string(x[1]) +
+                     " channels but weight " + to_string(w) + " takes " + std::to_string(w[0]));
+  if (w[0] % groups != 0)
+    throw ShapeError(std::string(op) + ": the input channels " + std::to_string(w[0]) + " of weight " + to_string(w) +
+                     " are not divisible by groups " + std::to_string(groups));
+  int64_t out_channels = 0;
+  if (__builtin_mul_overflow(w[1], groups, &out_channels))
+    throw ShapeError(std::string(op) + ": weight " + to_string(w) + " with groups " + std::to_string(groups) +
+                     " gives more output channels than an int64 holds");
+  if (w[2] < 1 || w[3] < 1)
+    throw ShapeError(std::string(op) + ": the kernel size must be positive, got weight " + to_string(w));
+  check_floating(op, input);
+  check_same_dtype(op, "weight", input, weight);
+  check_bias(op, input, bias, out_channels, weight);
+  Shape out{x[0], out_channels, 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    // Arguments out of range are named by conv_output_shape below.
+    const auto in_range = [](int64_t v, int64_t low) { return v >= low && v <= kMaxWindowArgument; };
+    if (!in_range(stride[i], 1) || !in_range(dilation[i], 1) || !in_range(padding[i], 0)) continue;
+    if (output_padding[i] < 0 || output_padding[i] >= std::max(stride[i], dilation[i]))
+      throw ValueError(std::string(op) + ": output_padding " + pair_str(output_padding) +
+                       " must be non-negative and smaller than either stride " + pair_str(stride) +
+                       " or dilation " + pair_str(dilation));
+    out[2 + i] = transposed_size(x[2 + i], w[2 + i], padding[i], stride[i], dilation[i], output_padding[i]);
+    if (out[2 + i] < 1)
+      throw ShapeError(std::string(op) + ": input " + to_string(x) + ", weight " + to_string(w) + ", stride " +
+                       pair_str(stride) + ", padding " + pair_str(padding) + " and dilation " + pair_str(dilation) +
+                       " give no output (or one too large to count)");
+  }
+  const Conv2dParams p{stride, padding, dilation, groups};
+  // The conv whose input gradient this is; it checks the remaining arguments and the channel counts.
+  const Shape conv_out = conv_output_shape(op, out, w, p);
+  // With output_padding >= stride (dilation > stride) that conv's output is larger than the input:
+  // its extra positions contribute nothing, so the input is padded with zeros there.
+  Tensor g = input;
+  if (conv_out[2] != x[2] || conv_out[3] != x[3]) g = pad(input, {0, conv_out[3] - x[3], 0, conv_out[2] - x[2]});
+  const bool channels_last = is_channels_last(input);
+  return add_bias(run1(Conv2dBackwardInput{p, out, channels_last}, {g, weight}), bias, channels_last);
 }
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride, PaddingMode padding,

@@ -18,13 +18,14 @@ using enum Policy;
 // docs/reference.md#autocast (PyTorch aten/src/ATen/autocast_mode.cpp) with ember's op names. Every op
 // front end that computes is listed: views, creation, casts and in-place forms are not autocast.
 constexpr OpPolicy kTable[] = {
-    // lower precision: §1's matmul, mm, bmm, einsum, conv2d, linear (attention's projections use linear),
-    // scaled_dot_product_attention.
+    // lower precision: §1's matmul, mm, bmm, einsum, conv2d, conv_transpose2d, linear (attention's
+    // projections use linear), scaled_dot_product_attention.
     {"matmul", lower},
     {"mm", lower},
     {"bmm", lower},
     {"einsum", lower},
     {"conv2d", lower},
+    {"conv_transpose2d", lower},
     {"linear", lower},
     {"scaled_dot_product_attention", lower},
     // fp32: §1's exp, log, log1p, pow (tensor and scalar exponents), reciprocal, rsqrt, layer_norm,

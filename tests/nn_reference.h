@@ -1,7 +1,7 @@
-// Naive f64 references for the nn ops (conv2d, pooling, batch/layer norm, losses, embedding, attention):
-// plain loops over row-major host values, written straight from the PyTorch definitions and sharing
-// no code with the library. The op-case table (tests/op_cases.cpp) and the nn tests
-// (tests/test_nn_conv.cpp, tests/test_nn_functional.cpp) all check against these.
+// Naive f64 references for the nn ops (conv2d and its transpose, pooling, batch/layer norm, losses,
+// embedding, attention): plain loops over row-major host values, written straight from the PyTorch
+// definitions and sharing no code with the library. The op-case table (tests/op_cases.cpp) and the nn
+// tests (tests/test_nn_conv.cpp, tests/test_nn_functional.cpp) all check against these.
 //
 // Conventions: a Host is a shape plus row-major doubles (tests/helpers.h); NCHW tensors index as
 // ((n * C + c) * H + h) * W + w; integer targets / indices arrive as doubles holding integers.
@@ -46,6 +46,35 @@ inline Host conv2d(const Host& x, const Host& w, const std::vector<double>* b, P
               }
           y.v[((n * O + o) * OH + i) * OW + j] = acc;
         }
+  return y;
+}
+
+// The transposed convolution, scattered from each input element (PyTorch's ConvTranspose2d definition):
+// out[n][g*Og+o][i*s-p+ki*d][j*s-p+kj*d] += x[n][c][i][j] * w[c][o][ki][kj] for c in group g, plus b;
+// taps outside the output (the cropped padding) are dropped. w is (C, O/groups, kh, kw).
+inline Host conv_transpose2d(const Host& x, const Host& w, const std::vector<double>* b, P2 s, P2 p, P2 op, P2 d,
+                             int64_t groups) {
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  const int64_t Og = w.shape[1], kh = w.shape[2], kw = w.shape[3], O = Og * groups, Cg = C / groups;
+  const int64_t OH = (H - 1) * s[0] - 2 * p[0] + d[0] * (kh - 1) + op[0] + 1;
+  const int64_t OW = (W - 1) * s[1] - 2 * p[1] + d[1] * (kw - 1) + op[1] + 1;
+  Host y{{N, O, OH, OW}, std::vector<double>(static_cast<size_t>(N * O * OH * OW))};
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t k = 0; k < OH * OW; ++k) y.v[(n * O + o) * OH * OW + k] = b ? (*b)[o] : 0.0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < H; ++i)
+        for (int64_t j = 0; j < W; ++j)
+          for (int64_t o = 0; o < Og; ++o)
+            for (int64_t ki = 0; ki < kh; ++ki)
+              for (int64_t kj = 0; kj < kw; ++kj) {
+                const int64_t h = i * s[0] - p[0] + ki * d[0], ww = j * s[1] - p[1] + kj * d[1];
+                if (h < 0 || h >= OH || ww < 0 || ww >= OW) continue;
+                const int64_t out_channel = c / Cg * Og + o;
+                y.v[((n * O + out_channel) * OH + h) * OW + ww] +=
+                    x.v[((n * C + c) * H + i) * W + j] * w.v[((c * Og + o) * kh + ki) * kw + kj];
+              }
   return y;
 }
 

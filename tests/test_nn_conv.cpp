@@ -1,12 +1,14 @@
-// conv2d and pooling: forward against the naive f64 loops of tests/nn_reference.h over many configurations (strides, padding,
-// dilation, groups, channels-last, dtypes), gradcheck of every backward, argument errors; on CUDA, forward and
-// gradients against the CPU kernels, and cuDNN's benchmark mode and algorithm cache.
+// conv2d, conv_transpose2d and pooling: forward against the naive f64 loops of tests/nn_reference.h over
+// many configurations (strides, padding, dilation, groups, channels-last, dtypes), gradcheck of every
+// backward, argument errors; on CUDA, forward and gradients against the CPU kernels, and cuDNN's
+// benchmark mode and algorithm cache.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "autograd/gradcheck.h"
 #include "nn/conv.h"
+#include "nn/layers/conv.h"
 #include "nn/primitives/conv.h"
 #include "tensor/cuda_settings.h"
 #include "nn/pooling.h"
@@ -43,6 +45,27 @@ const std::vector<ConvCase> kConvCases = {
     {{2, 3, 11, 4}, {2, 3, 5, 1}, {3, 1}, {2, 0}, {1, 1}, 1, false},   // non-square kernel
     {{3, 16, 12, 12}, {32, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},  // large enough for BLAS threading
 };
+
+// conv_transpose2d cases: w is (C_in, C_out/groups, kh, kw).
+struct TransposedCase {
+  Shape x, w;
+  P2 stride, padding, output_padding, dilation;
+  int64_t groups;
+  bool bias;
+};
+
+const std::vector<TransposedCase> kTransposedCases = {
+    {{2, 3, 4, 5}, {3, 2, 3, 3}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, true},
+    {{1, 4, 5, 3}, {4, 3, 3, 2}, {2, 3}, {1, 0}, {1, 2}, {1, 1}, 2, true},   // groups, output_padding
+    {{2, 2, 3, 4}, {2, 2, 3, 3}, {1, 1}, {1, 1}, {1, 1}, {2, 2}, 1, false},  // output_padding >= stride (dilation 2)
+    {{1, 6, 3, 3}, {6, 1, 4, 4}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, 6, true},   // depthwise, the usual 2x upsampler
+    {{3, 8, 2, 2}, {8, 16, 2, 2}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, 1, true},  // large enough for BLAS threading
+};
+
+std::string describe(const TransposedCase& c) {
+  return "x " + to_string(c.x) + " w " + to_string(c.w) + " stride " + std::to_string(c.stride[0]) + "," +
+         std::to_string(c.stride[1]) + " groups " + std::to_string(c.groups);
+}
 
 std::string describe(const ConvCase& c) {
   return "x " + to_string(c.x) + " w " + to_string(c.w) + " groups " + std::to_string(c.groups);
@@ -387,6 +410,105 @@ TEST_CASE("conv2d and pooling argument errors" * doctest::test_suite("cpu")) {
   CHECK_THROWS_AS(adaptive_avg_pool2d(x, {0, 2}), ValueError);
 }
 
+// ---- conv_transpose2d: conv2d's input gradient as an op of its own
+
+TEST_CASE("conv_transpose2d forward matches the naive loop" * doctest::test_suite("cpu")) {
+  for (const TransposedCase& c : kTransposedCases)
+    for (DType dt : {DType::f64, DType::f32, DType::bf16})
+      for (bool channels_last : {false, true}) {
+        INFO(describe(c), " ", name(dt), channels_last ? " channels-last" : "");
+        const int64_t out_channels = c.w[1] * c.groups;
+        Tensor x = make_tensor(random_values(numel(c.x), DType::f64, -1, 1, false, next_seed()), c.x, dt);
+        const Tensor w = make_tensor(random_values(numel(c.w), DType::f64, -1, 1, false, next_seed()), c.w, dt);
+        const Tensor b = make_tensor(random_values(out_channels, DType::f64, -1, 1, false, next_seed()), {out_channels}, dt);
+        const Host xr = to_host(x), wr = to_host(w);
+        const std::vector<double> br = values(b);
+        if (channels_last) x = to_channels_last(x);
+        const Tensor y = conv_transpose2d(x, w, c.bias ? b : Tensor(), c.stride, c.padding, c.output_padding, c.groups,
+                                          c.dilation);
+        Tol tol = tolerance(dt);
+        tol.atol *= static_cast<double>(c.x[1] * c.w[2] * c.w[3]);  // at most this many products per output
+        check_values(y, ref::conv_transpose2d(xr, wr, c.bias ? &br : nullptr, c.stride, c.padding, c.output_padding,
+                                              c.dilation, c.groups),
+                     tol, "conv_transpose2d");
+        if (channels_last && out_channels > 1) CHECK(is_channels_last(y));
+      }
+}
+
+TEST_CASE("conv_transpose2d gradcheck and double backward" * doctest::test_suite("cpu")) {
+  for (const TransposedCase& c : {kTransposedCases[1], kTransposedCases[2], kTransposedCases[3]}) {
+    INFO(describe(c));
+    const Tensor x = uniform_f64(c.x, -1, 1, next_seed()), w = uniform_f64(c.w, -1, 1, next_seed());
+    const Tensor b = uniform_f64({c.w[1] * c.groups}, -1, 1, next_seed());
+    auto fn = [&](const std::vector<Tensor>& in) {
+      return conv_transpose2d(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), c.stride, c.padding, c.output_padding,
+                              c.groups, c.dilation);
+    };
+    try {
+      CHECK(gradcheck(fn, {x, w, b}).entries > 0);
+      CHECK(gradgradcheck(fn, {x, w}).entries > 0);
+    } catch (const std::exception& e) {
+      FAIL_CHECK(std::string(e.what()));
+    }
+  }
+}
+
+TEST_CASE("conv_transpose2d undoes conv2d's shape" * doctest::test_suite("cpu")) {
+  // A stride-2 conv maps 7x8 and 8x7 inputs to the same 4x4; output_padding chooses which comes back.
+  const Tensor w = ones({3, 2, 3, 3});
+  for (const P2 size : {P2{7, 8}, P2{8, 7}}) {
+    const Tensor y = conv2d(zeros({1, 2, size[0], size[1]}), w, {}, {2, 2}, {1, 1});
+    CHECK(y.shape() == Shape{1, 3, 4, 4});
+    const P2 output_padding{size[0] - 7, size[1] - 7};
+    CHECK(conv_transpose2d(y, w, {}, {2, 2}, {1, 1}, output_padding).shape() == Shape{1, 2, size[0], size[1]});
+  }
+}
+
+TEST_CASE("conv_transpose2d argument errors name the values" * doctest::test_suite("cpu")) {
+  const Tensor x = zeros({1, 2, 3, 3}), w = zeros({2, 4, 2, 2});
+  CHECK_THROWS_WITH_AS(conv_transpose2d(x, zeros({3, 4, 2, 2})),
+                       "conv_transpose2d: input (1, 2, 3, 3) has 2 channels but weight (3, 4, 2, 2) takes 3", ShapeError);
+  CHECK_THROWS_WITH_AS(conv_transpose2d(x, w, {}, {1, 1}, {0, 0}, {1, 0}),
+                       "conv_transpose2d: output_padding (1, 0) must be non-negative and smaller than either stride "
+                       "(1, 1) or dilation (1, 1)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(conv_transpose2d(x, w, {}, {1, 1}, {3, 3}),
+                       "conv_transpose2d: input (1, 2, 3, 3), weight (2, 4, 2, 2), stride (1, 1), padding (3, 3) and "
+                       "dilation (1, 1) give no output (or one too large to count)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(conv_transpose2d(x, w, {}, {1, 1}, {0, 0}, {0, 0}, 4),
+                       "conv_transpose2d: the input channels 2 of weight (2, 4, 2, 2) are not divisible by groups 4",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(conv_transpose2d(x, w, zeros({3})),
+                       "conv_transpose2d: bias (3,) must have shape (4,) for weight (2, 4, 2, 2)", ShapeError);
+  CHECK_THROWS_AS(conv_transpose2d(x, w, {}, {0, 1}), ValueError);
+  CHECK_THROWS_AS(conv_transpose2d(x, w, {}, {int64_t{1} << 40, 1}), ValueError);
+  CHECK_THROWS_AS(conv_transpose2d(zeros({2, 3, 3}), w), ShapeError);
+  CHECK_THROWS_AS(conv_transpose2d(x, w.to(DType::f64)), DTypeError);
+  CHECK_THROWS_AS(conv_transpose2d(x.to(DType::i64), w.to(DType::i64)), DTypeError);
+  // An output beyond int64 is refused before anything is computed.
+  CHECK_THROWS_AS(conv_transpose2d(zeros({0, 2, int64_t{1} << 40, 1}), w, {}, {(int64_t{1} << 31) - 1, 1}), ShapeError);
+}
+
+TEST_CASE("nn::ConvTranspose2d: PyTorch's weight layout, init and repr, the functional op's forward" *
+          doctest::test_suite("cpu")) {
+  nn::ConvTranspose2d layer(4, 6, 3, 2, 1, 1, 2);
+  CHECK(layer.weight.shape() == Shape{4, 3, 3, 3});
+  CHECK(layer.bias.shape() == Shape{6});
+  // kaiming_uniform_(a = sqrt(5)) and the bias bound are both 1 / sqrt(fan_in), fan_in = 3 * 3 * 3.
+  const double bound = 1.0 / std::sqrt(27.0);
+  CHECK(max(abs(layer.weight)).item<double>() <= bound);
+  CHECK(max(abs(layer.weight)).item<double>() > 0.8 * bound);  // 108 draws reach near the bound
+  CHECK(max(abs(layer.bias)).item<double>() <= bound);
+  CHECK(layer.extra_repr() == "4, 6, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), output_padding=(1, 1), groups=2");
+  const Tensor x = uniform_f64({2, 4, 5, 5}, -1, 1, next_seed(), false).to(DType::f32);
+  const Tensor y = layer(x);
+  CHECK(y.shape() == Shape{2, 6, 10, 10});
+  CHECK(allclose(y, conv_transpose2d(x, layer.weight, layer.bias, {2, 2}, {1, 1}, {1, 1}, 2), 0, 0));
+  CHECK_THROWS_AS(nn::ConvTranspose2d(4, 6, 3, 1, 0, 1), ValueError);  // output_padding not below stride
+  CHECK_THROWS_AS(nn::ConvTranspose2d(4, 6, 3, 1, 0, 0, 4), ValueError);  // groups does not divide 6
+}
+
 // ---- cuDNN's switches (every build) and the CUDA kernels against the CPU ones
 
 namespace {
@@ -460,6 +582,31 @@ EMBER_CUDA_TEST_CASE("cuda conv2d: forward and gradients match the CPU kernels")
           CHECK(is_channels_last(got[0]));
           CHECK(is_channels_last(got[1]));
         }
+      }
+}
+
+EMBER_CUDA_TEST_CASE("cuda conv_transpose2d: forward and gradients match the CPU kernels") {
+  for (const TransposedCase& c : kTransposedCases)
+    for (DType dt : kFloats)
+      for (bool channels_last : {false, true}) {
+        INFO(describe(c), " ", name(dt), channels_last ? " channels-last" : "");
+        const Tensor x0 = make_tensor(random_values(numel(c.x), DType::f64, -1, 1, false, next_seed()), c.x, dt);
+        const Tensor w0 = make_tensor(random_values(numel(c.w), DType::f64, -1, 1, false, next_seed()), c.w, dt);
+        const auto run = [&](Device device) {
+          const Tensor x = leaf_on(x0, device, channels_last), w = leaf_on(w0, device);
+          const Tensor y = conv_transpose2d(x, w, {}, c.stride, c.padding, c.output_padding, c.groups, c.dilation);
+          sum(mul(y, y)).backward();
+          return std::vector<Tensor>{y, x.grad(), w.grad()};
+        };
+        const std::vector<Tensor> want = run(kCPU), got = run(kCuda);
+        Tol tol = tolerance(dt);
+        tol.atol *= static_cast<double>(numel(c.x) * c.w[1] * c.w[2] * c.w[3]);  // w.grad sums over every pair
+        const char* what[] = {"y", "x.grad", "w.grad"};
+        for (size_t i = 0; i < want.size(); ++i) {
+          CHECK(got[i].device() == kCuda);
+          check_values(got[i], to_host(want[i]), tol, what[i]);
+        }
+        if (channels_last && c.w[1] * c.groups > 1) CHECK(is_channels_last(got[0]));
       }
 }
 

@@ -1,5 +1,5 @@
 /// @file
-/// Conv2d and the pooling layers over the functional ops of nn/conv.h and nn/pooling.h.
+/// Conv2d, ConvTranspose2d and the pooling layers over the functional ops of nn/conv.h and nn/pooling.h.
 #pragma once
 
 #include <array>
@@ -24,6 +24,31 @@ class Conv2d : public UnaryModule {
   int64_t in_channels, out_channels, kernel_size, stride, padding, groups, dilation;
   /// @}
   /// weight (out, in/groups, k, k), bias (out) or undefined @{
+  Tensor weight, bias;
+  /// @}
+ protected:
+  Tensor forward(const Tensor& x) override;
+};
+
+/// 2-D transposed convolution, weight (in, out/groups, k, k); PyTorch's init, whose fan_in is the
+/// weight's second dim times k k.
+class ConvTranspose2d : public UnaryModule {
+ public:
+  /// A transposed convolution with a square kernel, stride, padding, output_padding and dilation, in
+  /// PyTorch's argument order; ValueError for a size that is not positive (padding, output_padding:
+  /// negative), an output_padding not below the stride or the dilation, or channel counts that groups
+  /// does not divide.
+  ConvTranspose2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
+                  int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, bool bias = true,
+                  int64_t dilation = 1);
+  std::string name() const override { return "ConvTranspose2d"; }
+  std::string extra_repr() const override;
+  void reset_parameters();  ///< Draws weight and bias again with PyTorch's init.
+
+  /// the constructor's arguments @{
+  int64_t in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, dilation;
+  /// @}
+  /// weight (in, out/groups, k, k), bias (out) or undefined @{
   Tensor weight, bias;
   /// @}
  protected:

@@ -56,6 +56,17 @@ Tensor conv2d(Tensor input, Tensor weight, std::optional<Tensor> bias, nb::handl
   return ember::conv2d(input, weight, b, stride, padding, dilation, groups);
 }
 
+Tensor conv_transpose2d(Tensor input, Tensor weight, std::optional<Tensor> bias, nb::handle stride_h,
+                        nb::handle padding_h, nb::handle output_padding_h, int64_t groups, nb::handle dilation_h) {
+  const Pair stride = pair_of(stride_h, "conv_transpose2d", "stride");
+  const Pair padding = pair_of(padding_h, "conv_transpose2d", "padding");
+  const Pair output_padding = pair_of(output_padding_h, "conv_transpose2d", "output_padding");
+  const Pair dilation = pair_of(dilation_h, "conv_transpose2d", "dilation");
+  const Tensor b = or_undefined(bias);
+  nb::gil_scoped_release release;
+  return ember::conv_transpose2d(input, weight, b, stride, padding, output_padding, groups, dilation);
+}
+
 nb::object max_pool2d(Tensor input, nb::handle kernel_h, nb::handle stride_h, nb::handle padding_h,
                       nb::handle dilation_h, bool ceil_mode, bool return_indices) {
   const Pair kernel = pair_of(kernel_h, "max_pool2d", "kernel_size");
@@ -104,6 +115,8 @@ void bind_functional(nb::module_& m) {
   nb::module_ F = m.def_submodule("_F", "The C++ functional ops ember.nn.functional re-exports.");
   F.def("conv2d", &conv2d, "input"_a, "weight"_a, "bias"_a.none() = nb::none(), "stride"_a = 1, "padding"_a = 0,
         "dilation"_a = 1, "groups"_a = 1, doc::conv2d);
+  F.def("conv_transpose2d", &conv_transpose2d, "input"_a, "weight"_a, "bias"_a.none() = nb::none(), "stride"_a = 1,
+        "padding"_a = 0, "output_padding"_a = 0, "groups"_a = 1, "dilation"_a = 1, doc::conv_transpose2d);
   F.def("max_pool2d", &max_pool2d, "input"_a, "kernel_size"_a, "stride"_a.none() = nb::none(), "padding"_a = 0,
         "dilation"_a = 1, "ceil_mode"_a = false, "return_indices"_a = false,
         "Max over each window (stride defaults to the kernel); with return_indices, (values, indices) with "

@@ -44,6 +44,15 @@ nb::dict config(Module& m) {
     d["padding"] = pair(c->padding);
     d["dilation"] = pair(c->dilation);
     d["groups"] = c->groups;
+  } else if (auto* t = dynamic_cast<nn::ConvTranspose2d*>(&m)) {
+    d["in_channels"] = t->in_channels;
+    d["out_channels"] = t->out_channels;
+    d["kernel_size"] = pair(t->kernel_size);
+    d["stride"] = pair(t->stride);
+    d["padding"] = pair(t->padding);
+    d["output_padding"] = pair(t->output_padding);
+    d["dilation"] = pair(t->dilation);
+    d["groups"] = t->groups;
   } else if (auto* b = dynamic_cast<nn::BatchNorm2d*>(&m)) {
     d["num_features"] = b->num_features;
     d["eps"] = b->eps;
@@ -239,6 +248,12 @@ void bind_modules(nb::module_& m, nb::module_& nn_m) {
            },
            "in_channels"_a, "out_channels"_a, "kernel_size"_a, "stride"_a, "padding"_a, "bias"_a, "groups"_a,
            "dilation"_a, doc::nn_Conv2d);
+  nn_m.def("conv_transpose2d",
+           [](int64_t i, int64_t o, int64_t k, int64_t s, int64_t p, int64_t op, int64_t g, bool bias, int64_t d) -> P {
+             return std::make_shared<nn::ConvTranspose2d>(i, o, k, s, p, op, g, bias, d);
+           },
+           "in_channels"_a, "out_channels"_a, "kernel_size"_a, "stride"_a, "padding"_a, "output_padding"_a, "groups"_a,
+           "bias"_a, "dilation"_a, doc::nn_ConvTranspose2d);
   nn_m.def("batch_norm2d",
            [](int64_t c, double eps, double momentum, bool affine, bool track) -> P {
              return std::make_shared<nn::BatchNorm2d>(c, eps, momentum, affine, track);

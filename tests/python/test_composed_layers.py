@@ -338,6 +338,18 @@ def test_against_pytorch(rng):
     ]
     for got, expected in cases:
         assert_close(got, expected.numpy(), rtol=1e-10, atol=1e-10)
+    # A transposed conv layer loaded from PyTorch's: output and every gradient.
+    torch.manual_seed(0)
+    reference = torch.nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1, dilation=1).double()
+    layer = nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1).double()
+    layer.load_state_dict({k: t64(v.detach().numpy()) for k, v in reference.state_dict().items()})
+    x, tx = t64(a, True), torch.tensor(a, requires_grad=True)
+    y, ty = layer(x), reference(tx)
+    assert_close(y, ty.detach().numpy(), rtol=1e-10, atol=1e-10)
+    (y * y).sum().backward()
+    (ty * ty).sum().backward()
+    for got, expected in ((x.grad, tx.grad), (layer.weight.grad, reference.weight.grad), (layer.bias.grad, reference.bias.grad)):
+        assert_close(got, expected.numpy(), rtol=1e-10, atol=1e-10)
 
 
 # ---- 1-D convolution and pooling, attention dropout, the transformer encoder
@@ -367,6 +379,71 @@ def test_conv1d_and_1d_pooling_against_numpy(rng):
         F.conv1d(t64(np.ones((1, 1, 1, 4))), t64(w))
     with pytest.raises(ValueError, match="1-tuple"):
         F.max_pool1d(t64(x), (2, 2))
+
+
+def transposed_conv_reference(x, w, b, stride, padding, output_padding, groups, dilation):
+    """PyTorch's ConvTranspose2d definition, scattered per input element: each x[n, c, i, j] adds
+    x * w[c, o] at (i * stride - padding + ki * dilation, j * ... ) of output channel group(c) * O/g + o."""
+    n, c_in, h, wd = x.shape
+    og, kh, kw = w.shape[1:]
+    out_h = (h - 1) * stride[0] - 2 * padding[0] + dilation[0] * (kh - 1) + output_padding[0] + 1
+    out_w = (wd - 1) * stride[1] - 2 * padding[1] + dilation[1] * (kw - 1) + output_padding[1] + 1
+    out = np.zeros((n, og * groups, out_h, out_w)) + (0 if b is None else b[None, :, None, None])
+    for c in range(c_in):
+        group = c // (c_in // groups)
+        for i in range(h):
+            for j in range(wd):
+                for ki in range(kh):
+                    for kj in range(kw):
+                        oh, ow = i * stride[0] - padding[0] + ki * dilation[0], j * stride[1] - padding[1] + kj * dilation[1]
+                        if 0 <= oh < out_h and 0 <= ow < out_w:
+                            out[:, group * og:(group + 1) * og, oh, ow] += x[:, c, i, j, None] * w[c, :, ki, kj]
+    return out
+
+
+@pytest.mark.parametrize("stride,padding,output_padding,groups,dilation", [
+    ((1, 1), (0, 0), (0, 0), 1, (1, 1)),
+    ((2, 3), (1, 0), (1, 2), 2, (1, 1)),
+    ((1, 1), (1, 1), (1, 1), 1, (2, 2)),  # output_padding at or above the stride: allowed by the dilation
+])
+def test_conv_transpose2d_against_numpy(stride, padding, output_padding, groups, dilation, rng):
+    x, w, b = rng.normal(size=(2, 4, 3, 4)), rng.normal(size=(4, 3, 3, 2)), rng.normal(size=3 * groups)
+    expected = transposed_conv_reference(x, w, b, stride, padding, output_padding, groups, dilation)
+    got = F.conv_transpose2d(t64(x), t64(w), t64(b), stride, padding, output_padding, groups, dilation)
+    assert_close(got, expected, rtol=1e-12, atol=1e-12)
+    assert_close(F.conv_transpose2d(t64(x).contiguous(memory_format=ember.channels_last), t64(w), t64(b), stride,
+                                    padding, output_padding, groups, dilation), expected, rtol=1e-12, atol=1e-12)
+    assert ember.autograd.gradcheck(
+        lambda a, k: F.conv_transpose2d(a, k, None, stride, padding, output_padding, groups, dilation),
+        (t64(x[:1], True), t64(w, True)))
+
+
+def test_transposed_conv_layers(rng):
+    layer = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2).double()
+    assert layer.weight.shape == (4, 3, 3, 3) and sorted(layer.state_dict()) == ["bias", "weight"]
+    assert (layer.kernel_size, layer.output_padding, layer.groups) == ((3, 3), (1, 1), 2)
+    assert repr(layer) == ("ConvTranspose2d(4, 6, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), "
+                           "output_padding=(1, 1), groups=2)")
+    x = rng.normal(size=(2, 4, 5, 5))
+    weight, bias = to_numpy(layer.weight), to_numpy(layer.bias)
+    assert_close(layer(t64(x)), transposed_conv_reference(x, weight, bias, (2, 2), (1, 1), (1, 1), 2, (1, 1)),
+                 rtol=1e-12, atol=1e-12)
+    # output_size picks output_padding: 9 and 10 both come from a 5-wide input at stride 2.
+    assert_close(layer(t64(x), output_size=(9, 10)),
+                 transposed_conv_reference(x, weight, bias, (2, 2), (1, 1), (0, 1), 2, (1, 1)), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match=r"output_size \(11, 10\) is not reachable .* must be in \[9, 10\]"):
+        layer(t64(x), output_size=(11, 10))
+    with pytest.raises(ValueError, match="output_padding must be non-negative and below the stride"):
+        nn.ConvTranspose2d(4, 6, 3, output_padding=1)
+    with pytest.raises(NotImplementedError, match="not square"):
+        nn.ConvTranspose2d(4, 6, (3, 2))
+    x1, w1 = rng.normal(size=(2, 4, 6)), rng.normal(size=(4, 2, 3))
+    assert_close(F.conv_transpose1d(t64(x1), t64(w1), None, 2, 1, 1, 2),
+                 transposed_conv_reference(x1[:, :, None], w1[:, :, None], None, (1, 2), (0, 1), (0, 1), 2, (1, 1))[:, :, 0],
+                 rtol=1e-12, atol=1e-12)
+    assert F.conv_transpose1d(t64(x1[0]), t64(w1), groups=2).shape == (4, 8)  # no batch dim
+    layer1 = nn.ConvTranspose1d(4, 6, 3, stride=2, groups=2)
+    assert layer1.weight.shape == (4, 3, 3) and layer1(ember.ones(1, 4, 5)).shape == (1, 6, 11)
 
 
 def test_attention_dropout_acts_in_training_only():
@@ -425,6 +502,8 @@ def test_against_pytorch_1d_and_transformer(rng):
         (F.avg_pool1d(t64(x), 4, 3, 2, count_include_pad=False),
          tf.avg_pool1d(torch.tensor(x), 4, 3, 2, count_include_pad=False)),
         (F.adaptive_avg_pool1d(t64(x), 4), tf.adaptive_avg_pool1d(torch.tensor(x), 4)),
+        (F.conv_transpose1d(t64(x), t64(w.transpose(1, 0, 2)), None, 3, 1, 2, 1, 2),
+         tf.conv_transpose1d(torch.tensor(x), torch.tensor(w.transpose(1, 0, 2)), None, 3, 1, 2, 1, 2)),
     ]
     for got, expected in cases:
         assert_close(got, expected.numpy(), rtol=1e-10, atol=1e-10)

@@ -17,6 +17,7 @@ __all__ = [
     "BatchNorm1d",
     "CELU",
     "Conv1d",
+    "ConvTranspose1d",
     "CosineSimilarity",
     "CrossEntropyLoss",
     "Dropout2d",
@@ -574,6 +575,40 @@ class Conv1d(Module):
         """Channels, kernel, stride, padding."""
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
                 f"padding={self.padding}")
+
+
+class ConvTranspose1d(Module):
+    """1-D transposed convolution over (N, C, L): weight (in_channels, out_channels / groups, kernel_size),
+    bias (out_channels); PyTorch's initialisation, whose fan_in is out_channels / groups * kernel_size."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"ConvTranspose1d: padding_mode='{padding_mode}' is not supported (only 'zeros')")
+        k = F._single(kernel_size, "kernel_size", "ConvTranspose1d")
+        if in_channels <= 0 or out_channels <= 0 or k <= 0 or groups <= 0 or in_channels % groups or out_channels % groups:
+            raise ValueError(f"ConvTranspose1d: bad arguments in={in_channels} out={out_channels} kernel={k} "
+                             f"groups={groups}")
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (k,)
+        self.stride, self.padding, self.output_padding = stride, padding, output_padding
+        self.dilation, self.groups = dilation, groups
+        self.weight = Parameter(_ember.empty((in_channels, out_channels // groups, k), dtype=dtype, device=device))
+        self.bias = Parameter(_ember.empty((out_channels,), dtype=dtype, device=device)) if bias else None
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            bound = 1 / math.sqrt(out_channels // groups * k)
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input):
+        """conv_transpose1d(input, weight, bias)."""
+        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding, self.output_padding,
+                                  self.groups, self.dilation)
+
+    def extra_repr(self):
+        """Channels, kernel, stride, padding, output_padding."""
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"padding={self.padding}, output_padding={self.output_padding}")
 
 
 class MaxPool1d(_Functional):

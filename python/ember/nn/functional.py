@@ -20,6 +20,8 @@ __all__ = [
     "celu",
     "conv1d",
     "conv2d",
+    "conv_transpose1d",
+    "conv_transpose2d",
     "cosine_similarity",
     "cross_entropy",
     "dropout",
@@ -68,6 +70,7 @@ __all__ = [
 ]
 
 conv2d = _F.conv2d
+conv_transpose2d = _F.conv_transpose2d
 max_pool2d = _F.max_pool2d
 avg_pool2d = _F.avg_pool2d
 adaptive_avg_pool2d = _F.adaptive_avg_pool2d
@@ -111,6 +114,20 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     pad = padding if isinstance(padding, str) else (0, _single(padding, "padding", "conv1d"))
     out = conv2d(x, weight.unsqueeze(2), bias, (1, _single(stride, "stride", "conv1d")), pad,
                  (1, _single(dilation, "dilation", "conv1d")), groups)
+    return _unrows(out, batched)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """1-D transposed convolution of (N, C_in, L) by weight (C_in, C_out / groups, k): conv1d's gradient
+    with respect to its input, with L_out = (L - 1) stride - 2 padding + dilation (k - 1) + output_padding + 1."""
+    x, batched = _rows(input, "conv_transpose1d")
+    if weight.dim() != 3:
+        raise ValueError(f"conv_transpose1d: weight must be (in_channels, out_channels / groups, k), got shape "
+                         f"{tuple(weight.shape)}")
+    out = conv_transpose2d(x, weight.unsqueeze(2), bias, (1, _single(stride, "stride", "conv_transpose1d")),
+                           (0, _single(padding, "padding", "conv_transpose1d")),
+                           (0, _single(output_padding, "output_padding", "conv_transpose1d")), groups,
+                           (1, _single(dilation, "dilation", "conv_transpose1d")))
     return _unrows(out, batched)
 
 

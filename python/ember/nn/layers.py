@@ -1,5 +1,5 @@
 """The built-in layers, with PyTorch's constructor arguments. Those ember has in C++ (``Linear``,
-``Conv2d``, ``BatchNorm2d``, ``LayerNorm``, ``Dropout``, ``Embedding``, the pooling layers,
+``Conv2d``, ``ConvTranspose2d``, ``BatchNorm2d``, ``LayerNorm``, ``Dropout``, ``Embedding``, the pooling layers,
 ``MultiheadAttention``, the activations) wrap it, so their forward is one C++ call; settings the C++
 layer lacks fall back to the functional op (noted per class). The layers ember has no C++ module for
 are in composed_layers.py."""
@@ -14,6 +14,7 @@ __all__ = [
     "AvgPool2d",
     "BatchNorm2d",
     "Conv2d",
+    "ConvTranspose2d",
     "Dropout",
     "Embedding",
     "Flatten",
@@ -81,6 +82,49 @@ class Conv2d(_CppModule):
             p = _square(padding, "padding", "Conv2d")
         _CppModule.__init__(self, _nn.conv2d(in_channels, out_channels, k, s, p, bool(bias), groups, d))
         _factory(self, device, dtype)
+
+
+def _transposed_output_padding(layer, input, output_size, kernel, stride, padding, dilation):
+    """PyTorch's forward(input, output_size): the output_padding that makes each of the last two dims of
+    output_size, which must lie between the smallest output and that plus stride - 1."""
+    size = tuple(output_size)[-2:]
+    if len(size) != 2 or input.dim() != 4:
+        raise ValueError(f"{layer}: output_size must end in (H, W) for a 4-D input, got {tuple(output_size)} for "
+                         f"input shape {tuple(input.shape)}")
+    padding_out = []
+    for i in range(2):
+        smallest = (input.shape[2 + i] - 1) * stride - 2 * padding + dilation * (kernel - 1) + 1
+        if not smallest <= size[i] <= smallest + stride - 1:
+            raise ValueError(f"{layer}: output_size {size} is not reachable from input shape {tuple(input.shape)}: "
+                             f"dim {i} must be in [{smallest}, {smallest + stride - 1}]")
+        padding_out.append(size[i] - smallest)
+    return tuple(padding_out)
+
+
+@_register_cpp_class("ConvTranspose2d")
+class ConvTranspose2d(_CppModule):
+    """2-D transposed convolution over NCHW input, weight (in, out/groups, k, k): conv2d's gradient with
+    respect to its input. Square kernel, stride, padding, output_padding and dilation (ember's C++ layer);
+    forward's output_size picks the output_padding, as PyTorch's does."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"ConvTranspose2d: padding_mode='{padding_mode}' is not supported (only 'zeros')")
+        sizes = [_square(v, name, "ConvTranspose2d") for name, v in
+                 (("kernel_size", kernel_size), ("stride", stride), ("padding", padding),
+                  ("output_padding", output_padding), ("dilation", dilation))]
+        k, s, p, op, d = sizes
+        _CppModule.__init__(self, _nn.conv_transpose2d(in_channels, out_channels, k, s, p, op, groups, bool(bias), d))
+        _factory(self, device, dtype)
+
+    def forward(self, input, output_size=None):
+        """The C++ forward; with output_size, the transposed conv whose output has that size."""
+        if output_size is None:
+            return self._cpp(input)
+        k, s, p, d = self.kernel_size[0], self.stride[0], self.padding[0], self.dilation[0]
+        output_padding = _transposed_output_padding("ConvTranspose2d", input, output_size, k, s, p, d)
+        return F.conv_transpose2d(input, self.weight, self.bias, s, p, output_padding, self.groups, d)
 
 
 @_register_cpp_class("BatchNorm2d")
