@@ -66,6 +66,10 @@ void launch_reduce(ReduceKind kind, DType dtype, DType out, const void* x, void*
 // softmax / log_softmax along len, computed max-shifted in float (double for f64); y has x's layout.
 void launch_softmax(DType dtype, bool log, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
                     cudaStream_t stream);
+// The inclusive cumulative sum along len (reverse: from the end), in float for f32 and the 16-bit
+// types, double for f64, int64 (wrapping) for integers; y has x's layout.
+void launch_cumsum(DType dtype, bool reverse, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
+                   cudaStream_t stream);
 
 // ---- indexing (cuda/index.cu). One walk over `sizes`: `direct` is addressed with its strides,
 // `indexed` with its strides except along `dim`, where index[...] (read with index strides, zero

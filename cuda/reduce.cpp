@@ -1,9 +1,10 @@
-// eval_cuda of the reductions and of softmax: the input is seen as (outer, len, inner) by the
-// layout of tensor/reduction_layout.h, then cuda/reduce.cu folds len.
+// eval_cuda of the reductions, softmax and the cumulative sum: the input is seen as (outer, len, inner)
+// by the layout of tensor/reduction_layout.h, then cuda/reduce.cu folds (or scans) len.
 #include "tensor/reduction_layout.h"
 #include "cuda/host.h"
 #include "tensor/primitives/linalg.h"
 #include "tensor/primitives/reduce.h"
+#include "tensor/primitives/scan.h"
 
 namespace ember {
 
@@ -54,6 +55,13 @@ void Softmax::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out)
   const ReductionLayout l = dim_layout(in[0], dim_);  // out has the same (contiguous) layout
   cuda::launch_softmax(in[0].dtype(), log_, l.data.raw_data(), out[0].raw_data(), l.outer, l.len, l.inner,
                        cuda::current_stream());
+}
+
+void CumulativeSum::eval_cuda(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  cuda::DeviceGuard guard(out[0].device());
+  const ReductionLayout l = dim_layout(in[0], dim_);  // out has the same (contiguous) layout
+  cuda::launch_cumsum(in[0].dtype(), reverse_, l.data.raw_data(), out[0].raw_data(), l.outer, l.len, l.inner,
+                      cuda::current_stream());
 }
 
 }  // namespace ember

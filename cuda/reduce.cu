@@ -1,4 +1,4 @@
-// Kernels of the reductions and of softmax over the (outer, len, inner) layout. With inner == 1 a
+// Kernels of the reductions, softmax and the cumulative sum over the (outer, len, inner) layout. With inner == 1 a
 // row is reduced by one warp, or one block when rows are long; with inner > 1 a block's lanes take
 // neighbouring outputs, so neighbouring threads read neighbouring columns. When the outputs are too
 // few to fill the device, len is split (plan_reduce) and the splits' partials merged in order.
@@ -296,6 +296,65 @@ __global__ void __launch_bounds__(kThreads) softmax_columns_kernel(const T* x, T
   }
 }
 
+// ---- cumulative sum
+
+// The scan's accumulator: cumsum's accumulation rule, with integers summed unsigned so that they wrap.
+template <class T>
+using scan_acc_t = std::conditional_t<std::is_integral_v<T>, unsigned long long, acc_t<T>>;
+
+template <class A, class T>
+__device__ __forceinline__ A scan_load(T x) {
+  if constexpr (std::is_integral_v<T>) return static_cast<A>(static_cast<long long>(x));
+  else return static_cast<A>(static_cast<compute_t<T>>(x));
+}
+template <class T, class A>
+__device__ __forceinline__ T scan_store(A a) {
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<long long>(a));
+  else return convert<T>(a);
+}
+
+// One warp per row (inner == 1), 32 elements a step: a shuffle scan across the lanes plus the sum
+// carried from the step before, so reads and writes are coalesced.
+template <class T>
+__global__ void __launch_bounds__(kThreads) cumsum_rows_kernel(const T* x, T* y, int64_t rows, int64_t len,
+                                                               bool reverse) {
+  using A = scan_acc_t<T>;
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t{gridDim.x} * blockDim.x / 32;
+  for (int64_t row = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32; row < rows; row += warps) {
+    A carry = 0;
+    for (int64_t start = 0; start < len; start += 32) {
+      const int64_t step = start + lane, r = reverse ? len - 1 - step : step;
+      A v = step < len ? scan_load<A>(x[row * len + r]) : A(0);
+#pragma unroll
+      for (int offset = 1; offset < 32; offset *= 2) {
+        const A before = __shfl_up_sync(0xffffffffu, v, offset);
+        if (lane >= offset) v += before;
+      }
+      v += carry;
+      if (step < len) y[row * len + r] = scan_store<T>(v);
+      carry = __shfl_sync(0xffffffffu, v, 31);
+    }
+  }
+}
+
+// One thread per column (inner > 1): neighbouring threads walk neighbouring columns.
+template <class T>
+__global__ void __launch_bounds__(kThreads) cumsum_columns_kernel(const T* x, T* y, int64_t outer, int64_t len,
+                                                                  int64_t inner, bool reverse) {
+  using A = scan_acc_t<T>;
+  const int64_t columns = outer * inner, stride = int64_t{blockDim.x} * gridDim.x;
+  for (int64_t k = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < columns; k += stride) {
+    const int64_t base = (k / inner) * len * inner + k % inner;
+    A total = 0;
+    for (int64_t step = 0; step < len; ++step) {
+      const int64_t at = base + (reverse ? len - 1 - step : step) * inner;
+      total += scan_load<A>(x[at]);
+      y[at] = scan_store<T>(total);
+    }
+  }
+}
+
 }  // namespace
 
 ReducePlan plan_reduce(int64_t outer, int64_t len, int64_t inner) {
@@ -320,6 +379,25 @@ void launch_reduce(ReduceKind kind, DType dtype, DType out, const void* x, void*
       case ReduceKind::min: return run(Extreme<T, false>{});
       case ReduceKind::argmax: return run(ArgExtreme<T, true>{});
       case ReduceKind::argmin: return run(ArgExtreme<T, false>{});
+    }
+  });
+}
+
+void launch_cumsum(DType dtype, bool reverse, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
+                   cudaStream_t stream) {
+  if (outer * len * inner == 0) return;
+  visit(dtype, [&]<class T>() {
+    if constexpr (std::is_same_v<T, bool>) {
+      unsupported("cumsum", dtype);  // the front end sums bool as int64
+    } else {
+      const auto* in = static_cast<const T*>(x);
+      auto* out = static_cast<T*>(y);
+      if (inner == 1)
+        cumsum_rows_kernel<T><<<grid_blocks(outer * 32, kThreads), kThreads, 0, stream>>>(in, out, outer, len, reverse);
+      else
+        cumsum_columns_kernel<T><<<grid_blocks(outer * inner, kThreads), kThreads, 0, stream>>>(in, out, outer, len,
+                                                                                               inner, reverse);
+      EMBER_CUDA_LAUNCH_CHECK();
     }
   });
 }

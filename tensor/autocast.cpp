@@ -43,11 +43,13 @@ constexpr OpPolicy kTable[] = {
     {"cross_entropy", fp32},
     {"nll_loss", fp32},
     {"mse_loss", fp32},
-    // fp32 unless a dtype is given: §1's sum, prod, softmax, log_softmax.
+    // fp32 unless a dtype is given: §1's sum, prod, softmax, log_softmax, cumsum, cumprod.
     {"sum", fp32_unless_dtype},
     {"prod", fp32_unless_dtype},
     {"softmax", fp32_unless_dtype},
     {"log_softmax", fp32_unless_dtype},
+    {"cumsum", fp32_unless_dtype},
+    {"cumprod", fp32_unless_dtype},
     // promote: §1's cat, stack, scatter_add, and index_put for ember's indexed accumulate index_add.
     // where is in no list of §1 (PyTorch's where promotes by itself, as ember's does): listed here
     // so that its mixed inputs follow the same rule under autocast.

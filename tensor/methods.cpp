@@ -205,6 +205,8 @@ Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdim) const { return e
 Tensor Tensor::argmin(std::optional<int64_t> dim, bool keepdim) const { return ember::argmin(self("argmin()"), dim, keepdim); }
 Tensor Tensor::var(const Shape& dims, double correction, bool keepdim) const { return ember::var(self("var()"), dims, correction, keepdim); }
 Tensor Tensor::logsumexp(const Shape& dims, bool keepdim) const { return ember::logsumexp(self("logsumexp()"), dims, keepdim); }
+Tensor Tensor::cumsum(int64_t dim, std::optional<DType> dtype) const { return ember::cumsum(self("cumsum()"), dim, dtype); }
+Tensor Tensor::cumprod(int64_t dim, std::optional<DType> dtype) const { return ember::cumprod(self("cumprod()"), dim, dtype); }
 Tensor Tensor::norm(double p, const Shape& dims, bool keepdim) const { return ember::norm(self("norm()"), p, dims, keepdim); }
 Tensor Tensor::matmul(const Tensor& b) const { return ember::matmul(self("matmul()"), b); }
 Tensor Tensor::mm(const Tensor& b) const { return ember::mm(self("mm()"), b); }

@@ -276,6 +276,16 @@ Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim = false);
 /// The p-norm over dims; p = infinity gives max |x|.
 Tensor norm(const Tensor& x, double p = 2.0, const Shape& dims = {}, bool keepdim = false);
 
+// ---- cumulative ops (tensor/scan.cpp)
+/// The inclusive cumulative sum along dim: out[..., i, ...] = x[..., 0, ...] + ... + x[..., i, ...].
+/// The result is `dtype` when given (x converted first; bool is refused), else x's floating dtype, else
+/// i64 (integer and bool inputs, as PyTorch). 16-bit inputs accumulate in f32.
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
+/// The inclusive cumulative product along dim, with cumsum's dtype rule (16-bit inputs multiply in
+/// f32). log2(n) multiplications of the whole tensor (n its size along dim), whose gradient is exact
+/// where x has zeros.
+Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
+
 // ---- linear algebra and softmax (tensor/linalg.cpp, tensor/softmax.cpp)
 /// PyTorch's matmul: 1-D operands are promoted and squeezed back; batch dims broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b);

@@ -274,6 +274,8 @@ class Tensor {
   Tensor argmin(std::optional<int64_t> dim = {}, bool keepdim = false) const;  ///< ember::argmin(*this, dim, keepdim)
   Tensor var(const Shape& dims = {}, double correction = 1, bool keepdim = false) const;  ///< ember::var(*this, dims, correction, keepdim)
   Tensor logsumexp(const Shape& dims, bool keepdim = false) const;  ///< ember::logsumexp(*this, dims, keepdim)
+  Tensor cumsum(int64_t dim, std::optional<DType> dtype = {}) const;   ///< ember::cumsum(*this, dim, dtype)
+  Tensor cumprod(int64_t dim, std::optional<DType> dtype = {}) const;  ///< ember::cumprod(*this, dim, dtype)
   Tensor norm(double p = 2.0, const Shape& dims = {}, bool keepdim = false) const;  ///< ember::norm(*this, p, dims, keepdim)
   Tensor matmul(const Tensor& b) const;  ///< ember::matmul(*this, b)
   Tensor mm(const Tensor& b) const;  ///< ember::mm(*this, b)

@@ -1096,6 +1096,48 @@ std::vector<Case> softmax_cases() {
   return v;
 }
 
+std::vector<Case> scan_cases() {
+  std::vector<Case> v;
+  auto running = [](bool product) {
+    return [product](const std::vector<double>& r) {
+      std::vector<double> out;
+      double acc = product ? 1 : 0;
+      for (double a : r) out.push_back(acc = product ? acc * a : acc + a);
+      return out;
+    };
+  };
+  // Rows long enough for several 32-element steps of the CUDA row kernel, and columns (inner > 1).
+  const std::vector<std::vector<In>> shapes = {{c({2, 3, 4})}, {tr({2, 4, 5})}, {ex({2, 1, 4}, {2, 3, 4})},
+                                               {c({3, 70})}, {c({})}, {c({0, 3})}};
+  for (int64_t dim : {0, 1, -1}) {
+    const auto shapes_for = [&](double lo, double hi) {
+      std::vector<std::vector<In>> r = ranged(shapes, lo, hi);
+      if (dim > 0) r.erase(r.begin() + 4);  // a 0-dim input takes dim 0 or -1 only
+      return r;
+    };
+    v.push_back({"cumsum(dim " + std::to_string(dim) + ")", kAll, shapes_for(-3, 3),
+                 one([dim](const auto& x) { return cumsum(x[0], dim); }),
+                 one_ref([dim, running](const auto& x) {
+                   return x[0].shape.empty() ? x[0] : along(x[0], dim, running(false));
+                 }),
+                 i64_for_ints});
+    // Factors near 1 keep 70-long products in range; integers include zeros.
+    v.push_back({"cumprod(dim " + std::to_string(dim) + ")", kFloats, shapes_for(0.8, 1.2),
+                 one([dim](const auto& x) { return cumprod(x[0], dim); }),
+                 one_ref([dim, running](const auto& x) {
+                   return x[0].shape.empty() ? x[0] : along(x[0], dim, running(true));
+                 })});
+    v.push_back({"cumprod(dim " + std::to_string(dim) + ") of integers", {DType::i32, DType::i64, DType::boolean},
+                 ranged({{c({3, 4, 2})}, {tr({2, 3, 3})}}, -2, 2),
+                 one([dim](const auto& x) { return cumprod(x[0], dim); }),
+                 one_ref([dim, running](const auto& x) { return along(x[0], dim, running(true)); }), fixed(DType::i64)});
+  }
+  v.push_back({"cumsum(dtype f64)", kAll, ranged({{c({3, 5})}}, -3, 3),
+               one([](const auto& x) { return cumsum(x[0], 1, DType::f64); }),
+               one_ref([running](const auto& x) { return along(x[0], 1, running(false)); }), fixed(DType::f64)});
+  return v;
+}
+
 // ---- nn ops (references: tests/nn_reference.h). Parameters that are not tensors are fixed per row.
 
 std::vector<int64_t> as_ints(const Host& h) { return std::vector<int64_t>(h.v.begin(), h.v.end()); }
@@ -1511,6 +1553,7 @@ TEST_SUITE("cpu") {
   TEST_CASE("ops: reductions") { run_all(reduce_cases(), kCPU); }
   TEST_CASE("ops: matmul mm bmm linear") { run_all(linalg_cases(), kCPU); }
   TEST_CASE("ops: softmax log_softmax") { run_all(softmax_cases(), kCPU); }
+  TEST_CASE("ops: cumsum cumprod") { run_all(scan_cases(), kCPU); }
   TEST_CASE("nn ops: conv2d") { run_all(conv_cases(), kCPU); }
   TEST_CASE("nn ops: pooling") { run_all(pool_cases(), kCPU); }
   TEST_CASE("nn ops: batch_norm layer_norm") { run_all(norm_cases(), kCPU); }
@@ -1567,6 +1610,7 @@ EMBER_CUDA_TEST_CASE("cuda reductions: few outputs over long rows, split and mer
 }
 EMBER_CUDA_TEST_CASE("cuda ops: matmul mm bmm linear") { run_all(linalg_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda ops: softmax log_softmax") { run_all(softmax_cases(), kCuda); }
+EMBER_CUDA_TEST_CASE("cuda ops: cumsum cumprod") { run_all(scan_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda nn ops: conv2d") { run_all(conv_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda nn ops: pooling") { run_all(pool_cases(), kCuda); }
 EMBER_CUDA_TEST_CASE("cuda nn ops: batch_norm layer_norm") { run_all(norm_cases(), kCuda); }

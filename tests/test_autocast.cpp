@@ -69,6 +69,8 @@ std::map<std::string, Call> op_calls() {
   // elementwise, so that the result's dtype shows einsum's own cast rather than matmul's
   c["einsum"] = [](M& m, DType x, DType w) { return einsum("ij,ij->ij", {m({2, 3}, x), m({2, 3}, w)}); };
   c["conv2d"] = [](M& m, DType x, DType w) { return conv2d(m({1, 2, 5, 5}, x), m({3, 2, 3, 3}, w), m({3}, w)); };
+  c["cumsum"] = [](M& m, DType x, DType) { return cumsum(m({2, 3}, x), 1); };
+  c["cumprod"] = [](M& m, DType x, DType) { return cumprod(m({2, 3}, x), 1); };
   c["conv_transpose2d"] = [](M& m, DType x, DType w) {
     return conv_transpose2d(m({1, 2, 3, 3}, x), m({2, 3, 3, 3}, w), m({3}, w), {2, 2});
   };

@@ -293,6 +293,15 @@ void reduction_ops() {
   check("max()", [](const auto& x) { return max(x[0]); }, {distinct({3, 4})});
   check("min()", [](const auto& x) { return min(x[0]); }, {distinct({3, 4})});
   check("sum of a transposed input", [](const auto& x) { return sum(x[0].t(), {0}); }, {u({3, 4})});
+  for (int64_t dim : {0, 1, -1}) {
+    check("cumsum dim " + std::to_string(dim), [dim](const auto& x) { return cumsum(x[0], dim); }, {u({3, 5, 2})});
+    check("cumprod dim " + std::to_string(dim), [dim](const auto& x) { return cumprod(x[0], dim); }, {u({3, 5, 2})});
+  }
+  check("cumsum of a transposed input", [](const auto& x) { return cumsum(x[0].t(), 1); }, {u({4, 3})});
+  // Zeros, one and two in a row: the gradient there is a product of the other elements, which the
+  // shortcut reverse_cumsum(g * y) / x would make NaN.
+  check("cumprod through zeros", [](const auto& x) { return cumprod(x[0], 0); },
+        {make_tensor({1.5, 0, -0.7, 2, 0, 0, 1.2}, {7}, DType::f64).requires_grad_(true)});
 }
 
 void linalg_and_softmax_ops() {
@@ -351,6 +360,8 @@ void second_derivatives() {
   check2("var", [](const auto& x) { return var(x[0], {1}); }, {u({2, 3})});
   check2("norm", [](const auto& x) { return norm(x[0]); }, {away_from_zero({2, 3})});
   check2("prod", [](const auto& x) { return prod(x[0], {1}); }, {away_from_zero(s, 0.5, 1.5)});
+  check2("cumsum", [](const auto& x) { return cumsum(x[0], 1) * x[0]; }, {u(s)});
+  check2("cumprod", [](const auto& x) { return cumprod(x[0], 1); }, {u({2, 5})});
   check2("mean of squares", [](const auto& x) { return mean(x[0] * x[0]); }, {u(s)});
   check2("where", [](const auto& x) { return where(gt(x[1], 0), x[0] * x[0], x[1]); }, {u(s), away_from_zero(s)});
   check2("index_select", [](const auto& x) { return index_select(x[0], 0, index({1, 1, 0}, {3})) * x[0].sum(); },

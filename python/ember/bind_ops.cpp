@@ -506,6 +506,10 @@ void bind_ops(nb::module_& m) {
   def_both(m, "log_softmax",
            [](const Tensor& x, int64_t dim, std::optional<DType> dtype) { return log_softmax(x, dim, dtype); }, "dim"_a,
            "dtype"_a = nb::none(), doc::log_softmax);
+  def_both(m, "cumsum", [](const Tensor& x, int64_t dim, std::optional<DType> dtype) { return cumsum(x, dim, dtype); },
+           "dim"_a, nb::kw_only(), "dtype"_a = nb::none(), doc::cumsum);
+  def_both(m, "cumprod", [](const Tensor& x, int64_t dim, std::optional<DType> dtype) { return cumprod(x, dim, dtype); },
+           "dim"_a, nb::kw_only(), "dtype"_a = nb::none(), doc::cumprod);
 
   // ---- linear algebra; the GIL is released, as these run long
   // Operands by value: with the GIL released, another thread could rebind a Python tensor's handle.

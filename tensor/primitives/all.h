@@ -7,6 +7,7 @@
 #include "tensor/primitives/index.h"
 #include "tensor/primitives/linalg.h"
 #include "tensor/primitives/reduce.h"
+#include "tensor/primitives/scan.h"
 #include "tensor/primitives/sort.h"
 
 // Primitives with kernels (view primitives have none). Unary<Op>/Binary<Op> follow their op lists.
@@ -19,6 +20,7 @@
   X(Prod)                          \
   X(Extremum)                      \
   X(ArgExtremum)                   \
+  X(CumulativeSum)                 \
   X(SortRows)                      \
   X(Cat)                           \
   X(IndexSelect)                   \

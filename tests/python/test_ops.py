@@ -323,6 +323,57 @@ def test_softmax_and_log_softmax(rng):
     assert ember.softmax(t.half(), 0, dtype=ember.float32).dtype is ember.float32
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=repr)
+def test_cumsum_and_cumprod(rng, dtype):
+    t, x = _input(rng, (3, 40, 5), -2, 2, dtype)
+    # 16-bit inputs accumulate in float32 and round each output once: the result's tolerance,
+    # scaled by how far a running sum's magnitude exceeds its terms'.
+    tol = dict(rtol=RTOL[dtype] * 4, atol=ATOL[dtype] * 16)
+    for dim in (0, 1, 2, -1):
+        assert_close(t.cumsum(dim), np.cumsum(x, dim), **tol)
+    assert_close(ember.cumsum(t.transpose(0, 2), dim=1), np.cumsum(x.transpose(2, 1, 0), 1), **tol)
+    f, y = _input(rng, (4, 30), 0.8, 1.25, dtype)
+    assert_close(f.cumprod(1), np.cumprod(y, 1), **tol)
+    assert_close(ember.cumprod(f, dim=0), np.cumprod(y, 0), **tol)
+    assert t.cumsum(1).dtype is dtype and t.cumsum(0, dtype=ember.float64).dtype is ember.float64
+
+
+def test_cumsum_and_cumprod_of_integers_gradients_and_errors(rng):
+    x = rng.integers(-3, 4, (4, 6))
+    t = ember.tensor(x)
+    assert t.cumsum(1).tolist() == np.cumsum(x, 1).tolist() and t.cumsum(1).dtype is ember.int64
+    assert t.int().cumsum(0).dtype is ember.int64  # PyTorch's rule: integers sum as int64
+    assert (t > 0).cumsum(1).tolist() == np.cumsum(x > 0, 1).tolist()
+    assert t.cumprod(0).tolist() == np.cumprod(x, 0).tolist()
+    assert t.cumsum(1, dtype=ember.int32).dtype is ember.int32
+    assert ember.tensor(2.5).cumsum(0).item() == 2.5 and ember.tensor(2.5).cumsum(-1).shape == ()
+    assert ember.ones(0, 3).cumsum(0).shape == (0, 3)
+    a = ember.tensor(rng.normal(size=(3, 7)), dtype=ember.float64, requires_grad=True)
+    assert ember.autograd.gradcheck(lambda v: v.cumsum(1), (a,))
+    assert ember.autograd.gradcheck(lambda v: v.cumprod(0), (a,))
+    zeros = ember.tensor([1.5, 0.0, -0.7, 0.0, 0.0, 2.0], dtype=ember.float64, requires_grad=True)
+    zeros.cumprod(0).sum().backward()
+    # d/dx_j of sum_i prod_{k<=i} x_k, written out: only the terms that skip the zero survive.
+    v = [1.5, 0.0, -0.7, 0.0, 0.0, 2.0]
+    expected = [sum(math.prod(v[k] for k in range(i + 1) if k != j) for i in range(j, 6)) for j in range(6)]
+    assert_close(zeros.grad, np.array(expected), rtol=1e-15, atol=1e-15)
+    with pytest.raises(IndexError, match="cumsum"):
+        t.cumsum(2)
+    with pytest.raises(ember.DTypeError, match="dtype bool"):
+        t.cumsum(0, dtype=ember.bool)
+
+
+def test_cumsum_and_cumprod_against_pytorch(rng):
+    torch = pytest.importorskip("torch")
+    x = rng.normal(size=(3, 50, 4))
+    for dim in (0, 1, 2):
+        a, ta = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        (ember.cumsum(a, dim) * ember.cumprod(a, dim)).sum().backward()
+        (torch.cumsum(ta, dim) * torch.cumprod(ta, dim)).sum().backward()
+        assert_close(ember.cumprod(a, dim), torch.cumprod(ta, dim).detach().numpy(), rtol=1e-12, atol=1e-12)
+        assert_close(a.grad, ta.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
 # ---- matmul
 
 

@@ -1,0 +1,62 @@
+// CPU kernel of the cumulative sum over the (outer, len, inner) layout of dim_layout: threads take
+// blocks of adjacent columns (cpu::ColumnBlocks) and walk len once, keeping a running sum per
+// column. Sums accumulate in double for f32 and f64 (as PyTorch's CPU kernel), in float for the
+// 16-bit types, and in int64 for integers, wrapping on overflow.
+#include <type_traits>
+
+#include "cpu/parallel.h"
+#include "cpu/reduce.h"
+#include "tensor/convert.h"
+#include "tensor/primitives/scan.h"
+#include "tensor/reduction_layout.h"
+
+namespace ember {
+
+namespace {
+
+template <class T>
+using scan_acc_t = std::conditional_t<std::is_same_v<T, float> || std::is_same_v<T, double>, double,
+                                      std::conditional_t<std::is_integral_v<T>, uint64_t, compute_t<T>>>;
+
+// Scans `lanes` adjacent columns of len elements `stride` apart, from x into y (same layout).
+template <class T>
+void scan_block(const T* x, T* y, int64_t len, int64_t stride, int64_t lanes, bool reverse) {
+  using A = scan_acc_t<T>;
+  A total[cpu::kColumnBlock] = {};
+  for (int64_t step = 0; step < len; ++step) {
+    const int64_t r = reverse ? len - 1 - step : step;
+    for (int64_t k = 0; k < lanes; ++k) {
+      if constexpr (std::is_integral_v<T>) {
+        total[k] += static_cast<A>(static_cast<int64_t>(x[r * stride + k]));  // unsigned: wraps, never UB
+        y[r * stride + k] = static_cast<T>(static_cast<int64_t>(total[k]));
+      } else {
+        total[k] += static_cast<A>(static_cast<compute_t<T>>(x[r * stride + k]));
+        y[r * stride + k] = convert<T>(total[k]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void CumulativeSum::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const ReductionLayout l = dim_layout(in[0], dim_);
+  if (l.outer * l.len * l.inner == 0) return;
+  const cpu::ColumnBlocks blocks(l);
+  visit(in[0].dtype(), [&]<class T>() {
+    if constexpr (std::is_same_v<T, bool>) {
+      throw DTypeError("cumsum: bool values are summed as int64 (the front end converts them)");
+    } else {
+      const T* x = l.data.data<T>();
+      T* y = out[0].data<T>();  // contiguous, the element order of l.data
+      cpu::parallel_for(blocks.count, l.len * blocks.width, [&](int64_t begin, int64_t end) {
+        for (int64_t b = begin; b < end; ++b) {
+          const int64_t first = blocks.first_element(b);
+          scan_block(x + first, y + first, l.len, l.inner, blocks.lanes(b), reverse_);
+        }
+      });
+    }
+  });
+}
+
+}  // namespace ember
