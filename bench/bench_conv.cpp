@@ -65,7 +65,5 @@ int main(int argc, char** argv) {
 #if defined(EMBER_BENCH_CUDNN)
   bench::register_cuda_conv_cases({32, 256});
 #endif
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return bench::run_cases("bench_conv");
 }

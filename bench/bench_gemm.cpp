@@ -66,7 +66,5 @@ int main(int argc, char** argv) {
 #if defined(EMBER_BENCH_CUDA)
   bench::register_cuda_gemm_cases(bench::gemm_cases({256, 512, 1024, 2048, 4096, 8192, 16384}));
 #endif
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return bench::run_cases("bench_gemm");
 }

@@ -254,7 +254,5 @@ int main(int argc, char** argv) {
           });
   }
 #endif
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return bench::run_cases("bench_ops");
 }

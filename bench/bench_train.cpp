@@ -377,7 +377,5 @@ int main(int argc, char** argv) {
                    ember::train::precision_name(p));
       return 2;
     }
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return bench::run_cases("bench_train");
 }

@@ -1,6 +1,7 @@
 // Counters, case registration and the CPU baseline phase of bench/compare.h.
 #include "bench/compare.h"
 
+#include <cstdio>
 #include <exception>
 #include <thread>
 
@@ -26,6 +27,10 @@ void report_flop_case(benchmark::State& state, double flop_per_run, const Timing
   state.SetLabel(source);
 }
 
+namespace {
+int g_failed_cases = 0;  // the cases run so far whose body threw
+}  // namespace
+
 benchmark::internal::Benchmark* register_case(const std::string& name, std::function<void(benchmark::State&)> body) {
   // An ember error (a dtype an op lacks on a device, out of memory) fails this case, not the run.
   auto guarded = [body = std::move(body)](benchmark::State& state) {
@@ -33,11 +38,20 @@ benchmark::internal::Benchmark* register_case(const std::string& name, std::func
       body(state);
     } catch (const std::exception& e) {
       state.SkipWithError(e.what());
+      ++g_failed_cases;
     }
   };
   return benchmark::RegisterBenchmark(name.c_str(), std::move(guarded))
       ->UseManualTime()
       ->Unit(benchmark::kMillisecond);
+}
+
+int run_cases(const char* program) {
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  if (g_failed_cases == 0) return 0;
+  std::fprintf(stderr, "%s: %d case(s) failed (their errors are in the report)\n", program, g_failed_cases);
+  return 1;
 }
 
 }  // namespace bench

@@ -73,8 +73,13 @@ void set_rate_counters(benchmark::State& state, const std::string& unit, double 
 void report_flop_case(benchmark::State& state, double flop_per_run, const Timing& t, const std::string& source);
 
 // Registers a case under `name`, timed manually (time_against), reporting ms; an exception it
-// throws marks the case as an error. Google Benchmark appends "/manual_time" to the name it
-// reports and filters on.
+// throws marks the case as an error and is counted. Google Benchmark appends "/manual_time" to the
+// name it reports and filters on.
 benchmark::internal::Benchmark* register_case(const std::string& name, std::function<void(benchmark::State&)> body);
+
+// Runs the cases the flags select, then shuts Google Benchmark down. The process's exit status: 1
+// when a case registered by register_case failed (Google Benchmark itself exits 0 after a case's
+// error, so a script would take a failed run for a good one), else 0.
+int run_cases(const char* program);
 
 }  // namespace bench
