@@ -12,6 +12,9 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 
+#include <mutex>
+#include <shared_mutex>
+
 #include "python/ember/bind.h"
 #include "python/ember/ember_headers_train.h"
 
@@ -21,6 +24,39 @@ namespace {
 
 using nn::Module;
 using nn::UnaryModule;
+
+// ---- forwards against child replacement. Forwards run with the GIL released, so one Python thread
+// could replace a child (resnet.fc = ...) while another's forward walks the tree, and free the old
+// child under it. A thread's outermost forward holds this lock shared (a Python child's forward
+// calls C++ modules again, nested); a replacement holds it alone.
+std::shared_mutex& tree_mutex() {
+  static std::shared_mutex m;
+  return m;
+}
+thread_local int t_forwards_running = 0;
+
+// f(), a forward, run while the tree lock is held shared by this thread.
+template <class F>
+auto run_forward(F&& f) {
+  std::shared_lock<std::shared_mutex> lock;
+  if (t_forwards_running == 0) lock = std::shared_lock<std::shared_mutex>(tree_mutex());
+  ++t_forwards_running;
+  struct Leave {
+    ~Leave() { --t_forwards_running; }
+  } leave;
+  return f();
+}
+
+// Module::replace_module once no forward runs. From inside a forward of this thread (a Python
+// child's forward) it would wait for itself: refused.
+void replace_child(Module& parent, const std::string& name, std::shared_ptr<Module> child) {
+  if (t_forwards_running > 0)
+    throw StateError(parent.name() + "." + name + ": a child of a C++ module cannot be replaced while a forward " +
+                     "runs in this thread (from a module's forward or hook); replace it between forwards");
+  nb::gil_scoped_release release;  // a forward in another thread may need the GIL (a Python child) to finish
+  std::unique_lock<std::shared_mutex> lock(tree_mutex());
+  parent.replace_module(name, std::move(child));
+}
 
 UnaryModule& unary(Module& m, const char* what) {
   auto* u = dynamic_cast<UnaryModule*>(&m);
@@ -168,7 +204,7 @@ void bind_modules(nb::module_& m, nb::module_& nn_m) {
       .def("direct_buffers", [](const Module& mod) { return mod.named_buffers(false); },
            "(name, tensor) of its own buffers, in registration order.")
       .def("named_children", [](const Module& mod) { return mod.named_children(); }, doc::nn_Module_named_children)
-      .def("replace_module", &Module::replace_module, "name"_a, "module"_a, doc::nn_Module_replace_module)
+      .def("replace_module", &replace_child, "name"_a, "module"_a, doc::nn_Module_replace_module)
       .def("named_parameters", [](const Module& mod) { return mod.named_parameters(true); },
            "(dotted name, tensor) of every parameter of the tree, as C++ lists them.")
       .def("train", &Module::train, "on"_a = true, doc::nn_Module_train)
@@ -184,7 +220,7 @@ void bind_modules(nb::module_& m, nb::module_& nn_m) {
           [](Module& mod, Tensor x) {
             UnaryModule& u = unary(mod, "forward");
             nb::gil_scoped_release release;
-            return u(x);
+            return run_forward([&] { return u(x); });
           },
           "input"_a, "The module's forward on input, with its forward hooks (the GIL released meanwhile).")
       .def("config", &config, "The layer's hyperparameters by PyTorch's attribute names.")
@@ -219,7 +255,7 @@ void bind_modules(nb::module_& m, nb::module_& nn_m) {
             auto* a = dynamic_cast<nn::MultiheadAttention*>(&mod);
             if (!a) throw NotImplementedError(mod.name() + " is not a MultiheadAttention");
             nb::gil_scoped_release release;
-            return a->forward(q, k, v, mask ? *mask : Tensor());
+            return run_forward([&] { return a->forward(q, k, v, mask ? *mask : Tensor()); });
           },
           "query"_a, "key"_a, "value"_a, "attn_mask"_a.none(), doc::nn_MultiheadAttention_forward);
 

@@ -2,6 +2,7 @@
 hooks, and C++ layers as children (their tensors are the C++ layer's own)."""
 
 import copy
+import threading
 
 import numpy as np
 import pytest
@@ -256,6 +257,38 @@ def test_children_of_cpp_models_are_replaced_by_built_in_modules():
 
     with pytest.raises(NotImplementedError, match="Python module Head"):
         model.fc = Head()
+
+
+def test_replacing_a_child_waits_for_forwards_running_in_other_threads():
+    # Forwards run with the GIL released: without the tree lock, a replacement freed the old head
+    # under another thread's forward (heap corruption, found by a fuzzing sweep).
+    ember.manual_seed(0)
+    model = nn.models.resnet18(num_classes=10, small_input=True)
+    x = ember.randn(2, 3, 8, 8)
+    heads = [nn.Linear(512, 3), nn.Linear(512, 5)]
+    shapes, errors = set(), []
+
+    def forwards():
+        try:
+            for _ in range(40):
+                shapes.add(tuple(model(x).shape))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    thread = threading.Thread(target=forwards)
+    thread.start()
+    for i in range(200):
+        model.fc = heads[i % 2]
+    thread.join(timeout=120)
+    assert not thread.is_alive() and not errors, errors
+    assert shapes <= {(2, 3), (2, 5), (2, 10)} and shapes
+
+    # From inside a forward (a hook) the replacement would wait for itself: refused.
+    handle = model.layer1.register_forward_hook(lambda m, i, o: setattr(model, "fc", heads[0]))
+    with pytest.raises(ember.StateError, match="while a forward runs in this thread"):
+        model(x)
+    handle.remove()
+    assert model(x).shape in {(2, 3), (2, 5)}
 
 
 def test_containers_and_repr():
