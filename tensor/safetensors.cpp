@@ -7,13 +7,13 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <vector>
 
 #include <zlib.h>
 
 #include "tensor/atomic_file.h"
 #include "tensor/file_bytes.h"
+#include "tensor/json_check.h"
 #include "tensor/printable.h"
 #include "tensor/tensor.h"
 
@@ -89,6 +89,25 @@ struct Entry {
   uint64_t begin, end;
 };
 
+// The metadata entry in which ember's writer records the CRC-32 of the rest of the header: each
+// metadata entry but the two checksums and each tensor's name, dtype, shape and offsets, in a fixed
+// order. The epoch, iteration and loader position of a checkpoint live in the metadata: a flipped
+// digit there would resume at the wrong batch. Checked where present (files of older writers lack it).
+constexpr const char* kHeaderChecksumKey = "ember.header_crc32";
+
+std::string header_checksum(const std::map<std::string, std::string>& metadata, std::vector<const Entry*> entries) {
+  std::string text;
+  for (const auto& [k, v] : metadata)
+    if (k != kChecksumKey && k != kHeaderChecksumKey) text.append(k).append(1, '\0').append(v).append(1, '\0');
+  std::sort(entries.begin(), entries.end(), [](const Entry* a, const Entry* b) { return a->name < b->name; });
+  for (const Entry* e : entries) {
+    text.append(e->name).append(1, '\0').append(st_name(e->dtype)).append(1, '\0');
+    for (int64_t d : e->shape) text.append(std::to_string(d)).append(1, ',');
+    text.append(1, '\0').append(std::to_string(e->begin)).append(1, '\0').append(std::to_string(e->end)).append(1, '\0');
+  }
+  return hex32(crc32_of(text.data(), text.size()));
+}
+
 }  // namespace
 
 void save_safetensors(const std::string& path, const StateDict& tensors,
@@ -105,24 +124,32 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
     return dtype_size(a.second.dtype()) > dtype_size(b.second.dtype());
   });
 
-  if (metadata.count(kChecksumKey))
-    throw ValueError("save_safetensors: the metadata key '" + std::string(kChecksumKey) +
-                     "' is reserved for the tensors' checksums ('" + printable_path(path) + "')");
+  for (const char* reserved : {kChecksumKey, kHeaderChecksumKey})
+    if (metadata.count(reserved))
+      throw ValueError("save_safetensors: the metadata key '" + std::string(reserved) +
+                       "' is reserved for ember's checksums ('" + printable_path(path) + "')");
   std::string checksums;
-  for (const auto& [name, t] : items)
-    checksums += (checksums.empty() ? "" : ",") +
-                 hex32(crc32_of(t.raw_data(), static_cast<size_t>(t.numel() * dtype_size(t.dtype()))));
+  for (const auto& [name, t] : items) {
+    if (!checksums.empty()) checksums += ',';
+    checksums += hex32(crc32_of(t.raw_data(), static_cast<size_t>(t.numel() * dtype_size(t.dtype()))));
+  }
+  std::vector<Entry> entries;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : items) {
+    const uint64_t bytes = static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(dtype_size(t.dtype()));
+    entries.push_back({name, t.dtype(), t.shape(), offset, offset + bytes});
+    offset += bytes;
+  }
+  std::vector<const Entry*> described;
+  for (const Entry& e : entries) described.push_back(&e);
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   nlohmann::ordered_json m = nlohmann::ordered_json::object();
   for (const auto& [k, v] : metadata) m[k] = v;
   if (!items.empty()) m[kChecksumKey] = checksums;
+  if (!metadata.empty() || !items.empty()) m[kHeaderChecksumKey] = header_checksum(metadata, described);
   if (!m.empty()) header["__metadata__"] = std::move(m);
-  uint64_t offset = 0;
-  for (const auto& [name, t] : items) {
-    const uint64_t bytes = static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(dtype_size(t.dtype()));
-    header[name] = {{"dtype", st_name(t.dtype())}, {"shape", t.shape().vec()}, {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
-  }
+  for (const Entry& e : entries)
+    header[e.name] = {{"dtype", st_name(e.dtype)}, {"shape", e.shape.vec()}, {"data_offsets", {e.begin, e.end}}};
   std::string json = header.dump();
   json.append((8 - json.size() % 8) % 8, ' ');  // pad so the byte buffer starts 8-aligned
   const uint64_t n = json.size();
@@ -155,26 +182,18 @@ SafetensorsFile load_safetensors(const std::string& path) {
     throw bad("header length " + std::to_string(n) + " exceeds the " + std::to_string(rest) + " bytes after it");
   if (n > kMaxHeader) throw bad("header length " + std::to_string(n) + " exceeds the 100 MB limit");
 
-  // Parse, noting duplicate top-level names (nlohmann keeps only the last one) and refusing nesting
-  // deeper than the format's (a shape's dims sit at depth 3) before it is built: deep values would
-  // cost recursion later.
-  std::set<std::string> seen;
-  std::string duplicate;
-  bool too_deep = false;
-  auto cb = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
-    if (depth > kMaxDepth) too_deep = true;
-    if (ev == nlohmann::json::parse_event_t::key && depth == 1 && parsed.is_string()) {
-      const auto& k = parsed.get_ref<const std::string&>();
-      if (!seen.insert(k).second && duplicate.empty()) duplicate = k;
-    }
-    return !too_deep;
-  };
+  // Checked before it is parsed: every key once per object (nlohmann keeps only the last one), no
+  // nesting deeper than the format's (a shape's dims sit at depth 3), which would cost recursion later.
   const char* hb = file + 8;
-  nlohmann::json header = nlohmann::json::parse(hb, hb + n, cb, /*allow_exceptions=*/false);
-  if (too_deep) throw bad("header nests values deeper than the format's " + std::to_string(kMaxDepth) + " levels");
+  const JsonCheck check = check_json(hb, n, kMaxDepth);
+  if (check.huge_number) throw bad("header holds a number too large for a double at byte " + std::to_string(8 + check.byte));
+  if (!check.valid) throw bad("header is not valid JSON at byte " + std::to_string(8 + check.byte) + " of the file");
+  if (check.too_deep) throw bad("header nests values deeper than the format's " + std::to_string(kMaxDepth) + " levels");
+  if (!check.repeated_key.empty())
+    throw bad("the key '" + printable(check.repeated_key) + "' appears twice in one object of the header");
+  const nlohmann::json header = nlohmann::json::parse(hb, hb + n, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded()) throw bad("header is not valid JSON");
   if (!header.is_object()) throw bad("header is not a JSON object");
-  if (!duplicate.empty()) throw bad("tensor name '" + printable(duplicate) + "' appears twice in the header");
 
   const uint64_t buffer_size = rest - n;
   const char* buffer = hb + n;
@@ -225,10 +244,10 @@ SafetensorsFile load_safetensors(const std::string& path) {
       throw bad(where + "data_offsets end " + std::to_string(e.end) + " is beyond the " + std::to_string(buffer_size) +
                 "-byte data buffer");
     uint64_t bytes = 0;
-    if (overflow || __builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(e.dtype)), &bytes) ||
-        bytes != e.end - e.begin)
+    overflow = overflow || __builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(e.dtype)), &bytes);
+    if (overflow || bytes != e.end - e.begin)
       throw bad(where + "data_offsets cover " + std::to_string(e.end - e.begin) + " bytes, shape " + excerpt(*sh) +
-                " of " + dt->get<std::string>() + " needs " + (overflow ? std::string("more than 2^64") : std::to_string(bytes)));
+                " of " + dt->get<std::string>() + " needs " + (overflow ? std::string("2^64 or more") : std::to_string(bytes)));
     entries.push_back(std::move(e));
   }
 
@@ -265,6 +284,13 @@ SafetensorsFile load_safetensors(const std::string& path) {
                   printable(expected) + "): its bytes " + std::to_string(e.begin) + " to " + std::to_string(e.end) +
                   " of the data buffer were damaged");
     }
+    out.metadata.erase(stored);
+  }
+  if (const auto stored = out.metadata.find(kHeaderChecksumKey); stored != out.metadata.end()) {
+    const std::string actual = header_checksum(out.metadata, order);
+    if (actual != stored->second)
+      throw bad("the header fails its checksum (crc32 " + actual + ", written as " + printable(stored->second, 16) +
+                "): its metadata or tensor descriptions were damaged");
     out.metadata.erase(stored);
   }
 

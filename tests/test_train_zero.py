@@ -68,10 +68,13 @@ def trajectory(out):
 
 def checkpoint_bytes(path):
     """What a checkpoint holds, bit for bit: the index's content, then each shard's by rank (their file
-    names, which hold a token of the save, left out)."""
+    names, which hold a token of the save, left out, and with them the index's header checksum, which
+    covers them)."""
     path = Path(path)
     meta, tensors = safetensors_content(path)
     shards = [safetensors_content(path.parent / meta.pop(f"shard.{r}")) for r in range(int(meta.get("shards", 0)))]
+    if shards:
+        meta.pop("ember.header_crc32")
     return [(meta, tensors)] + shards
 
 
@@ -240,6 +243,14 @@ def a_deepspeed_config_becomes_the_strategy_precision_and_knobs():
                             "--deepspeed-config", str(odd), "--batch-size", "32", *flags])
         assert code != 0 and "\"steps_per_print\" is not a setting ember knows" in err, err
         assert "train_batch_size 100 is not the batch per rank 32 x 2 accumulation steps x 2 ranks = 128" in err, err
+        # The file's values meet the checks of the flags they stand for.
+        bad = Path(wd, "bad.json")
+        bad.write_text('{"optimizer": {"type": "SGD", "params": {"lr": -1}}}')
+        code, _, err = run([TRAIN, "--deepspeed-config", str(bad), *flags])
+        assert code != 0 and "the DeepSpeed config's optimizer.params.lr -1 is refused, as --lr would be" in err, err
+        bad.write_text('{"optimizer": {"type": "SGD", "params": {"momentum": 5}}}')
+        code, _, err = run([TRAIN, "--deepspeed-config", str(bad), *flags])
+        assert code != 0 and "optimizer.params.momentum 5 is refused, as --momentum would be" in err, err
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@
 #include <sstream>
 
 #include "tensor/atomic_file.h"
+#include "tensor/decimal.h"
 #include "tensor/error.h"
+#include "tensor/json_check.h"
 #include "tensor/printable.h"
 #include "tensor/safetensors.h"
 
@@ -144,7 +146,10 @@ void read_fp16(Section& s, DeepSpeedConfig& c) {
   if (!s.boolean("enabled").value_or(false)) return;
   c.precision = Precision::naive_fp16;
   if (const auto v = s.number("loss_scale")) {
-    if (*v < 0) throw ValueError(s.source() + ": \"" + s.name("loss_scale") + "\" must be >= 0 (0: dynamic)");
+    // A fixed scale multiplies float32 losses: a normal float32 number, as GradScaler's scales.
+    if (*v != 0 && !(*v >= 0x1p-126 && *v <= 0x1p127))
+      throw ValueError(s.source() + ": \"" + s.name("loss_scale") + "\" is " + decimal_text(*v) +
+                       "; expected 0 (dynamic) or a scale in [2^-126, 2^127]");
     c.loss_scaler.loss_scale = *v;
   }
   if (const auto v = s.integer("initial_scale_power", 0, 64)) c.loss_scaler.initial_scale_power = static_cast<int>(*v);
@@ -183,29 +188,15 @@ void read_optimizer(Section& s, DeepSpeedConfig& c) {
 }  // namespace
 
 DeepSpeedConfig parse_deepspeed_config(const std::string& text, const std::string& source) {
-  bool too_deep = false;
-  // The keys of each object being read, innermost last: a key given twice is refused, as DeepSpeed's
-  // own loader does (JSON would keep the last value silently).
-  std::vector<std::set<std::string>> keys;
-  std::string repeated;
-  const auto check = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (depth > kMaxDepth) too_deep = true;
-    if (event == json::parse_event_t::object_start) keys.emplace_back();
-    if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
-    if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
-      repeated = parsed.get<std::string>();
-    return !too_deep && repeated.empty();
-  };
-  json root;
-  try {
-    root = json::parse(text, check);
-  } catch (const json::parse_error& e) {
-    if (!too_deep && repeated.empty()) throw FormatError(source + ": not JSON (at byte " + std::to_string(e.byte) + ")");
-  } catch (const json::out_of_range&) {  // a number beyond a double ("1e400")
-    throw FormatError(source + ": holds a number too large for a double");
-  }
-  if (too_deep) throw FormatError(source + ": nested deeper than " + std::to_string(kMaxDepth) + " levels");
-  if (!repeated.empty()) throw FormatError(source + ": the key \"" + printable(repeated, 80) + "\" is given twice in one object");
+  // Checked before it is parsed: a key given twice in one object is refused, as DeepSpeed's own
+  // loader does (JSON would keep the last value silently), and so is deep nesting.
+  const JsonCheck check = check_json(text.data(), text.size(), kMaxDepth);
+  if (check.huge_number) throw FormatError(source + ": holds a number too large for a double");
+  if (!check.valid) throw FormatError(source + ": not JSON (at byte " + std::to_string(check.byte) + ")");
+  if (check.too_deep) throw FormatError(source + ": nested deeper than " + std::to_string(kMaxDepth) + " levels");
+  if (!check.repeated_key.empty())
+    throw FormatError(source + ": the key \"" + printable(check.repeated_key, 80) + "\" is given twice in one object");
+  const json root = json::parse(text);
   DeepSpeedConfig c;
   {
     Section top(root, "", source, c.warnings);
