@@ -22,6 +22,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include "data/dataset.h"
 #include "data/distributed_sampler.h"
@@ -153,21 +154,42 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, std::vector<Ten
 }
 
 // A value from the DeepSpeed config for `flag`: taken, unless the flag was given with another value.
+// The flag's own check (its CLI11 validator) applies to it, so the file cannot set what the flag refuses.
 template <class T>
-void take(const CLI::App& app, const char* flag, T& field, const std::optional<T>& value, const std::string& key) {
+void take(CLI::App& app, const char* flag, T& field, const std::optional<T>& value, const std::string& key) {
   if (!value) return;
-  if (app.count(flag) && !(field == *value)) {
-    std::ostringstream given, configured;
-    given << field;
-    configured << *value;
-    throw ValueError(std::string(flag) + " " + given.str() + " disagrees with the DeepSpeed config's " + key + " " +
-                     configured.str());
+  // As a flag's value would read (numbers in the fewest digits that read back as them).
+  const auto text_of = [](const T& v) {
+    if constexpr (std::is_floating_point_v<T>) {
+      return decimal_text(v);
+    } else {
+      std::ostringstream text;
+      text << std::boolalpha << v;
+      return text.str();
+    }
+  };
+  const std::string configured = text_of(*value);
+  if (app.count(flag) && !(field == *value))
+    throw ValueError(std::string(flag) + " " + text_of(field) + " disagrees with the DeepSpeed config's " + key + " " +
+                     configured);
+  CLI::Option* option = app.get_option(flag);
+  for (int i = 0;; ++i) {
+    CLI::Validator* check = nullptr;
+    try {
+      check = option->get_validator(i);
+    } catch (const CLI::OptionNotFound&) {  // no more checks
+      break;
+    }
+    std::string text = configured;
+    if (const std::string problem = (*check)(text); !problem.empty())
+      throw ValueError("the DeepSpeed config's " + key + " " + configured + " is refused, as " + flag + " would be: " +
+                       problem);
   }
   field = *value;
 }
 
 // Maps a DeepSpeed JSON config onto the flags (train/deepspeed_config.h); returns its warnings.
-std::vector<std::string> apply_deepspeed_config(const CLI::App& app, Flags& f) {
+std::vector<std::string> apply_deepspeed_config(CLI::App& app, Flags& f) {
   train::DeepSpeedConfig ds = train::read_deepspeed_config(f.deepspeed_config);
   if (ds.zero_stage) {
     const std::string strategy = *ds.zero_stage == 0 ? "ddp" : "zero" + std::to_string(*ds.zero_stage);
@@ -625,6 +647,9 @@ int main(int argc, char** argv) {
       throw ValueError("--accumulate " + std::to_string(f.accumulate) + " is more than the " +
                        std::to_string(train_loader->size()) + " batches of --batch-size " + std::to_string(f.batch_size) +
                        " that the " + train_images + " give a rank per epoch");
+    if (val_set->size() == 0)  // found now, not after a whole epoch of training
+      throw ValueError((f.val_data.empty() ? "--data " + f.data_dir : "--val-data " + f.val_data) +
+                       ": the validation set (" + f.dataset + ") holds no image to score each epoch on");
     auto val = std::make_shared<data::DataLoader>(val_set, val_loader);
 
     manual_seed(f.seed);

@@ -1,5 +1,7 @@
 #include "optim/adam.h"
 
+#include <cmath>
+
 #include "optim/primitives/steps.h"
 #include "tensor/decimal.h"
 #include "tensor/error.h"
@@ -45,15 +47,27 @@ namespace {
 
 void check(const char* who, double lr, double b1, double b2, double eps, double wd) {
   const std::string w(who);
-  // Written !(x >= 0) so that NaN is refused too.
-  if (!(lr >= 0)) throw ValueError(w + ": invalid lr " + decimal_text(lr));
-  if (!(eps >= 0)) throw ValueError(w + ": invalid eps " + decimal_text(eps));
+  // Written !(x >= 0) so that NaN is refused too; infinity is no rate either.
+  if (!(lr >= 0 && lr < HUGE_VAL)) throw ValueError(w + ": invalid lr " + decimal_text(lr));
+  if (!(eps >= 0 && eps < HUGE_VAL)) throw ValueError(w + ": invalid eps " + decimal_text(eps));
   if (!(b1 >= 0 && b1 < 1)) throw ValueError(w + ": invalid beta1 " + decimal_text(b1) + " (need 0 <= beta1 < 1)");
   if (!(b2 >= 0 && b2 < 1)) throw ValueError(w + ": invalid beta2 " + decimal_text(b2) + " (need 0 <= beta2 < 1)");
-  if (!(wd >= 0)) throw ValueError(w + ": invalid weight_decay " + decimal_text(wd));
+  if (!(wd >= 0 && wd < HUGE_VAL)) throw ValueError(w + ": invalid weight_decay " + decimal_text(wd));
 }
 
 }  // namespace
+
+void Adam::check_options(const GroupOptions& options) const {
+  const AdamOptions o = AdamOptions::from(options);
+  if (const double a = options.at("amsgrad"); a != 0 && a != 1)
+    throw ValueError(std::string(name()) + ": invalid amsgrad " + decimal_text(a) + " (0 or 1)");
+  check(name(), o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
+}
+
+void LAMB::check_options(const GroupOptions& options) const {
+  const LAMBOptions o = LAMBOptions::from(options);
+  check("LAMB", o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
+}
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions options) : Adam(std::move(params), options, false) {}
 

@@ -46,6 +46,7 @@ class Adam : public Optimizer {
   /// For AdamW: `decoupled` decays the weights instead of adding L2 to the gradient.
   Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled);
   void step_group(const ParamGroup& group, const Batch& batch) override;
+  void check_options(const GroupOptions& options) const override;
 
  private:
   bool decoupled_;
@@ -80,6 +81,7 @@ class LAMB final : public Optimizer {
 
  protected:
   void step_group(const ParamGroup& group, const Batch& batch) override;
+  void check_options(const GroupOptions& options) const override;
 };
 
 }  // namespace ember::optim

@@ -63,10 +63,11 @@ const Tensor& entry(const StateDict& d, const std::string& key) {
   return it->second;
 }
 
-// A learning rate from the dict: a finite number.
+// A learning rate from the dict: finite and not negative, as the optimizers take.
 double rate(const StateDict& d, const std::string& key) {
   const double v = entry(d, key).item<double>();
-  if (!std::isfinite(v)) throw ValueError("LRScheduler.load_state_dict: '" + key + "' is " + std::to_string(v) + ", not a finite rate");
+  if (!(v >= 0 && std::isfinite(v)))
+    throw ValueError("LRScheduler.load_state_dict: '" + key + "' is " + decimal_text(v) + ", not a learning rate");
   return v;
 }
 
@@ -74,7 +75,7 @@ double rate(const StateDict& d, const std::string& key) {
 int64_t count(const StateDict& d, const std::string& key) {
   const double v = entry(d, key).item<double>();
   if (!(v >= -1 && v <= static_cast<double>(kMaxExactCount) && v == std::floor(v)))
-    throw ValueError("LRScheduler.load_state_dict: '" + key + "' is " + std::to_string(v) + ", not a step count");
+    throw ValueError("LRScheduler.load_state_dict: '" + key + "' is " + decimal_text(v) + ", not a step count");
   return static_cast<int64_t>(v);
 }
 }  // namespace

@@ -1,6 +1,7 @@
 #include "optim/optimizer.h"
 
 #include <array>
+#include <cmath>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -51,6 +52,7 @@ void Optimizer::add_param_group(std::vector<Tensor> params, const GroupOptions& 
       throw ValueError(std::string(name()) + ": unknown option '" + k + "' for a param group");
     g.options[k] = v;
   }
+  check_options(g.options);
   groups_.push_back(std::move(g));
 }
 
@@ -268,8 +270,8 @@ void Optimizer::load_state_dict(const StateDict& dict) {
   const std::string who = std::string(name()) + ".load_state_dict: ";
   // Sort the entries into groups and per-parameter state, checking everything before changing anything.
   std::map<int64_t, GroupOptions> group_opts;
-  std::map<int64_t, int64_t> group_sizes;
-  std::map<int64_t, ParamState> new_state;
+  std::map<int64_t, Tensor> group_ids;  // each group's "params": the ids its state keys use
+  std::map<int64_t, ParamState> saved_state;  // by the saved id
   for (const auto& [key, t] : dict) {
     std::string kind, idx, rest;
     if (!split3(key, kind, idx, rest) || (kind != "state" && kind != "param_groups"))
@@ -277,7 +279,7 @@ void Optimizer::load_state_dict(const StateDict& dict) {
     const int64_t i = parse_index(idx, key);
     if (!t.defined()) throw ValueError(who + "entry '" + key + "' is undefined");
     if (kind == "param_groups") {
-      if (rest == "params") group_sizes[i] = t.numel();
+      if (rest == "params") group_ids[i] = t;
       else if (const GroupOptions& known = i < static_cast<int64_t>(groups_.size()) ? groups_[static_cast<size_t>(i)].options : defaults_;
                !known.count(rest) && rest != "initial_lr")  // initial_lr: a scheduler's, in any optimizer's groups
         throw ValueError(who + "'" + key + "' is not an option of " + name() + " (" + option_names(known) +
@@ -285,42 +287,76 @@ void Optimizer::load_state_dict(const StateDict& dict) {
       else if (t.numel() != 1) throw ValueError(who + "option '" + key + "' has " + std::to_string(t.numel()) + " elements, expected 1");
       else group_opts[i][rest] = t.item<double>();
     } else {
-      new_state[i][rest] = t;
+      saved_state[i][rest] = t;
     }
   }
-  if (group_sizes.size() != groups_.size())
-    throw ValueError(who + "the dict has " + std::to_string(group_sizes.size()) + " param groups, the optimizer " +
+  if (group_ids.size() != groups_.size())
+    throw ValueError(who + "the dict has " + std::to_string(group_ids.size()) + " param groups, the optimizer " +
                      std::to_string(groups_.size()));
   // Each index read from a key is checked as a key: a count that matches says nothing of which groups.
   for (const auto& [g, opts] : group_opts)
     if (g >= static_cast<int64_t>(groups_.size()))
       throw ValueError(who + "'param_groups." + std::to_string(g) + "." + opts.begin()->first + "' names param group " +
                        std::to_string(g) + ", the optimizer has " + std::to_string(groups_.size()));
-  std::vector<const Tensor*> params;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    auto it = group_sizes.find(static_cast<int64_t>(g));
-    if (it == group_sizes.end()) throw ValueError(who + "the dict lacks param_groups." + std::to_string(g) + ".params");
-    if (it->second != static_cast<int64_t>(groups_[g].params.size()))
-      throw ValueError(who + "param group " + std::to_string(g) + " has " + std::to_string(it->second) +
-                       " params in the dict, " + std::to_string(groups_[g].params.size()) + " in the optimizer");
-    for (const auto& p : groups_[g].params) params.push_back(&p);
+  // The options each group will have, as its constructor checks them.
+  for (const auto& [g, opts] : group_opts) {
+    GroupOptions merged = groups_[static_cast<size_t>(g)].options;
+    for (const auto& [k, v] : opts) merged[k] = v;
+    if (const auto it = merged.find("initial_lr"); it != merged.end() && !(it->second >= 0 && std::isfinite(it->second)))
+      throw ValueError(who + "param_groups." + std::to_string(g) + ".initial_lr is " + decimal_text(it->second) +
+                       ", not a learning rate");
+    try {
+      check_options(merged);
+    } catch (const ValueError& e) {
+      throw ValueError(who + "param_groups." + std::to_string(g) + ": " + e.what());
+    }
   }
-  for (auto& [i, st] : new_state) {
-    if (i >= static_cast<int64_t>(params.size()))
-      throw ValueError(who + "state for parameter " + std::to_string(i) + ", the optimizer has " +
-                       std::to_string(params.size()) + " parameters");
-    const Tensor& p = *params[static_cast<size_t>(i)];
+  // PyTorch's rule: the ids of the dict's "params" lists, in order, name the optimizer's parameters
+  // in order; "state.<id>" belongs to the parameter its id names.
+  std::vector<const Tensor*> params;
+  std::map<int64_t, size_t> position_of_id;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    auto it = group_ids.find(static_cast<int64_t>(g));
+    if (it == group_ids.end()) throw ValueError(who + "the dict lacks param_groups." + std::to_string(g) + ".params");
+    const Tensor& ids = it->second;
+    if (ids.numel() != static_cast<int64_t>(groups_[g].params.size()))
+      throw ValueError(who + "param group " + std::to_string(g) + " has " + std::to_string(ids.numel()) +
+                       " params in the dict, " + std::to_string(groups_[g].params.size()) + " in the optimizer");
+    const std::vector<double> values = ids.to(DType::f64).contiguous().to_vector<double>();
+    for (size_t j = 0; j < values.size(); ++j) {
+      const double id = values[j];
+      if (!(id >= 0 && id <= std::numeric_limits<int32_t>::max() && id == std::floor(id)))
+        throw ValueError(who + "param_groups." + std::to_string(g) + ".params holds " + decimal_text(id) +
+                         ", not a parameter id");
+      if (!position_of_id.emplace(static_cast<int64_t>(id), params.size()).second)
+        throw ValueError(who + "parameter id " + decimal_text(id) + " is listed twice in the param groups");
+      params.push_back(&groups_[g].params[j]);
+    }
+  }
+  std::map<int64_t, ParamState> new_state;  // by position
+  for (auto& [id, st] : saved_state) {
+    const auto at = position_of_id.find(id);
+    if (at == position_of_id.end())
+      throw ValueError(who + "state for parameter id " + std::to_string(id) + ", which no param group lists (" +
+                       std::to_string(params.size()) + " parameters)");
+    const Tensor& p = *params[at->second];
     for (auto& [k, t] : st) {
+      const std::string entry = "state." + std::to_string(id) + "." + k;
       if (k == "step") {
-        if (t.numel() != 1) throw ValueError(who + "state." + std::to_string(i) + ".step is not a scalar");
-        t = scalar_f64(t.item<double>()).to(p.device());  // the kernels advance it there
+        if (t.numel() != 1) throw ValueError(who + entry + " is not a scalar");
+        const double step = t.item<double>();
+        if (!(step >= 0 && step <= static_cast<double>(kMaxExactCount) && step == std::floor(step)))
+          throw ValueError(who + entry + " is " + decimal_text(step) + ", not a step count");
+        t = scalar_f64(step).to(p.device());  // the kernels advance it there
         continue;
       }
       if (!(t.shape() == p.shape()))
-        throw ValueError(who + "state." + std::to_string(i) + "." + k + " has shape " + to_string(t.shape()) +
-                         ", its parameter " + to_string(p.shape()));
+        throw ValueError(who + entry + " has shape " + to_string(t.shape()) + ", its parameter " + to_string(p.shape()));
+      if (!t.is_floating_point())
+        throw ValueError(who + entry + " is " + dtype_name(t.dtype()) + "; optimizer state is floating");
       t = t.to(p.dtype()).to(p.device()).clone();  // a private copy, like the parameter's own state
     }
+    new_state[static_cast<int64_t>(at->second)] = std::move(st);
   }
   for (auto& [g, opts] : group_opts)
     for (auto& [k, v] : opts) groups_[static_cast<size_t>(g)].options[k] = v;

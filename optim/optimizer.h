@@ -93,8 +93,11 @@ class Optimizer {
   /// The tensors are CPU copies: later steps do not change a saved dict.
   StateDict state_dict() const;
   /// Restores state and hyperparameters saved from an optimizer of the same kind over parameters of
-  /// the same shapes. ValueError (naming the entry) on a different number of groups or parameters,
-  /// a state tensor whose shape differs from its parameter's, or an unknown key.
+  /// the same shapes. As PyTorch's, a state index is the parameter's id in the dict's "params" lists,
+  /// matched to the optimizer's parameters by position. ValueError (naming the entry) on a different
+  /// number of groups or parameters, ids given twice or naming no parameter, a state tensor whose
+  /// shape differs from its parameter's, a step that is no count, options the optimizer's constructor
+  /// would refuse, or an unknown key; nothing changes then.
   void load_state_dict(const StateDict& dict);
 
  protected:
@@ -112,6 +115,9 @@ class Optimizer {
   };
   /// Updates one group's batch in place (one step primitive over all of it).
   virtual void step_group(const ParamGroup& group, const Batch& batch) = 0;
+  /// ValueError naming the option when a param group's options are out of the optimizer's range
+  /// (what its constructor refuses): checked for every group added and every state dict loaded.
+  virtual void check_options(const GroupOptions& options) const = 0;
 
   /// The tensors a step primitive updates, in the order of optim/primitives/steps.h's StepLayout: the
   /// parameters, then state `keys` of every parameter in turn (zeros like it on first use), then the

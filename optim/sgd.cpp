@@ -1,5 +1,7 @@
 #include "optim/sgd.h"
 
+#include <cmath>
+
 #include "optim/primitives/steps.h"
 #include "tensor/decimal.h"
 #include "tensor/error.h"
@@ -23,15 +25,23 @@ SGDOptions SGDOptions::from(const GroupOptions& o) {
 
 namespace {
 void check(const SGDOptions& o) {
-  // Written !(x >= 0) so that NaN is refused too.
-  if (!(o.lr >= 0)) throw ValueError("SGD: invalid lr " + decimal_text(o.lr));
-  if (!(o.momentum >= 0)) throw ValueError("SGD: invalid momentum " + decimal_text(o.momentum));
-  if (!(o.weight_decay >= 0)) throw ValueError("SGD: invalid weight_decay " + decimal_text(o.weight_decay));
+  // Written !(x >= 0) so that NaN is refused too; infinity is no rate either.
+  if (!(o.lr >= 0 && o.lr < HUGE_VAL)) throw ValueError("SGD: invalid lr " + decimal_text(o.lr));
+  if (!(o.momentum >= 0 && o.momentum < HUGE_VAL)) throw ValueError("SGD: invalid momentum " + decimal_text(o.momentum));
+  if (!(o.weight_decay >= 0 && o.weight_decay < HUGE_VAL))
+    throw ValueError("SGD: invalid weight_decay " + decimal_text(o.weight_decay));
+  if (!std::isfinite(o.dampening)) throw ValueError("SGD: invalid dampening " + decimal_text(o.dampening));
   if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
     throw ValueError("SGD: nesterov needs momentum > 0 and dampening == 0 (momentum " + decimal_text(o.momentum) +
                      ", dampening " + decimal_text(o.dampening) + ")");
 }
 }  // namespace
+
+void SGD::check_options(const GroupOptions& options) const {
+  if (const double n = options.at("nesterov"); n != 0 && n != 1)
+    throw ValueError("SGD: invalid nesterov " + decimal_text(n) + " (0 or 1)");
+  check(SGDOptions::from(options));
+}
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions options) : Optimizer(options.to_map()) {
   check(options);

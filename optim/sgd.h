@@ -28,6 +28,7 @@ class SGD final : public Optimizer {
 
  protected:
   void step_group(const ParamGroup& group, const Batch& batch) override;
+  void check_options(const GroupOptions& options) const override;
 };
 
 }  // namespace ember::optim

@@ -393,6 +393,58 @@ TEST_CASE("optim: load_state_dict rejects mismatches, naming them") {
   CHECK(ok.state(1).count("momentum_buffer") == 1);
 }
 
+TEST_CASE("optim: load_state_dict checks options as the constructor does, steps as counts, ids as PyTorch") {
+  Tensor p = param(), q = param({1.0, 2.0});
+  Adam src({p, q}, AdamOptions{0.1});
+  set_grad(p, grad_at(0));
+  set_grad(q, {1.0, 1.0});
+  src.step();
+  const StateDict sd = src.state_dict();
+  Adam target({param(), param({1.0, 2.0})}, AdamOptions{0.1});
+  const auto refused = [&](const std::string& key, const Tensor& value, std::initializer_list<const char*> parts) {
+    StateDict bad = sd;
+    bad[key] = value;
+    INFO(key);
+    expect_error<ValueError>(key.c_str(), [&] { target.load_state_dict(bad); }, parts);
+    CHECK(target.param_groups()[0].options.at("lr") == 0.1);  // nothing changed
+    CHECK(target.state(0).empty());
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  refused("param_groups.0.lr", scalar_f64(nan), {"param_groups.0", "invalid lr nan"});
+  refused("param_groups.0.lr", scalar_f64(-1), {"invalid lr -1"});
+  refused("param_groups.0.beta2", scalar_f64(1.5), {"invalid beta2 1.5"});
+  refused("param_groups.0.amsgrad", scalar_f64(2), {"invalid amsgrad 2"});
+  refused("param_groups.0.initial_lr", scalar_f64(std::numeric_limits<double>::infinity()), {"initial_lr is inf"});
+  refused("state.0.step", scalar_f64(-1), {"state.0.step is -1, not a step count"});
+  refused("state.0.step", scalar_f64(2.5), {"not a step count"});
+  refused("param_groups.0.params", from_vector(std::vector<int64_t>{0, 0}, {2}), {"parameter id 0 is listed twice"});
+  refused("param_groups.0.params", from_vector(std::vector<int64_t>{0, -3}, {2}), {"holds -3, not a parameter id"});
+  refused("state.1.exp_avg", from_vector(std::vector<int64_t>{1, 2}, {2}), {"state.1.exp_avg is int64"});
+  SGD sgd({param()}, {0.1, 0.9});
+  StateDict nesterov = sgd.state_dict();
+  nesterov["param_groups.0.nesterov"] = scalar_f64(2);
+  expect_error<ValueError>("nesterov 2", [&] { sgd.load_state_dict(nesterov); }, {"invalid nesterov 2"});
+
+  // PyTorch's rule: "params" holds the ids the state keys use, matched to the parameters by position.
+  StateDict renumbered;
+  for (const auto& [key, t] : sd) {
+    std::string k = key;
+    if (k.starts_with("state.0.")) k = "state.7." + k.substr(8);
+    if (k.starts_with("state.1.")) k = "state.3." + k.substr(8);
+    renumbered[k] = t;
+  }
+  renumbered["param_groups.0.params"] = from_vector(std::vector<int64_t>{7, 3}, {2});
+  target.load_state_dict(renumbered);
+  CHECK(equal(target.state(1).at("exp_avg"), src.state(1).at("exp_avg")));
+  CHECK(equal(target.state(0).at("exp_avg"), src.state(0).at("exp_avg")));
+  renumbered["state.5.exp_avg"] = src.state(0).at("exp_avg");
+  expect_error<ValueError>("unlisted id", [&] { target.load_state_dict(renumbered); },
+                           {"state for parameter id 5, which no param group lists"});
+  // A group added with options the constructor would refuse is refused too.
+  expect_error<ValueError>("add_param_group", [&] { target.add_param_group({param()}, {{"lr", -2.0}}); },
+                           {"invalid lr -2"});
+}
+
 TEST_CASE("optim: clip_grad_norm_ and clip_grad_value_") {
   Tensor a = param({3.0, 0.0}), b = param({0.0, 4.0, 0.0}), c = param({1.0});  // c: no grad
   set_grad(a, {3.0, 0.0});

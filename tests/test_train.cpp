@@ -1107,6 +1107,15 @@ TEST_CASE("Runner: bad options and checkpoints that do not fit raise, changing n
   Checkpoint best = runner.checkpoint();
   best.runner["best_top1"] = optim::scalar_f64(250);
   expect_error<ValueError>("accuracy", [&] { runner.restore(best); }, {"best_top1", "250"});
+  Checkpoint fraction = runner.checkpoint();
+  fraction.runner["log_window.count"] = optim::scalar_f64(0.5);  // would double the logged mean
+  expect_error<ValueError>("fractional count", [&] { runner.restore(fraction); }, {"log_window.count", "0.5, not a count"});
+  // The optimizer runs at the scheduler's last lr: a file where they differ was damaged.
+  for (const double lr : {std::nan(""), 1e300}) {
+    Checkpoint odd = runner.checkpoint();
+    odd.optimizer["param_groups.0.lr"] = optim::scalar_f64(lr);
+    expect_error<ValueError>("lr", [&] { runner.restore(odd); }, {"param group 0 at lr", "the file is inconsistent"});
+  }
   check_bit_equal(run.model->state_dict(), copy, "untouched weights");
 }
 
@@ -1711,6 +1720,14 @@ TEST_CASE("DeepSpeed config: unknown keys and \"auto\" are warnings; what ember 
   malformed(R"({"zero_optimization": {"stage": 1}, "zero_optimization": {"stage": 3}})",
             "the key \"zero_optimization\" is given twice in one object");
   malformed(R"({"zero_optimization": {"reduce_bucket_size": 1e400}})", "ds.json: holds a number too large for a double");
+  malformed(std::string("{\"fp16\": {}}\0{\"fp16\": 1}", 24), "ds.json: not JSON (at byte 12)");  // not cut at the NUL
+  refused(R"({"fp16": {"enabled": true, "loss_scale": 1e308}})", "\"fp16.loss_scale\" is 1e+308; expected 0 (dynamic)");
+  // 100,000 small objects parse in time linear in the text (a callback parse took over a minute).
+  std::string many = "{\"zero_optimization\": {\"stage\": 1}";
+  for (int i = 0; i < 100'000; ++i) many += ",\"k" + std::to_string(i) + "\": {}";
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(parse(many + "}").warnings.size() == 100'000);
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 15.0);
   CHECK(message_of<IOError>([] { train::read_deepspeed_config("/nonexistent/ds.json"); }).find("does not exist") !=
         std::string::npos);
   CHECK(message_of<IOError>([] { train::read_deepspeed_config("/etc"); }).find("is not a regular file") != std::string::npos);

@@ -522,7 +522,7 @@ void Runner::restore(const Checkpoint& c) {
   auto runner_count = [&](const std::string& key, double low) {
     const double v = runner_value(key);
     if (!(v >= low && v <= static_cast<double>(kMaxExactCount) && v == std::floor(v)))
-      throw ValueError("Runner: runner." + key + " in the checkpoint is " + std::to_string(v) + ", not a whole number from " +
+      throw ValueError("Runner: runner." + key + " in the checkpoint is " + decimal_text(v) + ", not a whole number from " +
                        std::to_string(static_cast<int64_t>(low)) + " to 2^53");
     return static_cast<int64_t>(v);
   };
@@ -567,6 +567,26 @@ void Runner::restore(const Checkpoint& c) {
                        ", this run " + ours->second + ": a resume continues the saved run (keep its settings, or start "
                        "a new run in another work dir)");
   }
+  // The file's learning rates agree: each optimizer group runs at the scheduler's last lr, and the
+  // scheduler's base lrs are this run's where the saved run's lr was checked equal above.
+  if (scheduler_) {
+    const auto one_value = [](const StateDict& d, const std::string& key) -> std::optional<double> {
+      const auto it = d.find(key);
+      if (it == d.end() || !it->second.defined() || it->second.numel() != 1) return std::nullopt;
+      return it->second.to(DType::f64).item<double>();
+    };
+    for (size_t g = 0; g < scheduler_->base_lrs().size(); ++g) {
+      const std::string group = std::to_string(g);
+      const auto last = one_value(c.scheduler, "last_lr." + group), lr = one_value(c.optimizer, "param_groups." + group + ".lr");
+      if (last && lr && !(*last == *lr))
+        throw ValueError("Runner: the checkpoint's optimizer runs param group " + group + " at lr " + decimal_text(*lr) +
+                         ", its scheduler at " + decimal_text(*last) + ": the file is inconsistent");
+      const auto base = one_value(c.scheduler, "base_lrs." + group);
+      if (base && c.info.count("lr") && opts_.info.count("lr") && !(*base == scheduler_->base_lrs()[g]))
+        throw ValueError("Runner: the checkpoint's scheduler has base lr " + decimal_text(*base) + " for param group " +
+                         group + ", its run's lr is " + printable(c.info.at("lr"), 40) + ": the file is inconsistent");
+    }
+  }
   Window window(opts_.device);
   std::vector<double> sums;
   for (const char* name : kWindowSums) sums.push_back(runner_value(std::string("log_window.") + name));
@@ -575,8 +595,13 @@ void Runner::restore(const Checkpoint& c) {
     window.*field = runner_value(std::string("log_window.") + name);
     if (!(window.*field >= 0 && std::isfinite(window.*field)))
       throw ValueError("Runner: runner.log_window." + std::string(name) + " in the checkpoint is " +
-                       std::to_string(window.*field) + ", not a finite value >= 0");
+                       decimal_text(window.*field) + ", not a finite value >= 0");
   }
+  // Counts are whole numbers: a fraction would scale the logged means.
+  for (const auto& [name, value] : {std::pair{"count", window.count}, std::pair{"skipped", sums[2]}})
+    if (!(value >= 0 && value <= static_cast<double>(kMaxExactCount) && value == std::floor(value)))
+      throw ValueError("Runner: runner.log_window." + std::string(name) + " in the checkpoint is " + decimal_text(value) +
+                       ", not a count");
   NonFiniteWindow nonfinite(opts_.device);
   if (c.runner.count("log_window.nonfinite_step")) {
     const auto where = c.runner_text.find("log_window.nonfinite");
@@ -585,7 +610,7 @@ void Runner::restore(const Checkpoint& c) {
   }
   const double best = runner_value("best_top1");
   if (!std::isnan(best) && !(best >= 0 && best <= 100))
-    throw ValueError("Runner: runner.best_top1 in the checkpoint is " + std::to_string(best) + ", not an accuracy in percent");
+    throw ValueError("Runner: runner.best_top1 in the checkpoint is " + decimal_text(best) + ", not an accuracy in percent");
   const int64_t skipped = runner_count("skipped_steps", 0);
   if (skipped > c.iteration)
     throw ValueError("Runner: the checkpoint counts " + std::to_string(skipped) + " skipped steps in " +
