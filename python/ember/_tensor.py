@@ -120,7 +120,11 @@ def __copy__(self):
 
 def _rebuild(data, dtype_name, shape, requires_grad, device):
     np = _numpy()
-    dtype = getattr(_ember, dtype_name)
+    dtype = getattr(_ember, dtype_name, None) if isinstance(dtype_name, str) else None
+    if not isinstance(dtype, _ember.dtype):
+        raise _ember.FormatError(f"a tensor's dtype is {dtype_name!r}, which is no ember dtype")
+    if not isinstance(data, bytes):
+        raise _ember.FormatError(f"a tensor's data is a {type(data).__name__}, not bytes")
     load_as = _ember.float32 if dtype is _ember.bfloat16 else dtype
     arr = np.frombuffer(data, dtype=np.dtype(_NUMPY_NAMES[load_as])).reshape(shape)
     if dtype is _ember.bool:  # a byte other than 0 and 1 (a crafted file) is True, as NumPy and PyTorch read it

@@ -10,6 +10,8 @@ import io
 import os
 import pickle
 import stat
+import struct
+import zlib
 
 from collections.abc import Mapping
 
@@ -110,7 +112,10 @@ def save_checkpoint(filename, model=None, optimizer=None, scheduler=None, epoch=
 # ---- ember.save / ember.load: a pickle behind a header of its own
 
 _MAGIC = b"EMBERPKL"
-_VERSION = 1
+# Version 2 puts the CRC-32 (zlib's, little-endian) of the pickle after the version byte: a flipped bit
+# in a pickle often still unpickles, as other tensor values or another structure. Version 1 has none.
+_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 _ZIP_MAGIC = b"PK\x03\x04"  # torch.save's zip container
 
 # What weights_only=True lets a file name: the tensor, dtype, device and Size types, and the plain
@@ -125,7 +130,6 @@ _SAFE_GLOBALS = {
     ("builtins", "frozenset"),
     ("builtins", "complex"),
     ("builtins", "slice"),
-    ("builtins", "range"),
 }
 
 
@@ -135,7 +139,8 @@ def save(obj, f, pickle_protocol=pickle.DEFAULT_PROTOCOL):
     keep their dtype, shape, device, ``requires_grad`` (leaves) and sharing within one file; views are
     saved as their own elements. A path is written atomically. The format is a pickle behind an ember
     header, not PyTorch's zip: to exchange weights with PyTorch, use ``save_file`` (safetensors)."""
-    payload = _MAGIC + bytes([_VERSION]) + pickle.dumps(obj, protocol=pickle_protocol)
+    pickled = pickle.dumps(obj, protocol=pickle_protocol)
+    payload = _MAGIC + bytes([_VERSION]) + struct.pack("<I", zlib.crc32(pickled)) + pickled
     if hasattr(f, "write"):
         f.write(payload)
         return
@@ -173,15 +178,22 @@ class _Unpickler(pickle.Unpickler):
     def __init__(self, file, where, weights_only, device_of):
         super().__init__(file)
         self._where, self._weights_only, self._device_of = where, weights_only, device_of
+        # ember.save pickles each tensor once, with bytes of its own. A crafted file can name one
+        # stored buffer many times: each rebuild of it returns the first, so what a load builds stays
+        # within the size of the file (6,000 rebuilds of 1 MiB asked for 6 GiB).
+        self._rebuilt = {}
+
+    def _rebuild(self, data, dtype, shape, requires_grad, device):
+        from ._tensor import _rebuild
+
+        key = (id(data), dtype, tuple(shape) if isinstance(shape, (list, tuple)) else shape, requires_grad, device)
+        if key not in self._rebuilt:
+            self._rebuilt[key] = (data, _rebuild(data, dtype, shape, requires_grad, self._device_of(device)))
+        return self._rebuilt[key][1]  # the key's id(data) stays valid: data is kept beside the tensor
 
     def find_class(self, module, name):
         if (module, name) == ("ember._tensor", "_rebuild"):
-            from ._tensor import _rebuild
-
-            device_of = self._device_of
-            return lambda data, dtype, shape, requires_grad, device: _rebuild(
-                data, dtype, shape, requires_grad, device_of(device)
-            )
+            return self._rebuild
         if module == "ember._ember" and isinstance(getattr(_ember, name, None), _ember.dtype):
             return getattr(_ember, name)
         if self._weights_only and (module, name) not in _SAFE_GLOBALS:
@@ -226,17 +238,28 @@ def load(f, map_location=None, weights_only=True):
                 "Move weights between the two with safetensors (ember.save_file / safetensors.torch)"
             )
         raise _ember.FormatError(f"load: {where} is not a file ember.save wrote ({len(data)} bytes, starting {data[:8]!r})")
-    if len(data) < header or data[len(_MAGIC)] != _VERSION:
+    if len(data) < header or data[len(_MAGIC)] not in _READABLE_VERSIONS:
         version = data[len(_MAGIC)] if len(data) >= header else "none"
-        raise _ember.FormatError(f"load: {where} has format version {version}; this ember reads version {_VERSION}")
-    unpickler = _Unpickler(io.BytesIO(data[header:]), where, weights_only, _device_map(map_location))
+        raise _ember.FormatError(f"load: {where} has format version {version}; this ember reads versions "
+                                 f"{', '.join(map(str, _READABLE_VERSIONS))}")
+    pickled = data[header:]
+    if data[len(_MAGIC)] == 2:
+        if len(pickled) < 4:
+            raise _ember.FormatError(f"load: {where} is truncated or corrupt ({len(data)} bytes, no checksum)")
+        (stored,), pickled = struct.unpack("<I", pickled[:4]), pickled[4:]
+        if zlib.crc32(pickled) != stored:
+            raise _ember.FormatError(f"load: {where} is truncated or corrupt: its data fails the checksum (crc32 "
+                                     f"{zlib.crc32(pickled):08x}, written as {stored:08x})")
+    unpickler = _Unpickler(io.BytesIO(pickled), where, weights_only, _device_map(map_location))
     try:
         return unpickler.load()
     except pickle.UnpicklingError as e:
         if str(e).startswith("load: "):
             raise
         raise _ember.FormatError(f"load: {where} is truncated or corrupt ({e})") from None
+    except _ember.Error as e:  # a tensor the file describes that ember cannot make here (a device, memory)
+        raise type(e)(f"load: {where}: {e}") from None
     except (EOFError, ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError, MemoryError) as e:
-        if isinstance(e, _ember.Error):
-            raise
-        raise _ember.FormatError(f"load: {where} is truncated or corrupt ({type(e).__name__}: {e})") from None
+        # pickle's MemoryError for a length no memory holds comes without a message
+        detail = str(e) or ("a length it declares is larger than memory" if isinstance(e, MemoryError) else "")
+        raise _ember.FormatError(f"load: {where} is truncated or corrupt ({type(e).__name__}: {detail})") from None

@@ -4,6 +4,7 @@ ember.save / ember.load (pickled objects holding tensors, as torch.save / torch.
 import io
 import json
 import pickle
+import struct
 import os
 import pathlib
 import subprocess
@@ -253,6 +254,61 @@ def test_load_names_the_file_of_each_kind_of_bad_input(tmp_path):
         ember.load(tmp_path / "missing.pt")
     with pytest.raises(ember.IOError, match="no_such_dir"):
         ember.save({}, tmp_path / "no_such_dir" / "x.pt")
+
+
+def _global(module, name):
+    return b"c" + module + b"\n" + name + b"\n"
+
+
+def _rebuild_call(data_ref, dtype, shape, requires_grad, device):
+    """Pickle opcodes (protocol 2) of _rebuild(<data_ref>, dtype, shape, requires_grad, device)."""
+    text = lambda s: b"X" + struct.pack("<I", len(s)) + s
+    return (b"h\x00(" + data_ref + text(dtype) + b"(" + b"".join(b"J" + struct.pack("<i", v) for v in shape) + b"t" +
+            (b"\x88" if requires_grad else b"\x89") + text(device) + b"tR")
+
+
+def test_crafted_files_cannot_amplify_memory_or_escape_the_file_name(tmp_path):
+    # set(range(10**12)) in 60 bytes: range is no longer a global weights_only loads.
+    bomb = tmp_path / "bomb.pt"
+    bomb.write_bytes(b"EMBERPKL\x01\x80\x02" + _global(b"builtins", b"set") + b"(" + _global(b"builtins", b"range") +
+                     b"(\x8a\x08" + struct.pack("<q", 10**12) + b"tRtR.")
+    with pytest.raises(pickle.UnpicklingError, match="builtins.range, which weights_only=True does not load"):
+        ember.load(bomb)
+    # One stored 64 KiB buffer rebuilt 2,000 times: one tensor, not 125 MiB of copies.
+    n = 1 << 16
+    body = (b"\x80\x02" + _global(b"ember._tensor", b"_rebuild") + b"q\x00" + b"B" + struct.pack("<I", n) +
+            b"\x07" * n + b"q\x01(")
+    body += _rebuild_call(b"h\x01", b"uint8", [n], False, b"cpu") * 2000 + b"l."
+    many = tmp_path / "many.pt"
+    many.write_bytes(b"EMBERPKL\x01" + body)
+    tensors = ember.load(many)
+    assert len(tensors) == 2000 and all(t is tensors[0] for t in tensors) and tensors[0][5].item() == 7
+    # Errors about a tensor the file describes name the file, with their own type.
+    cases = {
+        "function_dtype.pt": (b"tensor", [2], False, b"cpu", ember.FormatError, "'tensor', which is no ember dtype"),
+        "int_grad.pt": (b"int64", [1], True, b"cpu", ember.Error, "int"),
+    }
+    for name, (dtype, shape, grad, device, error, words) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(b"EMBERPKL\x01\x80\x02" + _global(b"ember._tensor", b"_rebuild") + b"q\x00" +
+                         _rebuild_call(b"C\x08" + b"\0" * 8, dtype, shape, grad, device) + b".")
+        with pytest.raises(error, match=words) as info:
+            ember.load(path)
+        assert str(info.value).startswith(f"load: '{path}'"), str(info.value)
+
+
+def test_a_flipped_bit_fails_the_checksum_and_version_1_files_still_load(tmp_path):
+    path = tmp_path / "w.pt"
+    ember.save({"w": ember.arange(64.0), "step": 3}, path)
+    data = bytearray(path.read_bytes())
+    assert data[:9] == b"EMBERPKL\x02"
+    data[len(data) // 2] ^= 0x04  # inside the tensor's bytes: a pickle that still unpickles
+    path.write_bytes(bytes(data))
+    with pytest.raises(ember.FormatError, match="fails the checksum"):
+        ember.load(path)
+    old = tmp_path / "old.pt"  # as ember wrote before the checksum: version 1
+    old.write_bytes(b"EMBERPKL\x01" + pickle.dumps({"step": 3}))
+    assert ember.load(old) == {"step": 3}
 
 
 def test_a_failed_save_leaves_the_previous_file_and_no_temporary(tmp_path):
