@@ -105,9 +105,23 @@ void decode_jpeg(std::span<const uint8_t> bytes, const std::string& source, int 
   if (cmyk) cmyk_to_rgb(cmyk_pixels.data(), out.pixels.data(), out.height * out.width);
 }
 
+// The fewest bytes a PNG's pixels inflate to: each row's samples, without the filter bytes.
+uint64_t png_pixel_bytes(const spng_ihdr& h) {
+  const uint64_t channels = h.color_type == SPNG_COLOR_TYPE_TRUECOLOR         ? 3
+                            : h.color_type == SPNG_COLOR_TYPE_TRUECOLOR_ALPHA ? 4
+                            : h.color_type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA ? 2
+                                                                               : 1;  // gray, palette
+  return uint64_t{h.height} * ((uint64_t{h.width} * channels * h.bit_depth + 7) / 8);
+}
+
 void decode_png(std::span<const uint8_t> bytes, const std::string& source, RgbImage& out) {
   spng_ihdr ihdr{};
   const SpngContext ctx = png_context(bytes, source, ihdr);
+  // Deflate expands at most 1032-fold (zlib's technical notes): a header claiming more pixels than
+  // the file could inflate to is refused before the pixel buffer (13000 x 13000 x 3 from 69 bytes).
+  if (png_pixel_bytes(ihdr) > uint64_t{1032} * bytes.size())
+    fail(source, "a PNG of " + std::to_string(bytes.size()) + " bytes cannot hold the " + std::to_string(ihdr.width) +
+                     " x " + std::to_string(ihdr.height) + " pixels its header claims (the file is cut or corrupt)");
   size_t size = 0;
   int err = spng_decoded_image_size(ctx.get(), SPNG_FMT_RGB8, &size);
   out.height = ihdr.height;

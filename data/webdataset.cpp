@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <fstream>
 #include <memory>
 
 #include "data/image_batch.h"
@@ -37,11 +38,35 @@ Archive open_shard(const std::string& path) {
                   (detail ? detail : "no detail") + ")");
 }
 
-// The next member's header, or false at the end of the shard.
+// libarchive ends an uncompressed tar cut at a member boundary as if it were whole. Every tar writer
+// ends the archive with two zero blocks of 512 bytes (POSIX ustar): a shard without them was cut.
+void check_tar_end(archive* a, const std::string& shard, const std::string& previous) {
+  if (archive_filter_code(a, 0) != ARCHIVE_FILTER_NONE) return;  // a compressed stream checks its own end
+  std::ifstream in(shard, std::ios::binary | std::ios::ate);
+  const std::streamoff size = in ? static_cast<std::streamoff>(in.tellg()) : -1;
+  char tail[1024] = {};
+  bool whole = size >= 1024 && size % 512 == 0;
+  if (whole) {
+    in.seekg(size - 1024);
+    whole = static_cast<bool>(in.read(tail, sizeof tail)) &&
+            std::all_of(std::begin(tail), std::end(tail), [](char c) { return c == 0; });
+  }
+  if (!whole)
+    throw DataError(printable_path(shard) + ": ends " + (previous.empty() ? "" : "after member '" + printable(previous) + "' ") +
+                    "without the tar's end-of-archive blocks (" + std::to_string(size) +
+                    " bytes): the shard was cut short");
+}
+
+// The next member's header, or false at the end of the shard. A header libarchive could only read
+// with a warning (a damaged pax header, a bad checksum it skipped) is an error: what follows may be
+// misread.
 bool next_member(archive* a, archive_entry** entry, const std::string& shard, const std::string& previous) {
   const int r = archive_read_next_header(a, entry);
-  if (r == ARCHIVE_EOF) return false;
-  if (r != ARCHIVE_OK && r != ARCHIVE_WARN) shard_error(a, shard, previous, "a corrupt or truncated tar");
+  if (r == ARCHIVE_EOF) {
+    check_tar_end(a, shard, previous);
+    return false;
+  }
+  if (r != ARCHIVE_OK) shard_error(a, shard, previous, "a corrupt or truncated tar");
   return true;
 }
 
@@ -179,6 +204,8 @@ WebDataset::WebDataset(std::vector<std::string> shards, WebDatasetOptions option
       name = archive_entry_pathname(e) ? archive_entry_pathname(e) : "";
       if (archive_entry_filetype(e) != AE_IFREG) continue;
       const auto [key, ext] = split_key(name);
+      if (key.empty() || key.back() == '/')  // ".cls", "dir/.png": a sample without a name
+        throw DataError(printable_path(shard) + ": member '" + printable(name) + "' names no sample before its extension");
       if (key != current.key) {
         finish();
         current = Sample{static_cast<int>(s), -1, key, -1};
@@ -186,6 +213,7 @@ WebDataset::WebDataset(std::vector<std::string> shards, WebDatasetOptions option
       if (ext == "cls") {
         try {
           const std::string where = printable_path(shard) + ": member '" + printable(name) + "'";
+          if (current.label >= 0) throw DataError(where + ": sample '" + printable(key) + "' has a second .cls label");
           current.label = parse_label(member_bytes(a.get(), e, shard), where);
           if (options_.num_classes > 0 && current.label >= options_.num_classes)
             throw DataError(where + ": label " + std::to_string(current.label) + " is not below the " +

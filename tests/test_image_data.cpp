@@ -6,6 +6,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <spng.h>
+#include <zlib.h>
 #include <turbojpeg.h>
 
 #include <cmath>
@@ -227,6 +228,17 @@ TEST_CASE("decode: every bad file raises DataError naming it, before allocating 
   expect_error<DataError>("bomb", [&] { decode_image(bomb, "bomb.jpg"); }, {"bomb.jpg", "60000 x 60000", "limit"});
   expect_error<ValueError>("png scale", [&] { decode_image(png, "p.png", 2); }, {"p.png", "PNG"});
   expect_error<ValueError>("scale 3", [&] { decode_image(jpeg, "j.jpg", 3); }, {"1, 2, 4 or 8", "3"});
+  // An IHDR (with a valid CRC) claiming 13000 x 13000 pixels of a file of a few hundred bytes: below the
+  // pixel limit, but no deflate stream that short inflates to 507 MB. Refused before the buffer is made.
+  std::vector<uint8_t> png_bomb = encode_png(pattern(8, 8, 3), 8, 8, SPNG_COLOR_TYPE_TRUECOLOR);
+  const size_t ihdr = 12;  // signature (8), IHDR's length (4): then "IHDR", width, height, ...
+  for (size_t at : {ihdr + 4, ihdr + 8}) {
+    png_bomb[at] = 0, png_bomb[at + 1] = 0, png_bomb[at + 2] = 0x32, png_bomb[at + 3] = 0xC8;  // 13000
+  }
+  const uLong crc = crc32(0L, png_bomb.data() + ihdr, 17);  // "IHDR" and its 13 bytes
+  for (int k = 0; k < 4; ++k) png_bomb[ihdr + 17 + size_t(k)] = uint8_t(crc >> (24 - 8 * k));
+  expect_error<DataError>("png bomb", [&] { decode_image(png_bomb, "bomb.png"); },
+                          {"bomb.png", "cannot hold the 13000 x 13000 pixels"});
 }
 
 TEST_CASE("jpeg_scale_for: the largest DCT scale that keeps at least the output's pixels") {
@@ -666,6 +678,19 @@ TEST_CASE("WebDataset: a cut tar, a sample without a label and a bad image are n
   write_tar(cut, {{"a.jpg", jpeg}, {"a.cls", text_bytes("0")}, {"b.jpg", jpeg}, {"b.cls", text_bytes("1")}});
   fs::resize_file(cut, 512 * 3 + jpeg.size() + 1024 + 200);
   expect_error<DataError>("cut", [&] { WebDataset w({cut.string()}, o); }, {"cut.tar"});
+  // Cut at a member boundary, where libarchive sees a whole archive: the missing end blocks tell.
+  const fs::path at_boundary = dir.path / "boundary.tar";
+  write_tar(at_boundary, {{"a.cls", text_bytes("0")}, {"a.jpg", jpeg}, {"b.cls", text_bytes("1")}, {"b.jpg", jpeg}});
+  fs::resize_file(at_boundary, 512 * 3);  // the directory's header, a.cls's header and its data block
+  expect_error<DataError>("cut at a boundary", [&] { WebDataset w({at_boundary.string()}, o); },
+                          {"boundary.tar", "without the tar's end-of-archive blocks"});
+  const fs::path twice = dir.path / "twice.tar";
+  write_tar(twice, {{"a.jpg", jpeg}, {"a.cls", text_bytes("0")}, {"a.cls", text_bytes("1")}});
+  expect_error<DataError>("two labels", [&] { WebDataset w({twice.string()}, o); }, {"'a' has a second .cls label"});
+  const fs::path nameless = dir.path / "nameless.tar";
+  write_tar(nameless, {{"a.jpg", jpeg}, {"a.cls", text_bytes("0")}, {"train/.jpg", jpeg}});
+  expect_error<DataError>("no name", [&] { WebDataset w({nameless.string()}, o); },
+                          {"member 'train/.jpg' names no sample before its extension"});
   const fs::path unlabelled = dir.path / "unlabelled.tar";
   write_tar(unlabelled, {{"a.jpg", jpeg}, {"a.cls", text_bytes("0")}, {"b.jpg", jpeg}, {"c.jpg", jpeg}, {"c.cls", text_bytes("x1")}});
   expect_error<DataError>("no label", [&] { WebDataset w({unlabelled.string()}, o); }, {"unlabelled.tar", "'b'", "no .cls label"});

@@ -55,6 +55,12 @@ data::BatchTransform batch_transform(nb::handle steps) {
   };
 }
 
+// A name from the file system as Python's os.listdir gives it: bytes that are not UTF-8 kept as
+// surrogates (os.fsencode gives them back), not a UnicodeDecodeError.
+nb::str file_system_str(const std::string& name) {
+  return nb::steal<nb::str>(PyUnicode_DecodeFSDefaultAndSize(name.data(), static_cast<Py_ssize_t>(name.size())));
+}
+
 data::ImageFolder& image_folder(Dataset& d) {
   auto* f = dynamic_cast<data::ImageFolder*>(&d);
   if (!f) throw ValueError("this data set is not an ImageFolder");
@@ -79,12 +85,19 @@ void bind_data(nb::module_& m) {
           "indices"_a, "seed"_a = 0, "epoch"_a = 0,
           "(images, labels) of the examples at indices, as epoch `epoch` of a loader seeded with `seed` sees them.")
       .def("bad_examples", &Dataset::bad_examples, doc::data_Dataset_bad_examples)
-      .def("classes", [](Dataset& d) { return image_folder(d).classes(); }, "An ImageFolder's class names, sorted.")
+      .def(
+          "classes",
+          [](Dataset& d) {
+            nb::list out;
+            for (const auto& name : image_folder(d).classes()) out.append(file_system_str(name));
+            return out;
+          },
+          "An ImageFolder's class names, sorted.")
       .def(
           "samples",
           [](Dataset& d) {
             nb::list out;
-            for (const auto& s : image_folder(d).samples()) out.append(nb::make_tuple(s.path, s.label));
+            for (const auto& s : image_folder(d).samples()) out.append(nb::make_tuple(file_system_str(s.path), s.label));
             return out;
           },
           "An ImageFolder's (path, label) of every example, in order.");

@@ -164,3 +164,29 @@ def test_loader_options_pytorch_refuses():
             DataLoader(Counting(), **options)
     with pytest.raises(ValueError, match="timeout"):
         DataLoader(TensorDataset(ember.zeros(2)), timeout=float("nan"))
+
+
+def _tiny_png(side=8):
+    """A side x side black RGB PNG, written by hand (zlib and the chunk layout of the PNG spec)."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    rows = b"".join(b"\0" + bytes(3 * side) for _ in range(side))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def test_image_folder_class_names_that_are_not_utf8(tmp_path):
+    # os.listdir's rule: bytes that are not UTF-8 come back as surrogates, not a UnicodeDecodeError.
+    root = os.fsencode(tmp_path)
+    for name in (b"cat", b"d\xffg"):
+        os.makedirs(os.path.join(root, name))
+        with open(os.path.join(root, name, b"x.png"), "wb") as f:
+            f.write(_tiny_png())
+    data = ember.datasets.ImageFolder(tmp_path, size=8, resize=8)
+    assert [os.fsencode(c) for c in data.classes] == [b"cat", b"d\xffg"]
+    assert os.fsencode(data.samples[1][0]).endswith(b"d\xffg/x.png") and data.samples[1][1] == 1
+    assert data[1][0].shape == (3, 8, 8)
