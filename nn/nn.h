@@ -12,6 +12,7 @@
 #include "nn/layers/conv.h"
 #include "nn/layers/linear.h"
 #include "nn/layers/normalization.h"
+#include "nn/layers/recurrent.h"
 #include "nn/loss.h"
 #include "nn/models/mlp.h"
 #include "nn/models/resnet.h"
