@@ -11,6 +11,7 @@
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/tuple.h>
 
 #include <mutex>
 #include <shared_mutex>
@@ -127,6 +128,21 @@ nb::dict config(Module& m) {
     d["batch_first"] = true;
   } else if (auto* pe = dynamic_cast<nn::PatchEmbed*>(&m)) {
     d["num_patches"] = pe->num_patches;
+  } else if (auto* r = dynamic_cast<nn::RecurrentLayer*>(&m)) {
+    d["input_size"] = r->input_size;
+    d["hidden_size"] = r->hidden_size;
+    d["num_layers"] = r->options.num_layers;
+    d["bias"] = r->options.bias;
+    d["batch_first"] = r->options.batch_first;
+    d["dropout"] = r->options.dropout;
+    d["bidirectional"] = r->options.bidirectional;
+    d["proj_size"] = r->proj_size;
+    if (auto* rnn = dynamic_cast<nn::RNN*>(&m)) d["nonlinearity"] = rnn->nonlinearity;
+  } else if (auto* rc = dynamic_cast<nn::RecurrentCell*>(&m)) {
+    d["input_size"] = rc->input_size;
+    d["hidden_size"] = rc->hidden_size;
+    d["bias"] = rc->bias_ih.defined();
+    if (auto* cell = dynamic_cast<nn::RNNCell*>(&m)) d["nonlinearity"] = cell->nonlinearity;
   }
   return d;
 }
@@ -151,6 +167,40 @@ void set_config(Module& m, const std::string& key, nb::handle value) {
   } else {
     throw NotImplementedError(m.name() + "." + key + " is fixed at construction in ember's C++ layer: build a new layer");
   }
+}
+
+// The forward of RNN, GRU (c0 None) and LSTM: (output, h_n, c_n), c_n None but for an LSTM.
+std::tuple<Tensor, Tensor, std::optional<Tensor>> recurrent_forward(Module& m, const Tensor& input,
+                                                                    const Tensor& h0, std::optional<Tensor> c0) {
+  nn::RecurrentOutput out;
+  if (auto* lstm = dynamic_cast<nn::LSTM*>(&m)) {
+    nb::gil_scoped_release release;
+    out = lstm->forward(input, h0, c0 ? *c0 : Tensor());
+  } else {
+    if (c0) throw ValueError(m.name() + ": only an LSTM takes a cell state c0");
+    auto* rnn = dynamic_cast<nn::RNN*>(&m);
+    auto* gru = dynamic_cast<nn::GRU*>(&m);
+    if (!rnn && !gru) throw NotImplementedError(m.name() + " is not an RNN, LSTM or GRU");
+    nb::gil_scoped_release release;
+    out = rnn ? rnn->forward(input, h0) : gru->forward(input, h0);
+  }
+  return {out.output, out.h_n, out.c_n.defined() ? std::optional<Tensor>(out.c_n) : std::nullopt};
+}
+
+// The forward of RNNCell, GRUCell (cx None) and LSTMCell: (h', c'), c' None but for an LSTMCell.
+std::pair<Tensor, std::optional<Tensor>> recurrent_cell_forward(Module& m, const Tensor& input, const Tensor& hx,
+                                                                std::optional<Tensor> cx) {
+  if (auto* lstm = dynamic_cast<nn::LSTMCell*>(&m)) {
+    nb::gil_scoped_release release;
+    const nn::LSTMState s = lstm->forward(input, hx, cx ? *cx : Tensor());
+    return {s.h, s.c};
+  }
+  if (cx) throw ValueError(m.name() + ": only an LSTMCell takes a cell state cx");
+  auto* rnn = dynamic_cast<nn::RNNCell*>(&m);
+  auto* gru = dynamic_cast<nn::GRUCell*>(&m);
+  if (!rnn && !gru) throw NotImplementedError(m.name() + " is not an RNNCell, LSTMCell or GRUCell");
+  nb::gil_scoped_release release;
+  return {rnn ? rnn->forward(input, hx) : gru->forward(input, hx), std::nullopt};
 }
 
 // A Python module standing in a C++ module tree: it registers the Python module's own parameters and
@@ -257,7 +307,21 @@ void bind_modules(nb::module_& m, nb::module_& nn_m) {
             nb::gil_scoped_release release;
             return run_forward([&] { return a->forward(q, k, v, mask ? *mask : Tensor()); });
           },
-          "query"_a, "key"_a, "value"_a, "attn_mask"_a.none(), doc::nn_MultiheadAttention_forward);
+          "query"_a, "key"_a, "value"_a, "attn_mask"_a.none(), doc::nn_MultiheadAttention_forward)
+      .def(
+          "recurrent",
+          [](Module& mod, Tensor input, std::optional<Tensor> h0, std::optional<Tensor> c0) {
+            return recurrent_forward(mod, input, h0 ? *h0 : Tensor(), std::move(c0));
+          },
+          "input"_a, "h0"_a.none(), "c0"_a.none(),
+          "(output, h_n, c_n) of an RNN, GRU or LSTM from h0 and c0 (None: zeros; c0 and c_n: an LSTM's only).")
+      .def(
+          "recurrent_cell",
+          [](Module& mod, Tensor input, std::optional<Tensor> hx, std::optional<Tensor> cx) {
+            return recurrent_cell_forward(mod, input, hx ? *hx : Tensor(), std::move(cx));
+          },
+          "input"_a, "hx"_a.none(), "cx"_a.none(),
+          "(h', c') of an RNNCell, GRUCell or LSTMCell from hx and cx (None: zeros; cx and c': an LSTMCell's only).");
 
   nb::class_<PythonModule, Module>(m, "_PythonModuleBridge",
                                    "A Python module standing in a C++ module tree (DDP, ZeRO); see ember.nn.Module.")
@@ -322,6 +386,41 @@ void bind_modules(nb::module_& m, nb::module_& nn_m) {
              return std::make_shared<nn::MultiheadAttention>(e, h, bias, dropout);
            },
            "embed_dim"_a, "num_heads"_a, "bias"_a, "dropout"_a, "nn::MultiheadAttention (batch first).");
+  const auto recurrent_options = [](int64_t layers, bool bias, bool batch_first, double dropout, bool bidirectional) {
+    return nn::RecurrentOptions{
+        .num_layers = layers, .bias = bias, .batch_first = batch_first, .dropout = dropout, .bidirectional = bidirectional};
+  };
+  nn_m.def("rnn",
+           [=](int64_t i, int64_t h, int64_t layers, const std::string& nonlinearity, bool bias, bool batch_first,
+               double dropout, bool bidirectional) -> P {
+             return std::make_shared<nn::RNN>(i, h, recurrent_options(layers, bias, batch_first, dropout, bidirectional),
+                                              nonlinearity);
+           },
+           "input_size"_a, "hidden_size"_a, "num_layers"_a, "nonlinearity"_a, "bias"_a, "batch_first"_a, "dropout"_a,
+           "bidirectional"_a, doc::nn_RNN);
+  nn_m.def("lstm",
+           [=](int64_t i, int64_t h, int64_t layers, bool bias, bool batch_first, double dropout, bool bidirectional,
+               int64_t proj_size) -> P {
+             return std::make_shared<nn::LSTM>(i, h, recurrent_options(layers, bias, batch_first, dropout, bidirectional),
+                                               proj_size);
+           },
+           "input_size"_a, "hidden_size"_a, "num_layers"_a, "bias"_a, "batch_first"_a, "dropout"_a, "bidirectional"_a,
+           "proj_size"_a, doc::nn_LSTM);
+  nn_m.def("gru",
+           [=](int64_t i, int64_t h, int64_t layers, bool bias, bool batch_first, double dropout, bool bidirectional) -> P {
+             return std::make_shared<nn::GRU>(i, h, recurrent_options(layers, bias, batch_first, dropout, bidirectional));
+           },
+           "input_size"_a, "hidden_size"_a, "num_layers"_a, "bias"_a, "batch_first"_a, "dropout"_a, "bidirectional"_a,
+           doc::nn_GRU);
+  nn_m.def("rnn_cell",
+           [](int64_t i, int64_t h, bool bias, const std::string& nonlinearity) -> P {
+             return std::make_shared<nn::RNNCell>(i, h, bias, nonlinearity);
+           },
+           "input_size"_a, "hidden_size"_a, "bias"_a, "nonlinearity"_a, doc::nn_RNNCell);
+  nn_m.def("lstm_cell", [](int64_t i, int64_t h, bool bias) -> P { return std::make_shared<nn::LSTMCell>(i, h, bias); },
+           "input_size"_a, "hidden_size"_a, "bias"_a, doc::nn_LSTMCell);
+  nn_m.def("gru_cell", [](int64_t i, int64_t h, bool bias) -> P { return std::make_shared<nn::GRUCell>(i, h, bias); },
+           "input_size"_a, "hidden_size"_a, "bias"_a, doc::nn_GRUCell);
 
   // ---- models
   nn_m.def("mlp",

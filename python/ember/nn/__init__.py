@@ -8,11 +8,13 @@ from .composed_layers import __all__ as _composed_layer_names
 from .layers import *  # noqa: F401,F403
 from .layers import __all__ as _layer_names
 from .modules import Module, ModuleDict, ModuleList, Parameter, ParameterDict, ParameterList, RemovableHandle, Sequential
+from .recurrent import *  # noqa: F401,F403
+from .recurrent import __all__ as _recurrent_names
 from .transformer import TransformerEncoder, TransformerEncoderLayer
 
 __all__ = ["Module", "ModuleDict", "ModuleList", "Parameter", "ParameterDict", "ParameterList", "RemovableHandle",
            "Sequential", "TransformerEncoder", "TransformerEncoderLayer", "functional", "init", "models", "parallel",
-           "utils"] + list(_layer_names) + list(_composed_layer_names)
+           "utils"] + list(_layer_names) + list(_composed_layer_names) + list(_recurrent_names)
 
 
 def __getattr__(name):
