@@ -229,7 +229,7 @@ TEST_CASE("recurrent: parameter names, shapes and order are PyTorch's; init with
   CHECK(lstm.weights[3].weight_hr.is_same(lstm.parameter("weight_hr_l1_reverse")));
 
   nn::GRU gru(3, 4, {.bias = false});
-  CHECK(gru.state_dict() .size() == 2);
+  CHECK(gru.state_dict().size() == 2);
   CHECK(gru.parameter("weight_ih_l0").shape() == Shape{12, 3});
   CHECK(gru.parameter("weight_hh_l0").shape() == Shape{12, 4});
   nn::RNN rnn(3, 4, {.num_layers = 2});
