@@ -175,14 +175,14 @@ std::tuple<Tensor, Tensor, std::optional<Tensor>> recurrent_forward(Module& m, c
   nn::RecurrentOutput out;
   if (auto* lstm = dynamic_cast<nn::LSTM*>(&m)) {
     nb::gil_scoped_release release;
-    out = lstm->forward(input, h0, c0 ? *c0 : Tensor());
+    out = run_forward([&] { return lstm->forward(input, h0, c0 ? *c0 : Tensor()); });
   } else {
     if (c0) throw ValueError(m.name() + ": only an LSTM takes a cell state c0");
     auto* rnn = dynamic_cast<nn::RNN*>(&m);
     auto* gru = dynamic_cast<nn::GRU*>(&m);
     if (!rnn && !gru) throw NotImplementedError(m.name() + " is not an RNN, LSTM or GRU");
     nb::gil_scoped_release release;
-    out = rnn ? rnn->forward(input, h0) : gru->forward(input, h0);
+    out = run_forward([&] { return rnn ? rnn->forward(input, h0) : gru->forward(input, h0); });
   }
   return {out.output, out.h_n, out.c_n.defined() ? std::optional<Tensor>(out.c_n) : std::nullopt};
 }
@@ -192,7 +192,7 @@ std::pair<Tensor, std::optional<Tensor>> recurrent_cell_forward(Module& m, const
                                                                 std::optional<Tensor> cx) {
   if (auto* lstm = dynamic_cast<nn::LSTMCell*>(&m)) {
     nb::gil_scoped_release release;
-    const nn::LSTMState s = lstm->forward(input, hx, cx ? *cx : Tensor());
+    const nn::LSTMState s = run_forward([&] { return lstm->forward(input, hx, cx ? *cx : Tensor()); });
     return {s.h, s.c};
   }
   if (cx) throw ValueError(m.name() + ": only an LSTMCell takes a cell state cx");
@@ -200,7 +200,7 @@ std::pair<Tensor, std::optional<Tensor>> recurrent_cell_forward(Module& m, const
   auto* gru = dynamic_cast<nn::GRUCell*>(&m);
   if (!rnn && !gru) throw NotImplementedError(m.name() + " is not an RNNCell, LSTMCell or GRUCell");
   nb::gil_scoped_release release;
-  return {rnn ? rnn->forward(input, hx) : gru->forward(input, hx), std::nullopt};
+  return {run_forward([&] { return rnn ? rnn->forward(input, hx) : gru->forward(input, hx); }), std::nullopt};
 }
 
 // A Python module standing in a C++ module tree: it registers the Python module's own parameters and
