@@ -273,14 +273,22 @@ __global__ void __launch_bounds__(kThreads) softmax_rows_kernel(const T* x, T* y
   }
 }
 
+// Calls f(base) for each column (o, i) of the (outer, len, inner) layout this thread takes in a
+// grid-stride loop (neighbouring threads, neighbouring columns); the column's element r is at
+// base + r * inner.
+template <class F>
+__device__ __forceinline__ void for_each_column(int64_t outer, int64_t len, int64_t inner, F&& f) {
+  const int64_t columns = outer * inner, step = int64_t{blockDim.x} * gridDim.x;
+  for (int64_t k = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < columns; k += step)
+    f((k / inner) * len * inner + k % inner);
+}
+
 // One thread per column (inner > 1).
 template <class T>
 __global__ void __launch_bounds__(kThreads) softmax_columns_kernel(const T* x, T* y, int64_t outer, int64_t len,
                                                                    int64_t inner, bool log) {
   using A = acc_t<T>;
-  const int64_t columns = outer * inner, step = int64_t{blockDim.x} * gridDim.x;
-  for (int64_t k = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < columns; k += step) {
-    const int64_t base = (k / inner) * len * inner + k % inner;
+  for_each_column(outer, len, inner, [&](int64_t base) {
     A m = -std::numeric_limits<A>::infinity();
     for (int64_t j = 0; j < len; ++j) {
       const A v = widen(x[base + j * inner]);
@@ -293,7 +301,7 @@ __global__ void __launch_bounds__(kThreads) softmax_columns_kernel(const T* x, T
       const A shifted = widen(x[base + j * inner]) - m;
       y[base + j * inner] = convert<T>(log ? shifted - log_s : std::exp(shifted) / s);
     }
-  }
+  });
 }
 
 // ---- cumulative sum
@@ -338,21 +346,19 @@ __global__ void __launch_bounds__(kThreads) cumsum_rows_kernel(const T* x, T* y,
   }
 }
 
-// One thread per column (inner > 1): neighbouring threads walk neighbouring columns.
+// One thread per column (inner > 1).
 template <class T>
 __global__ void __launch_bounds__(kThreads) cumsum_columns_kernel(const T* x, T* y, int64_t outer, int64_t len,
                                                                   int64_t inner, bool reverse) {
   using A = scan_acc_t<T>;
-  const int64_t columns = outer * inner, stride = int64_t{blockDim.x} * gridDim.x;
-  for (int64_t k = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < columns; k += stride) {
-    const int64_t base = (k / inner) * len * inner + k % inner;
+  for_each_column(outer, len, inner, [&](int64_t base) {
     A total = 0;
     for (int64_t step = 0; step < len; ++step) {
       const int64_t at = base + (reverse ? len - 1 - step : step) * inner;
       total += scan_load<A>(x[at]);
       y[at] = scan_store<T>(total);
     }
-  }
+  });
 }
 
 }  // namespace
