@@ -1,7 +1,8 @@
 // CPU kernel of the cumulative sum over the (outer, len, inner) layout of dim_layout: threads take
-// blocks of adjacent columns (cpu::ColumnBlocks) and walk len once, keeping a running sum per
-// column. Sums accumulate in double for f32 and f64 (as PyTorch's CPU kernel), in float for the
+// blocks of adjacent columns (cpu::ColumnBlocks), or of a few rows when inner == 1, and walk len
+// once, keeping a running sum per column or row. Sums accumulate in double for f32 and f64 (as PyTorch's CPU kernel), in float for the
 // 16-bit types, and in int64 for integers, wrapping on overflow.
+#include <algorithm>
 #include <type_traits>
 
 #include "cpu/parallel.h"
@@ -37,6 +38,29 @@ void scan_block(const T* x, T* y, int64_t len, int64_t stride, int64_t lanes, bo
   }
 }
 
+// Scans kRows rows of len contiguous elements, row r at x + r * len, step by step: their sums are
+// independent, so the additions of one step overlap instead of each waiting for the one before.
+template <int kRows, class T>
+void scan_rows(const T* x, T* y, int64_t len, bool reverse) {
+  using A = scan_acc_t<T>;
+  A total[kRows] = {};
+  for (int64_t step = 0; step < len; ++step) {
+    const int64_t i = reverse ? len - 1 - step : step;
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t at = r * len + i;
+      if constexpr (std::is_integral_v<T>) {
+        total[r] += static_cast<A>(static_cast<int64_t>(x[at]));
+        y[at] = static_cast<T>(static_cast<int64_t>(total[r]));
+      } else {
+        total[r] += static_cast<A>(static_cast<compute_t<T>>(x[at]));
+        y[at] = convert<T>(total[r]);
+      }
+    }
+  }
+}
+
+constexpr int64_t kRowGroup = 4;  // rows scanned together; 4 independent sums cover an add's latency
+
 }  // namespace
 
 void CumulativeSum::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
@@ -49,6 +73,18 @@ void CumulativeSum::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>&
     } else {
       const T* x = l.data.data<T>();
       T* y = out[0].data<T>();  // contiguous, the element order of l.data
+      if (l.inner == 1) {  // rows: contiguous lines, kRowGroup at a time
+        const int64_t groups = (l.outer + kRowGroup - 1) / kRowGroup;
+        cpu::parallel_for(groups, l.len * kRowGroup, [&](int64_t begin, int64_t end) {
+          for (int64_t g = begin; g < end; ++g) {
+            const int64_t first = g * kRowGroup, rows = std::min(kRowGroup, l.outer - first);
+            if (rows == kRowGroup) scan_rows<kRowGroup>(x + first * l.len, y + first * l.len, l.len, reverse_);
+            else
+              for (int64_t r = first; r < first + rows; ++r) scan_rows<1>(x + r * l.len, y + r * l.len, l.len, reverse_);
+          }
+        });
+        return;
+      }
       cpu::parallel_for(blocks.count, l.len * blocks.width, [&](int64_t begin, int64_t end) {
         for (int64_t b = begin; b < end; ++b) {
           const int64_t first = blocks.first_element(b);
