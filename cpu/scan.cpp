@@ -1,7 +1,7 @@
 // CPU kernel of the cumulative sum over the (outer, len, inner) layout of dim_layout: threads take
 // blocks of adjacent columns (cpu::ColumnBlocks), or of a few rows when inner == 1, and walk len
-// once, keeping a running sum per column or row. Sums accumulate in double for f32 and f64 (as PyTorch's CPU kernel), in float for the
-// 16-bit types, and in int64 for integers, wrapping on overflow.
+// once, keeping a running sum per column or row. Sums accumulate in double for f32 and f64 (as
+// PyTorch's CPU kernel), in float for the 16-bit types, and in int64 for integers, wrapping on overflow.
 #include <algorithm>
 #include <type_traits>
 
@@ -19,22 +19,26 @@ template <class T>
 using scan_acc_t = std::conditional_t<std::is_same_v<T, float> || std::is_same_v<T, double>, double,
                                       std::conditional_t<std::is_integral_v<T>, uint64_t, compute_t<T>>>;
 
+// Adds x to the running sum `total` and returns the sum in T.
+template <class T>
+T accumulate(scan_acc_t<T>& total, T x) {
+  using A = scan_acc_t<T>;
+  if constexpr (std::is_integral_v<T>) {
+    total += static_cast<A>(static_cast<int64_t>(x));  // unsigned: wraps, never UB
+    return static_cast<T>(static_cast<int64_t>(total));
+  } else {
+    total += static_cast<A>(static_cast<compute_t<T>>(x));
+    return convert<T>(total);
+  }
+}
+
 // Scans `lanes` adjacent columns of len elements `stride` apart, from x into y (same layout).
 template <class T>
 void scan_block(const T* x, T* y, int64_t len, int64_t stride, int64_t lanes, bool reverse) {
-  using A = scan_acc_t<T>;
-  A total[cpu::kColumnBlock] = {};
+  scan_acc_t<T> total[cpu::kColumnBlock] = {};
   for (int64_t step = 0; step < len; ++step) {
     const int64_t r = reverse ? len - 1 - step : step;
-    for (int64_t k = 0; k < lanes; ++k) {
-      if constexpr (std::is_integral_v<T>) {
-        total[k] += static_cast<A>(static_cast<int64_t>(x[r * stride + k]));  // unsigned: wraps, never UB
-        y[r * stride + k] = static_cast<T>(static_cast<int64_t>(total[k]));
-      } else {
-        total[k] += static_cast<A>(static_cast<compute_t<T>>(x[r * stride + k]));
-        y[r * stride + k] = convert<T>(total[k]);
-      }
-    }
+    for (int64_t k = 0; k < lanes; ++k) y[r * stride + k] = accumulate(total[k], x[r * stride + k]);
   }
 }
 
@@ -42,20 +46,10 @@ void scan_block(const T* x, T* y, int64_t len, int64_t stride, int64_t lanes, bo
 // independent, so the additions of one step overlap instead of each waiting for the one before.
 template <int kRows, class T>
 void scan_rows(const T* x, T* y, int64_t len, bool reverse) {
-  using A = scan_acc_t<T>;
-  A total[kRows] = {};
+  scan_acc_t<T> total[kRows] = {};
   for (int64_t step = 0; step < len; ++step) {
     const int64_t i = reverse ? len - 1 - step : step;
-    for (int r = 0; r < kRows; ++r) {
-      const int64_t at = r * len + i;
-      if constexpr (std::is_integral_v<T>) {
-        total[r] += static_cast<A>(static_cast<int64_t>(x[at]));
-        y[at] = static_cast<T>(static_cast<int64_t>(total[r]));
-      } else {
-        total[r] += static_cast<A>(static_cast<compute_t<T>>(x[at]));
-        y[at] = convert<T>(total[r]);
-      }
-    }
+    for (int r = 0; r < kRows; ++r) y[r * len + i] = accumulate(total[r], x[r * len + i]);
   }
 }
 

@@ -73,8 +73,7 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options) : Adam(std::move(par
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions o, bool decoupled)
     : Optimizer(o.to_map()), decoupled_(decoupled) {
-  check(decoupled ? "AdamW" : "Adam", o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
-  add_param_group(std::move(params));
+  add_param_group(std::move(params));  // checks the options first
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
@@ -92,8 +91,7 @@ void Adam::step_group(const ParamGroup& group, const Batch& batch) {
 }
 
 LAMB::LAMB(std::vector<Tensor> params, LAMBOptions o) : Optimizer(o.to_map()) {
-  check("LAMB", o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
-  add_param_group(std::move(params));
+  add_param_group(std::move(params));  // checks the options first
 }
 
 // The formulas (You et al. 2019, arXiv:1904.00962, Algorithm 2) are in optim/step_math.h.

@@ -74,7 +74,7 @@ double rate(const StateDict& d, const std::string& key) {
 // A step count from the dict: a whole number from -1 (before the first step) to 2^53.
 int64_t count(const StateDict& d, const std::string& key) {
   const double v = entry(d, key).item<double>();
-  if (!(v >= -1 && v <= static_cast<double>(kMaxExactCount) && v == std::floor(v)))
+  if (!is_exact_count(v, -1))
     throw ValueError("LRScheduler.load_state_dict: '" + key + "' is " + decimal_text(v) + ", not a step count");
   return static_cast<int64_t>(v);
 }

@@ -24,6 +24,14 @@ double ParamGroup::get(const std::string& key) const {
 Tensor scalar_f64(double v) { return scalar_tensor(v, TensorOptions(DType::f64)); }
 
 void Optimizer::add_param_group(std::vector<Tensor> params, const GroupOptions& overrides) {
+  // The options first: a derived constructor's defaults are checked here, before its parameters.
+  GroupOptions options = defaults_;
+  for (const auto& [k, v] : overrides) {
+    if (!defaults_.count(k) && k != "initial_lr")
+      throw ValueError(std::string(name()) + ": unknown option '" + k + "' for a param group");
+    options[k] = v;
+  }
+  check_options(options);
   if (params.empty()) throw ValueError(std::string(name()) + ": a param group needs at least one parameter");
   for (size_t i = 0; i < params.size(); ++i) {
     if (!params[i].defined())
@@ -46,14 +54,7 @@ void Optimizer::add_param_group(std::vector<Tensor> params, const GroupOptions& 
         throw ValueError(std::string(name()) + ": parameters " + std::to_string(j) + " and " + std::to_string(i) +
                          " of the new group are the same tensor");
   }
-  ParamGroup g{std::move(params), defaults_};
-  for (const auto& [k, v] : overrides) {
-    if (!defaults_.count(k) && k != "initial_lr")
-      throw ValueError(std::string(name()) + ": unknown option '" + k + "' for a param group");
-    g.options[k] = v;
-  }
-  check_options(g.options);
-  groups_.push_back(std::move(g));
+  groups_.push_back(ParamGroup{std::move(params), std::move(options)});
 }
 
 namespace {
@@ -345,7 +346,7 @@ void Optimizer::load_state_dict(const StateDict& dict) {
       if (k == "step") {
         if (t.numel() != 1) throw ValueError(who + entry + " is not a scalar");
         const double step = t.item<double>();
-        if (!(step >= 0 && step <= static_cast<double>(kMaxExactCount) && step == std::floor(step)))
+        if (!is_exact_count(step))
           throw ValueError(who + entry + " is " + decimal_text(step) + ", not a step count");
         t = scalar_f64(step).to(p.device());  // the kernels advance it there
         continue;

@@ -44,8 +44,7 @@ void SGD::check_options(const GroupOptions& options) const {
 }
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions options) : Optimizer(options.to_map()) {
-  check(options);
-  add_param_group(std::move(params));
+  add_param_group(std::move(params));  // checks the options first
 }
 
 // The formulas (PyTorch's _single_tensor_sgd) are in optim/step_math.h. With momentum each buffer

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -15,6 +16,12 @@ namespace ember {
 /// The largest count a file may hold (epochs, iterations, steps): 2^53, below which a double, as
 /// state dicts store counts, still holds every whole number exactly.
 inline constexpr int64_t kMaxExactCount = int64_t(1) << 53;
+
+/// Whether v, a count a file holds as a double, is a whole number from `low` to kMaxExactCount
+/// (NaN and infinities are not).
+inline bool is_exact_count(double v, double low = 0) {
+  return v >= low && v <= static_cast<double>(kMaxExactCount) && v == std::floor(v);
+}
 
 /// The number `text` holds in plain decimal digits (no sign, space or exponent) when it is at most
 /// `max`; nullopt for anything else, a number too large for int64 included.

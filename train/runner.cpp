@@ -521,7 +521,7 @@ void Runner::restore(const Checkpoint& c) {
   };
   auto runner_count = [&](const std::string& key, double low) {
     const double v = runner_value(key);
-    if (!(v >= low && v <= static_cast<double>(kMaxExactCount) && v == std::floor(v)))
+    if (!is_exact_count(v, low))
       throw ValueError("Runner: runner." + key + " in the checkpoint is " + decimal_text(v) + ", not a whole number from " +
                        std::to_string(static_cast<int64_t>(low)) + " to 2^53");
     return static_cast<int64_t>(v);
@@ -599,7 +599,7 @@ void Runner::restore(const Checkpoint& c) {
   }
   // Counts are whole numbers: a fraction would scale the logged means.
   for (const auto& [name, value] : {std::pair{"count", window.count}, std::pair{"skipped", sums[2]}})
-    if (!(value >= 0 && value <= static_cast<double>(kMaxExactCount) && value == std::floor(value)))
+    if (!is_exact_count(value))
       throw ValueError("Runner: runner.log_window." + std::string(name) + " in the checkpoint is " + decimal_text(value) +
                        ", not a count");
   NonFiniteWindow nonfinite(opts_.device);

@@ -22,8 +22,8 @@ void reset_conv_parameters(Tensor& weight, Tensor& bias) {
   }
 }
 
-// The repr both convolutions share, up to output_padding.
-std::string conv_repr(int64_t in, int64_t out, int64_t k, int64_t s, int64_t p, const std::string& more, int64_t g,
+// The repr both convolutions share (output_padding: the transposed one's, shown when not 0).
+std::string conv_repr(int64_t in, int64_t out, int64_t k, int64_t s, int64_t p, int64_t output_padding, int64_t g,
                       int64_t d, bool with_bias) {
   const auto pair = [](int64_t v) {
     const std::string n = std::to_string(v);
@@ -32,7 +32,7 @@ std::string conv_repr(int64_t in, int64_t out, int64_t k, int64_t s, int64_t p, 
   };
   std::string r = std::to_string(in) + ", " + std::to_string(out) + ", kernel_size=" + pair(k) + ", stride=" + pair(s);
   if (p) r += ", padding=" + pair(p);
-  r += more;
+  if (output_padding) r += ", output_padding=" + pair(output_padding);
   if (d != 1) r += ", dilation=" + pair(d);
   if (g != 1) r += ", groups=" + std::to_string(g);
   if (!with_bias) r += ", bias=False";
@@ -63,7 +63,7 @@ Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, int64_t s, int64_t p, bool wi
 void Conv2d::reset_parameters() { reset_conv_parameters(weight, bias); }
 
 std::string Conv2d::extra_repr() const {
-  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, "", groups, dilation, bias.defined());
+  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, 0, groups, dilation, bias.defined());
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
@@ -86,12 +86,8 @@ ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, int64_t k, int64_t s, 
 void ConvTranspose2d::reset_parameters() { reset_conv_parameters(weight, bias); }
 
 std::string ConvTranspose2d::extra_repr() const {
-  std::string more;
-  if (output_padding) {
-    const std::string n = std::to_string(output_padding);
-    more.append(", output_padding=(").append(n).append(", ").append(n).append(")");
-  }
-  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, more, groups, dilation, bias.defined());
+  return conv_repr(in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, dilation,
+                   bias.defined());
 }
 
 Tensor ConvTranspose2d::forward(const Tensor& x) {
